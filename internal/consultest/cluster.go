@@ -1,0 +1,29 @@
+package consultest
+
+import (
+	"testing"
+)
+
+// NewCluster starts n persistent servers on loopback that form one cluster,
+// and stops them when the test ends.
+func NewCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	join := make([]string, n)
+	for i := range servers {
+		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n})
+		join[i] = servers[i].SerfAddr
+	}
+	for i, s := range servers {
+		s.opts.Join = append(append([]string{}, join[:i]...), join[i+1:]...)
+		if err := s.Start(); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+	for _, s := range servers {
+		if err := s.WaitReady(StartTimeout); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+	return servers
+}

@@ -1,0 +1,246 @@
+package consultest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// StartTimeout bounds how long a start waits for a leader and a healthy node.
+const StartTimeout = 60 * time.Second
+
+// Options shape one agent. The zero value is a -dev agent.
+type Options struct {
+	// Persistent makes a server with a data dir that survives Restart,
+	// instead of a -dev agent that forgets everything.
+	Persistent bool
+	// BootstrapExpect is the cluster size for a persistent server.
+	// Optional, defaults to 1.
+	BootstrapExpect int
+	// Join lists serf LAN addresses to join.
+	Join []string
+	// HCL is extra agent configuration, for example an acl block.
+	HCL string
+	// Token is the ACL token the returned client uses.
+	Token string
+}
+
+// Server is one consul agent process on loopback.
+type Server struct {
+	t        testing.TB
+	bin      string
+	opts     Options
+	Name     string
+	HTTPAddr string
+	SerfAddr string
+	dataDir  string
+	logPath  string
+	ports    [4]int // http, serf lan, serf wan, server rpc
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+// NewDev starts a -dev agent and stops it when the test ends.
+func NewDev(t testing.TB) *Server {
+	t.Helper()
+	return New(t, Options{})
+}
+
+// New starts an agent with opts and stops it when the test ends.
+func New(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := prepare(t, opts)
+	if err := s.Start(); err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	if err := s.WaitReady(StartTimeout); err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	return s
+}
+
+func prepare(t testing.TB, opts Options) *Server {
+	t.Helper()
+	bin := RequireBinary(t)
+	dir := t.TempDir()
+	s := &Server{t: t, bin: bin, opts: opts, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "consul.log")}
+	for i := range s.ports {
+		s.ports[i] = freePort(t)
+	}
+	s.Name = "node-" + strconv.Itoa(s.ports[1])
+	s.HTTPAddr = "127.0.0.1:" + strconv.Itoa(s.ports[0])
+	s.SerfAddr = "127.0.0.1:" + strconv.Itoa(s.ports[1])
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			s.dumpLog()
+		}
+	})
+	return s
+}
+
+func (s *Server) args() []string {
+	a := []string{"agent", "-node=" + s.Name, "-bind=127.0.0.1", "-client=127.0.0.1",
+		"-http-port=" + strconv.Itoa(s.ports[0]), "-serf-lan-port=" + strconv.Itoa(s.ports[1]),
+		"-serf-wan-port=" + strconv.Itoa(s.ports[2]), "-server-port=" + strconv.Itoa(s.ports[3]),
+		"-dns-port=-1", "-grpc-port=-1", "-log-level=debug", "-disable-host-node-id"}
+	if !s.opts.Persistent {
+		a = append(a, "-dev")
+	} else {
+		n := s.opts.BootstrapExpect
+		if n == 0 {
+			n = 1
+		}
+		a = append(a, "-server", "-data-dir="+s.dataDir, "-bootstrap-expect="+strconv.Itoa(n),
+			"-hcl=performance { raft_multiplier = 1 }")
+	}
+	for _, j := range s.opts.Join {
+		a = append(a, "-retry-join="+j)
+	}
+	if s.opts.HCL != "" {
+		a = append(a, "-hcl="+s.opts.HCL)
+	}
+	return a
+}
+
+// Start launches the process; it does not wait for readiness.
+func (s *Server) Start() error {
+	if s.cmd != nil {
+		return errors.New("consultest: already running")
+	}
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Pdeathsig: a crashed test binary must not leave agents behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) {
+		_ = c.Wait()
+		logf.Close()
+		close(done)
+	}(cmd, s.exited)
+	return nil
+}
+
+// Stop ends the agent gracefully, then kills it after a bound.
+func (s *Server) Stop() { s.signal(syscall.SIGINT) }
+
+// Kill ends the agent at once, like a crash.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Restart stops and starts the agent on the same ports and data dir.
+func (s *Server) Restart() error {
+	s.Stop()
+	if err := s.Start(); err != nil {
+		return err
+	}
+	return s.WaitReady(StartTimeout)
+}
+
+// Client returns an api client for this agent.
+func (s *Server) Client() *api.Client {
+	s.t.Helper()
+	cfg := api.DefaultConfig()
+	cfg.Address = s.HTTPAddr
+	cfg.Scheme = "http"
+	cfg.Token = s.opts.Token
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		s.t.Fatalf("consultest: client: %v", err)
+	}
+	return c
+}
+
+// WaitReady waits until there is a leader and this node's serfHealth passes,
+// which is what a session bound to serfHealth needs.
+func (s *Server) WaitReady(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := s.Client()
+	var last error
+	for ctx.Err() == nil {
+		last = s.ready(ctx, c)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("consul exited while starting; log: %s", s.tail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("consul at %s not ready after %s: %v", s.HTTPAddr, timeout, last)
+}
+
+func (s *Server) ready(ctx context.Context, c *api.Client) error {
+	leader, err := c.Status().Leader()
+	if err != nil {
+		return err
+	}
+	if leader == "" {
+		return errors.New("no leader yet")
+	}
+	checks, _, err := c.Health().Node(s.Name, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	for _, ch := range checks {
+		if ch.CheckID == "serfHealth" && ch.Status == api.HealthPassing {
+			return nil
+		}
+	}
+	return errors.New("serfHealth not passing yet")
+}
+
+func (s *Server) tail(n int) string {
+	b, _ := os.ReadFile(s.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *Server) dumpLog() { s.t.Logf("consul %s log tail:\n%s", s.Name, s.tail(40)) }
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("consultest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,24 @@
+// Package lockstep is a gated, fenced, fair counting semaphore on Consul.
+//
+// A Session is a Consul session bound to the node's serfHealth and to a short
+// TTL check that the Session itself keeps passing, so a killed process or a
+// dead node loses its slot within seconds instead of Consul's default 2×TTL
+// plus lock-delay. Session.Done closes when the session is gone.
+//
+// Semaphore.Acquire waits in FIFO order (by the CreateIndex of each
+// contender's key) and takes a slot in one transaction that also checks a
+// Gate: the desired key is still at the index the caller saw, and none of the
+// gate's closing keys (a CANCEL, a pause) exist. While it waits, only the head
+// of the queue watches the holders; every other waiter watches just its
+// predecessor, so a release wakes one waiter, not all of them.
+//
+// A Hold is fenced: Hold.Fence re-checks the gate and the hold in one
+// transaction together with the caller's own writes, and fails once the
+// session is gone, so a paused or partitioned holder cannot act after it has
+// lost its slot.
+//
+// KV layout under the semaphore prefix P:
+//
+//	P/.holders      JSON {"holders": {"<session>": {...}}}, CAS on every change
+//	P/c/<session>   one contender key per waiter or holder, locked by its session
+package lockstep

@@ -1,0 +1,38 @@
+package lockstep
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrSuperseded means the desired key moved on: the gate was for a SHA
+	// that is no longer desired.
+	ErrSuperseded = errors.New("lockstep: desired changed")
+	// ErrCancelled means a key that closes the gate exists (a CANCEL or a
+	// pause). The error returned wraps it in a *ClosedError naming the key.
+	ErrCancelled = errors.New("lockstep: gate closed")
+	// ErrSessionLost means the Consul session behind a contender or a hold
+	// is gone, so it holds nothing and must not act.
+	ErrSessionLost = errors.New("lockstep: session lost")
+	// ErrNotHeld is returned by Fence and Release on a hold already released.
+	ErrNotHeld = errors.New("lockstep: not held")
+	// ErrBadGate means a Gate is missing a field it needs.
+	ErrBadGate = errors.New("lockstep: bad gate")
+)
+
+// ClosedError says which closing key shut the gate.
+type ClosedError struct{ Key string }
+
+func (e *ClosedError) Error() string        { return fmt.Sprintf("lockstep: gate closed: %s exists", e.Key) }
+func (e *ClosedError) Is(target error) bool { return target == ErrCancelled }
+
+// TxnError reports a transaction that Consul rejected for a reason other
+// than the gate, the session or a CAS race, for example a caller's own op in
+// Fence, or a permission denied.
+type TxnError struct {
+	Op   int
+	What string
+}
+
+func (e *TxnError) Error() string { return fmt.Sprintf("lockstep: txn op %d failed: %s", e.Op, e.What) }

@@ -1,0 +1,93 @@
+package lockstep
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+const testPrefix = "rollagent/g/slot"
+
+// commit sets the desired key and returns a gate for it.
+func commit(t testing.TB, c *api.Client, sha string, limit int) Gate {
+	t.Helper()
+	if _, err := c.KV().Put(&api.KVPair{Key: "rollagent/g/desired", Value: []byte(sha)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := c.KV().Get("rollagent/g/desired", nil)
+	if err != nil || p == nil {
+		t.Fatalf("read desired: %v", err)
+	}
+	return Gate{DesiredKey: p.Key, DesiredIndex: p.ModifyIndex, Closed: []string{"rollagent/g/cancel/" + sha}, Limit: limit}
+}
+
+// cancelGate closes g the way `rollagent cancel` does.
+func cancelGate(t testing.TB, c *api.Client, g Gate) uint64 {
+	t.Helper()
+	p, _, err := c.KV().Get(g.DesiredKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, resp, _, err := c.Txn().Txn(CloseOps(p, g.Closed[0], []byte(`{"reason":"test"}`)), nil)
+	if err != nil || !ok {
+		t.Fatalf("cancel: ok=%v err=%v resp=%+v", ok, err, resp)
+	}
+	return resp.Results[1].KV.ModifyIndex
+}
+
+func newSession(t testing.TB, c *api.Client) *Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := NewSession(ctx, c, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+func newSem(t testing.TB, c *api.Client, name string) *Semaphore {
+	t.Helper()
+	m, err := New(c, newSession(t, c), Options{Prefix: testPrefix, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func devClient(t testing.TB) *api.Client {
+	t.Helper()
+	return consultest.NewDev(t).Client()
+}
+
+// eventually polls cond every 50ms for at most d: a bounded wait, never a
+// bare sleep.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func name(i int) string { return fmt.Sprintf("n%02d", i) }

@@ -1,0 +1,204 @@
+package lockstep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// DefaultReleaseAttempts bounds Release's retries on a CAS race.
+const DefaultReleaseAttempts = 20
+
+// Hold is one granted slot.
+type Hold struct {
+	m     *Semaphore
+	g     Gate
+	index uint64 // ModifyIndex of our key when granted
+	since time.Time
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     context.CancelFunc
+
+	mu       sync.Mutex
+	released bool
+}
+
+func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse) *Hold {
+	var index uint64
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == m.key {
+			index = r.KV.ModifyIndex
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.active = startHold(m, g, index)
+	return m.active
+}
+
+func startHold(m *Semaphore, g Gate, index uint64) *Hold {
+	ctx, stop := context.WithCancel(context.Background())
+	h := &Hold{m: m, g: g, index: index, lost: make(chan struct{}), since: time.Now(), stop: stop}
+	go h.watch(ctx)
+	return h
+}
+
+// Gate is the gate the slot was granted against.
+func (h *Hold) Gate() Gate { return h.g }
+
+// Lost closes when the hold is gone without Release: the session ended or
+// our key was removed. A holder must stop acting when it closes; Fence fails
+// from then on in any case.
+func (h *Hold) Lost() <-chan struct{} { return h.lost }
+
+func (h *Hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+
+// watch blocks on our own key, which exists for as long as we hold, so it
+// wakes only for us.
+func (h *Hold) watch(ctx context.Context) {
+	m := h.m
+	idx := h.index
+	r := retry{log: m.log}
+	for ctx.Err() == nil {
+		select {
+		case <-m.s.Done():
+			h.markLost()
+			return
+		default:
+		}
+		p, meta, err := m.c.KV().Get(m.key, m.blocking(ctx, idx))
+		if err != nil {
+			r.wait(ctx, "watch hold", err)
+			continue
+		}
+		r.reset()
+		if p == nil || p.Session != m.s.ID() {
+			h.markLost()
+			return
+		}
+		idx = meta.LastIndex
+	}
+}
+
+// Fence runs ops only if the gate is still open and this hold is still
+// held, all in one transaction. Call it right before every destructive step,
+// with the step's own bookkeeping writes as ops. The error is ErrSuperseded,
+// one wrapping ErrCancelled, ErrSessionLost, ErrNotHeld, a *TxnError for a
+// failed op of the caller's, or a Consul error; on any of them nothing was
+// written.
+func (h *Hold) Fence(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, error) {
+	if h.isReleased() {
+		return nil, ErrNotHeld
+	}
+	select {
+	case <-h.lost:
+		return nil, ErrSessionLost
+	default:
+	}
+	m := h.m
+	all := h.g.checkOps()
+	base := len(all)
+	all = append(all, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}})
+	all = append(all, ops...)
+	ok, resp, _, err := m.c.Txn().Txn(all, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulErr{err}
+	}
+	if ok {
+		return resp, nil
+	}
+	op, what := firstTxnError(resp)
+	switch {
+	case op < 0 || isDenied(what):
+		return nil, &TxnError{Op: op, What: what}
+	case op < base:
+		return nil, m.gateError(ctx, h.g, op)
+	case op == base:
+		h.markLost()
+		return nil, ErrSessionLost
+	}
+	return nil, &TxnError{Op: op - base - 1, What: what}
+}
+
+func (h *Hold) isReleased() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
+// Release gives the slot back: one transaction removes us from the holders
+// record and deletes our key, which wakes the next in line. It works whether
+// or not the gate is still open, and retries Consul errors with backoff until
+// ctx ends. If it fails, close the Session: that frees the slot too.
+func (h *Hold) Release(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return ErrNotHeld
+	}
+	r := retry{log: h.m.log}
+	var err error
+	for i := 0; i < DefaultReleaseAttempts; i++ {
+		err = h.releaseOnce(ctx)
+		if err == nil {
+			h.released = true
+			h.stop()
+			h.m.forget(h)
+			h.m.log.Debug("released slot", "held", time.Since(h.since))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if isConsulErr(err) {
+			r.wait(ctx, "release", err)
+		} else if !errors.Is(err, errRace) {
+			return err
+		}
+	}
+	return err
+}
+
+// forget clears the active hold once it is released.
+func (m *Semaphore) forget(h *Hold) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active == h {
+		m.active = nil
+	}
+}
+
+func (h *Hold) releaseOnce(ctx context.Context) error {
+	m := h.m
+	hk := m.opts.Prefix + holdersKey
+	p, _, err := m.c.KV().Get(hk, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return consulErr{err}
+	}
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
+	if p != nil {
+		var rec holders
+		if err := json.Unmarshal(p.Value, &rec); err != nil {
+			return err
+		}
+		delete(rec.Holders, m.s.ID())
+		b, _ := json.Marshal(rec)
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: hk, Value: b, Index: p.ModifyIndex}})
+	}
+	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return consulErr{err}
+	}
+	if !ok {
+		if _, what := firstTxnError(resp); isDenied(what) {
+			return &TxnError{What: what}
+		}
+		return errRace
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package lockstep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+)
+
+const (
+	// DefaultWaitTime bounds each blocking query. Longer means fewer idle
+	// renewals; Consul caps it at 10 minutes.
+	DefaultWaitTime = 5 * time.Minute
+	// DefaultRetryMin and DefaultRetryMax bound the jittered backoff after a
+	// Consul error.
+	DefaultRetryMin = 250 * time.Millisecond
+	DefaultRetryMax = 5 * time.Second
+)
+
+// Options configure a Semaphore.
+type Options struct {
+	// Prefix is the KV prefix that holds this semaphore. Required.
+	Prefix string
+	// Name says who contends, for status displays (a node name).
+	// Optional, defaults to the session ID.
+	Name string
+	// WaitTime of each blocking query. Optional, defaults to DefaultWaitTime.
+	WaitTime time.Duration
+	// Logger. Optional, defaults to a null logger.
+	Logger hclog.Logger
+}
+
+// Semaphore is one contender's handle on a counting semaphore in Consul.
+type Semaphore struct {
+	c    *api.Client
+	s    *Session
+	opts Options
+	key  string // this contender's key
+	log  hclog.Logger
+
+	mu     sync.Mutex
+	active *Hold // the hold not yet released, if any
+}
+
+// New returns a Semaphore for session s.
+func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
+	if opts.Prefix == "" {
+		return nil, errors.New("lockstep: Options.Prefix is required")
+	}
+	opts.Prefix = normPrefix(opts.Prefix)
+	if opts.Name == "" {
+		opts.Name = s.ID()
+	}
+	if opts.WaitTime <= 0 {
+		opts.WaitTime = DefaultWaitTime
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	return &Semaphore{c: c, s: s, opts: opts, key: opts.Prefix + contenderPrefix + s.ID(),
+		log: opts.Logger.With("contender", opts.Name)}, nil
+}
+
+// Acquire waits in line until a slot is free and the gate is open, and takes
+// it in one transaction. It returns ErrSuperseded or an error wrapping
+// ErrCancelled as soon as the gate closes, ErrSessionLost when the session
+// goes, and ctx.Err() when ctx ends; it never returns a nil Hold with a nil
+// error. On any error the contender key is removed again.
+func (m *Semaphore) Acquire(ctx context.Context, g Gate) (*Hold, error) {
+	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	if err := m.enqueue(ctx); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go m.watchGate(wctx, cancel, g)
+	go func() {
+		select {
+		case <-m.s.Done():
+			cancel(ErrSessionLost)
+		case <-wctx.Done():
+		}
+	}()
+	h, err := m.waitTurn(wctx, g)
+	if err != nil {
+		m.dequeue()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (m *Semaphore) entry(state string) []byte {
+	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: time.Now().UTC()})
+	return b
+}
+
+// enqueue creates this contender's key, locked by the session, so that its
+// CreateIndex fixes its place in line and its session's death removes it.
+// Consul errors are retried with backoff until ctx ends.
+func (m *Semaphore) enqueue(ctx context.Context) error {
+	r := retry{log: m.log}
+	for {
+		select {
+		case <-m.s.Done():
+			return ErrSessionLost
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		ok, _, err := m.c.KV().Acquire(&api.KVPair{Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()},
+			(&api.WriteOptions{}).WithContext(ctx))
+		switch {
+		case err != nil && isInvalidSession(err):
+			m.s.lost("consul no longer knows the session", err)
+			return ErrSessionLost
+		case err != nil:
+			r.wait(ctx, "enqueue", err)
+		case !ok:
+			m.s.lost("could not lock the contender key", nil)
+			return ErrSessionLost
+		default:
+			return nil
+		}
+	}
+}
+
+// dequeue removes the contender key with a fresh context: it runs when the
+// caller's own context may be done.
+func (m *Semaphore) dequeue() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}},
+	}
+	if _, _, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		m.log.Warn("could not leave the queue; the session's end will remove the key", "key", m.key, "error", err)
+	}
+}
+
+// watchGate cancels ctx with the gate's error once DesiredKey moves off the
+// gate's index. Writers that close the gate rewrite DesiredKey too, so this
+// one watch covers a new commit, a CANCEL and a pause.
+func (m *Semaphore) watchGate(ctx context.Context, cancel context.CancelCauseFunc, g Gate) {
+	idx := g.DesiredIndex
+	r := retry{log: m.log}
+	for ctx.Err() == nil {
+		p, meta, err := m.c.KV().Get(g.DesiredKey, m.blocking(ctx, idx))
+		if err != nil {
+			r.wait(ctx, "watch gate", err)
+			continue
+		}
+		r.reset()
+		if p == nil || p.ModifyIndex != g.DesiredIndex {
+			cancel(m.whyClosed(ctx, g))
+			return
+		}
+		idx = meta.LastIndex
+	}
+}
+
+// gateError maps a failed gate check to its error. A CANCEL also moves
+// desired, so a failed index check still has to look for closing keys.
+func (m *Semaphore) gateError(ctx context.Context, g Gate, op int) error {
+	if op == 0 {
+		return m.whyClosed(ctx, g)
+	}
+	return g.gateError(op)
+}
+
+// whyClosed tells a CANCEL or pause from a new commit once desired moved.
+func (m *Semaphore) whyClosed(ctx context.Context, g Gate) error {
+	for _, k := range g.Closed {
+		p, _, err := m.c.KV().Get(k, (&api.QueryOptions{}).WithContext(ctx))
+		if err == nil && p != nil {
+			return &ClosedError{Key: k}
+		}
+	}
+	return ErrSuperseded
+}
+
+func (m *Semaphore) blocking(ctx context.Context, index uint64) *api.QueryOptions {
+	return (&api.QueryOptions{WaitIndex: index, WaitTime: m.opts.WaitTime}).WithContext(ctx)
+}

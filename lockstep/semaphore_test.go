@@ -1,0 +1,253 @@
+package lockstep
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+func TestAcquireWaitsForRelease(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha1", 1)
+	a, b := newSem(t, c, "a"), newSem(t, c, "b")
+	ctx := ctxFor(t, 30*time.Second)
+	ha, err := a.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Hold, 1)
+	go func() {
+		h, err := b.Acquire(ctx, g)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	select {
+	case <-got:
+		t.Fatal("second contender acquired while the first held the only slot")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := ha.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case hb := <-got:
+		if hb == nil {
+			t.Fatal("no hold")
+		}
+		if err := hb.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("release did not hand the slot on")
+	}
+	if err := ha.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("second release: %v, want ErrNotHeld", err)
+	}
+}
+
+type interval struct {
+	name       string
+	start, end time.Time
+}
+
+// maxOverlap is the largest number of intervals open at one instant.
+func maxOverlap(iv []interval) int {
+	type ev struct {
+		at    time.Time
+		delta int
+	}
+	var evs []ev
+	for _, i := range iv {
+		evs = append(evs, ev{i.start, 1}, ev{i.end, -1})
+	}
+	sort.Slice(evs, func(a, b int) bool {
+		if evs[a].at.Equal(evs[b].at) {
+			return evs[a].delta < evs[b].delta
+		}
+		return evs[a].at.Before(evs[b].at)
+	})
+	cur, best := 0, 0
+	for _, e := range evs {
+		cur += e.delta
+		best = max(best, cur)
+	}
+	return best
+}
+
+func TestStressNeverMoreThanK(t *testing.T) {
+	c := devClient(t)
+	for _, k := range []int{1, 2, 3} {
+		t.Run(name(k), func(t *testing.T) {
+			sha := "stress-" + name(k)
+			g := commit(t, c, sha, k)
+			ctx := ctxFor(t, 2*time.Minute)
+			var mu sync.Mutex
+			var log []interval
+			var wg sync.WaitGroup
+			for i := 0; i < 20; i++ {
+				m := newSem(t, c, name(i))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h, err := m.Acquire(ctx, g)
+					if err != nil {
+						t.Errorf("%s: %v", m.opts.Name, err)
+						return
+					}
+					start := time.Now()
+					time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+					end := time.Now()
+					if err := h.Release(ctx); err != nil {
+						t.Errorf("%s release: %v", m.opts.Name, err)
+					}
+					mu.Lock()
+					log = append(log, interval{m.opts.Name, start, end})
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if len(log) != 20 {
+				t.Fatalf("%d of 20 contenders got the slot", len(log))
+			}
+			if got := maxOverlap(log); got > k {
+				t.Fatalf("%d held at once, K=%d", got, k)
+			}
+		})
+	}
+}
+
+func TestCancelStopsEveryWaiter(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-c", 1)
+	ctx := ctxFor(t, time.Minute)
+	holder, err := newSem(t, c, "holder").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		m := newSem(t, c, name(i))
+		go func() {
+			h, err := m.Acquire(ctx, g)
+			if h != nil {
+				_ = h.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	eventually(t, 10*time.Second, "5 waiters in line", func() bool {
+		h, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(h.Waiting) == 5
+	})
+	cancelIdx := cancelGate(t, c, g)
+	for i := 0; i < 5; i++ {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, ErrCancelled) {
+				t.Fatalf("waiter got %v, want ErrCancelled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter did not stop after the cancel")
+		}
+	}
+	if _, err := holder.Fence(ctx); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("holder fence after cancel: %v, want ErrCancelled", err)
+	}
+	assertNoGrantAfter(t, c, cancelIdx, holder)
+}
+
+// assertNoGrantAfter checks from the records that only want still holds and
+// no contender key was rewritten as holding after index.
+func assertNoGrantAfter(t *testing.T, c *api.Client, index uint64, want *Hold) {
+	t.Helper()
+	pairs, _, err := c.KV().List(testPrefix+"/c/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pairs {
+		if p.Key != want.m.key && p.ModifyIndex > index {
+			t.Fatalf("%s changed at %d, after the cancel at %d", p.Key, p.ModifyIndex, index)
+		}
+	}
+	h, err := ReadHolders(c, testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Holding) != 1 {
+		t.Fatalf("holders after cancel: %+v", h.Holding)
+	}
+}
+
+func TestNewDesiredSupersedesWaiters(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "old", 1)
+	ctx := ctxFor(t, time.Minute)
+	h, err := newSem(t, c, "holder").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	w := newSem(t, c, "waiter")
+	go func() {
+		_, err := w.Acquire(ctx, g)
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "waiter in line", func() bool {
+		hs, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(hs.Waiting) == 1
+	})
+	commit(t, c, "new", 1)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSuperseded) {
+			t.Fatalf("got %v, want ErrSuperseded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter kept waiting for a superseded SHA")
+	}
+	if _, err := h.Fence(ctx); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("fence: %v, want ErrSuperseded", err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("release after supersede: %v", err)
+	}
+}
+
+func TestFenceFailsAfterSessionDestroyed(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-f", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	m := newSem(t, c, "a")
+	h, err := m.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: "rollagent/g/nodes/a", Value: []byte("replacing")}}
+	if _, err := h.Fence(ctx, mark); err != nil {
+		t.Fatalf("fence while held: %v", err)
+	}
+	if _, err := c.Session().Destroy(m.s.ID(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KV().Delete("rollagent/g/nodes/a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Fence(ctx, mark); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("fence after destroy: %v, want ErrSessionLost", err)
+	}
+	if p, _, _ := c.KV().Get("rollagent/g/nodes/a", nil); p != nil {
+		t.Fatal("a failed fence wrote its ops")
+	}
+	select {
+	case <-h.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost did not close after the session was destroyed")
+	}
+}

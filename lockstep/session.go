@@ -1,0 +1,179 @@
+package lockstep
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+)
+
+const (
+	// DefaultSessionName names sessions in the Consul UI.
+	DefaultSessionName = "rollagent"
+	// DefaultCheckTTL is the TTL of the check a Session keeps passing. A
+	// killed process loses its session about this long after its last pass.
+	DefaultCheckTTL = 3 * time.Second
+	// DefaultLockDelay is near zero: contender keys are per session and
+	// never re-acquired by another, and fencing keeps handoffs safe.
+	DefaultLockDelay = time.Millisecond
+)
+
+// SessionOptions configure NewSession.
+type SessionOptions struct {
+	// Name of the session and of its TTL check.
+	// Optional, defaults to DefaultSessionName.
+	Name string
+	// TTL of the check the session is bound to.
+	// Optional, defaults to DefaultCheckTTL.
+	TTL time.Duration
+	// NodeChecks are node-level checks the session is also bound to.
+	// Optional, defaults to serfHealth, so a dead node loses its session.
+	NodeChecks []string
+	// Logger. Optional, defaults to a null logger.
+	Logger hclog.Logger
+}
+
+// Session is a Consul session bound to serfHealth and to a TTL check that
+// it keeps passing. Done closes when the session is, or may be, gone.
+type Session struct {
+	c       *api.Client
+	id      string
+	checkID string
+	ttl     time.Duration
+	log     hclog.Logger
+
+	done     chan struct{}
+	lostOnce sync.Once
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// NewSession registers the TTL check on the local agent, creates the session
+// and starts keeping the check passing until Close or ctx ends.
+func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Session, error) {
+	opts = opts.withDefaults()
+	checkID := fmt.Sprintf("%s-session-%s", opts.Name, randomSuffix())
+	reg := &api.AgentCheckRegistration{ID: checkID, Name: opts.Name + " session",
+		Notes:             "kept passing by a rollagent process while it contends for or holds a slot",
+		AgentServiceCheck: api.AgentServiceCheck{TTL: opts.TTL.String(), Status: api.HealthPassing}}
+	if err := c.Agent().CheckRegister(reg); err != nil {
+		return nil, fmt.Errorf("lockstep: register check %s: %w", checkID, err)
+	}
+	id, _, err := c.Session().Create(&api.SessionEntry{
+		Name: opts.Name, Behavior: api.SessionBehaviorDelete, LockDelay: DefaultLockDelay,
+		NodeChecks: append(append([]string{}, opts.NodeChecks...), checkID),
+	}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		_ = c.Agent().CheckDeregister(checkID)
+		return nil, fmt.Errorf("lockstep: create session: %w", err)
+	}
+	kctx, stop := context.WithCancel(context.Background())
+	s := &Session{c: c, id: id, checkID: checkID, ttl: opts.TTL, stop: stop,
+		log: opts.Logger.With("session", id), done: make(chan struct{})}
+	s.wg.Add(1)
+	go s.keepPassing(kctx)
+	return s, nil
+}
+
+func (o SessionOptions) withDefaults() SessionOptions {
+	if o.Name == "" {
+		o.Name = DefaultSessionName
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultCheckTTL
+	}
+	if o.NodeChecks == nil {
+		o.NodeChecks = []string{"serfHealth"}
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return o
+}
+
+// ID is the Consul session ID.
+func (s *Session) ID() string { return s.id }
+
+// Done closes when the session is lost: destroyed, invalidated by a failed
+// check, or not provably alive because its check could not be passed for
+// nearly a TTL.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+func (s *Session) lost(reason string, err error) {
+	s.lostOnce.Do(func() {
+		s.log.Warn("session lost", "reason", reason, "error", err)
+		close(s.done)
+	})
+}
+
+// keepPassing passes the TTL check every third of a TTL. The session is
+// declared lost locally once no pass has succeeded for five sixths of a TTL:
+// Consul starts its own clock later than we do, so we give up first.
+func (s *Session) keepPassing(ctx context.Context) {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.ttl / 3)
+	defer tick.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		start := time.Now()
+		err := s.c.Agent().UpdateTTLOpts(s.checkID, "", api.HealthPassing, (&api.QueryOptions{}).WithContext(ctx))
+		switch {
+		case err == nil:
+			lastOK = start
+		case isMissingCheck(err):
+			s.lost("ttl check is gone from the agent", err)
+			return
+		case time.Since(lastOK) > s.ttl*5/6:
+			s.lost("ttl check not passed in time", err)
+			return
+		default:
+			s.log.Debug("ttl pass failed; retrying", "error", err)
+		}
+	}
+}
+
+func isMissingCheck(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "does not have associated TTL") || strings.Contains(msg, "Unknown check")
+}
+
+// isInvalidSession recognises Consul's answer for a session it has
+// invalidated, for example while it was restarting.
+func isInvalidSession(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "invalid session")
+}
+
+// Close destroys the session, which deletes every key it locked, and
+// deregisters its check. It is safe to call more than once.
+func (s *Session) Close(ctx context.Context) error {
+	s.stop()
+	s.wg.Wait()
+	s.lost("closed", nil)
+	_, err := s.c.Session().Destroy(s.id, (&api.WriteOptions{}).WithContext(ctx))
+	if derr := s.c.Agent().CheckDeregister(s.checkID); err == nil && derr != nil && !isMissingCheck(derr) {
+		err = derr
+	}
+	if err != nil {
+		return fmt.Errorf("lockstep: close session %s: %w", s.id, err)
+	}
+	return nil
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
