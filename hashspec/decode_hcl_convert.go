@@ -1,0 +1,78 @@
+package hashspec
+
+// hclConv turns the decoded hcl* structs into a Spec, parsing durations
+// and recording which defaulted fields were written.
+type hclConv struct {
+	filename string
+	idx      *hclIndex
+	present  map[string]bool
+	errs     []error
+}
+
+func (c *hclConv) spec(hf *hclFile) *Spec {
+	s := &Spec{Name: hf.Name}
+	if hc := hf.Container; hc != nil {
+		s.Container = Container{
+			Image:       hc.Image,
+			Cmd:         hc.Cmd,
+			Entrypoint:  hc.Entrypoint,
+			Env:         hc.Env,
+			Labels:      hc.Labels,
+			Restart:     hc.Restart,
+			Privileged:  hc.Privileged,
+			NetworkMode: hc.NetworkMode,
+			PIDMode:     hc.PIDMode,
+		}
+		for _, p := range hc.Ports {
+			s.Container.Ports = append(s.Container.Ports, Port(p))
+		}
+		for _, v := range hc.Volumes {
+			s.Container.Volumes = append(s.Container.Volumes, Volume(v))
+		}
+		if h := hc.Healthcheck; h != nil {
+			s.Container.Healthcheck = c.healthcheck(h)
+		}
+	}
+	if u := hf.Update; u != nil {
+		s.Update = Update{
+			MaxParallel:     c.int(pathMaxParallel, u.MaxParallel),
+			MinHealthyTime:  c.duration(pathMinHealthyTime, u.MinHealthyTime),
+			HealthyDeadline: c.duration(pathHealthyDeadline, u.HealthyDeadline),
+			FailureAction:   u.FailureAction,
+			MaxFailures:     c.int(pathMaxFailures, u.MaxFailures),
+			Order:           u.Order,
+		}
+	}
+	return s
+}
+
+func (c *hclConv) healthcheck(h *hclHealthcheck) *Healthcheck {
+	const f = "container.healthcheck"
+	return &Healthcheck{
+		Test:        h.Test,
+		Interval:    c.duration(pathInterval, h.Interval),
+		Timeout:     c.duration(pathTimeout, h.Timeout),
+		Retries:     c.int(pathRetries, h.Retries),
+		StartPeriod: c.duration(f+".start_period", h.StartPeriod),
+	}
+}
+
+func (c *hclConv) int(p string, v *int) int {
+	if v == nil {
+		return 0
+	}
+	c.present[p] = true
+	return *v
+}
+
+func (c *hclConv) duration(p string, v *string) Duration {
+	if v == nil {
+		return 0
+	}
+	c.present[p] = true
+	d, err := parseDuration(*v)
+	if err != nil {
+		c.errs = append(c.errs, &ParseError{Filename: c.filename, Line: c.idx.line(p), Field: p, Msg: err.Error()})
+	}
+	return d
+}

@@ -1,0 +1,83 @@
+package hashspec
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// validSpec returns a defaulted spec that passes Validate; validation
+// cases each break exactly one rule of it so the error list has exactly
+// one entry and a stray second problem cannot hide behind the first.
+func validSpec() Spec {
+	s := Spec{
+		Name: "web",
+		Container: Container{
+			Image:   "demo:v2",
+			Cmd:     []string{"serve"},
+			Env:     map[string]string{"MODE": "prod"},
+			Labels:  map[string]string{"team": "core"},
+			Ports:   []Port{{Host: 8080, Container: 8080}},
+			Volumes: []Volume{{Source: "/srv/data", Target: "/data"}},
+			Healthcheck: &Healthcheck{
+				Test: []string{"CMD", "/demo", "health"},
+			},
+		},
+	}
+	return s.WithDefaults()
+}
+
+// fieldsOf lists the Field of every FieldError/ParseError inside err,
+// following both single and multi-error wrapping.
+func fieldsOf(err error) []string {
+	var out []string
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *FieldError:
+		return []string{e.Field}
+	case *ParseError:
+		return []string{e.Field}
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			out = append(out, fieldsOf(inner)...)
+		}
+		return out
+	}
+	return fieldsOf(errors.Unwrap(err))
+}
+
+// wantOnlyField fails unless err reports exactly one problem, on field.
+func wantOnlyField(t *testing.T, err error, field string) {
+	t.Helper()
+	got := fieldsOf(err)
+	if len(got) != 1 || got[0] != field {
+		t.Fatalf("want one error on %q, got fields %q; err: %v", field, got, err)
+	}
+}
+
+// wantField fails unless err reports a problem on field.
+func wantField(t *testing.T, err error, field string) {
+	t.Helper()
+	if !slices.Contains(fieldsOf(err), field) {
+		t.Fatalf("want an error on %q, got fields %q; err: %v", field, fieldsOf(err), err)
+	}
+}
+
+func dur(s string) Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return Duration(d)
+}
+
+func mustLoad(t *testing.T, format Format, src string) (*Spec, string) {
+	t.Helper()
+	s, sha, err := Load([]byte(src), format, "test."+format.String())
+	if err != nil {
+		t.Fatalf("Load: %v\ninput:\n%s", err, src)
+	}
+	return s, sha
+}

@@ -1,0 +1,124 @@
+package hashspec
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// MaxSpecBytes bounds spec input. Anything larger is rejected before any
+// parser sees it, so a hostile or mistaken file cannot make us allocate.
+const MaxSpecBytes = 1 << 20
+
+// Update.FailureAction values.
+const (
+	FailurePause    = "pause"
+	FailureRollback = "rollback"
+	FailureContinue = "continue"
+)
+
+// Update.Order values.
+const (
+	OrderStopFirst  = "stop-first"
+	OrderStartFirst = "start-first"
+)
+
+// Spec is the desired state of one group. Its SHA (see Spec.SHA) is what
+// agents compare against the SHA of their running config.
+//
+// Spec carries one unexported field: Parse records there which
+// defaulted fields were written explicitly as zero, so that WithDefaults
+// keeps them (and Validate rejects them) instead of silently replacing
+// "max_parallel = 0" with 1. It is nil for every valid spec, so
+// reflect.DeepEqual works on defaulted specs; go-cmp users need
+// cmpopts.IgnoreUnexported(hashspec.Spec{}).
+type Spec struct {
+	Name      string    `json:"name"`
+	Container Container `json:"container"`
+	Update    Update    `json:"update"`
+
+	explicitZero []string
+}
+
+// Container describes the one container each node of the group runs.
+type Container struct {
+	Image       string            `json:"image"`
+	Cmd         []string          `json:"cmd,omitempty"`
+	Entrypoint  []string          `json:"entrypoint,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Ports       []Port            `json:"ports,omitempty"`
+	Volumes     []Volume          `json:"volumes,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Restart     string            `json:"restart,omitempty"`
+	Healthcheck *Healthcheck      `json:"healthcheck,omitempty"`
+	Privileged  bool              `json:"privileged,omitempty"`
+	NetworkMode string            `json:"network_mode,omitempty"`
+	PIDMode     string            `json:"pid_mode,omitempty"`
+}
+
+// Port is one container port, optionally published on the host.
+type Port struct {
+	Host      int    `json:"host"` // 0 = not published
+	Container int    `json:"container"`
+	Protocol  string `json:"protocol"`
+	HostIP    string `json:"host_ip,omitempty"`
+}
+
+// Volume is one mount: a host path ("bind") or a named Docker volume.
+type Volume struct {
+	Type     string `json:"type"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Healthcheck overrides the image's HEALTHCHECK.
+type Healthcheck struct {
+	Test        []string `json:"test"`
+	Interval    Duration `json:"interval"`
+	Timeout     Duration `json:"timeout"`
+	Retries     int      `json:"retries"`
+	StartPeriod Duration `json:"start_period"`
+}
+
+// Update controls how a new spec is rolled out across the group.
+type Update struct {
+	MaxParallel     int      `json:"max_parallel"`
+	MinHealthyTime  Duration `json:"min_healthy_time"`
+	HealthyDeadline Duration `json:"healthy_deadline"`
+	FailureAction   string   `json:"failure_action"`
+	MaxFailures     int      `json:"max_failures"`
+	Order           string   `json:"order"`
+}
+
+// Format is the syntax of a spec file.
+type Format int
+
+// Supported formats.
+const (
+	FormatJSON Format = iota
+	FormatHCL
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatJSON:
+		return "json"
+	case FormatHCL:
+		return "hcl"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// FormatFromPath picks the format from the file extension (.json or .hcl,
+// case-insensitive).
+func FormatFromPath(path string) (Format, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".json":
+		return FormatJSON, nil
+	case ".hcl":
+		return FormatHCL, nil
+	default:
+		return 0, fmt.Errorf("%s: unsupported spec file extension %q (want .json or .hcl)", path, ext)
+	}
+}
