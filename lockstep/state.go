@@ -125,12 +125,24 @@ type Holders struct {
 
 // ReadHolders reads the semaphore at prefix once.
 func ReadHolders(c *api.Client, prefix string, q *api.QueryOptions) (*Holders, error) {
-	prefix = normPrefix(prefix)
-	pairs, meta, err := c.KV().List(prefix, q)
+	pairs, _, err := c.KV().List(normPrefix(prefix), q)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := parseSnapshot(prefix, pairs, meta.LastIndex)
+	return ParseHolders(prefix, pairs)
+}
+
+// ParseHolders builds the view from pairs already listed, which may include
+// keys outside prefix.
+func ParseHolders(prefix string, pairs api.KVPairs) (*Holders, error) {
+	prefix = normPrefix(prefix)
+	var mine api.KVPairs
+	for _, p := range pairs {
+		if strings.HasPrefix(p.Key, prefix) {
+			mine = append(mine, p)
+		}
+	}
+	snap, err := parseSnapshot(prefix, mine, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// CancelCmd persists a CANCEL for the desired SHA.
+type CancelCmd struct {
+	Group  string `arg:"" help:"Group name."`
+	SHA    string `name:"sha" help:"Cancel only if this is still the desired SHA."`
+	Reason string `help:"Why, for status and the records."`
+}
+
+// Run writes the CANCEL.
+func (c *CancelCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	res, err := st.Cancel(ctx, c.Group, c.SHA, c.Reason, who())
+	if err != nil {
+		return err
+	}
+	if res.AlreadyCancelled {
+		_, err = fmt.Fprintf(out, "%s of group %s was already cancelled\n", res.SHA, c.Group)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "cancelled %s of group %s; nothing moves for it until a new spec is committed\n", res.SHA, c.Group)
+	return err
+}

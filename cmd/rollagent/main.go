@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// version is set by the Makefile with -ldflags.
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitCode carries kong's requested exit (for --help) out of the parser.
+type exitCode int
+
+// run is main without the process: tests call it with their own args and
+// writers.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("rollagent"),
+		kong.Description("Rolling updates for a fleet of hosts, with no single leader that can die and stall them."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitCode(c)) }),
+		kong.UsageOnError(),
+		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix},
+		kong.DefaultEnvars("ROLLAGENT"),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "rollagent: %v\n", err)
+		return 2
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(exitCode)
+			if !ok {
+				panic(r)
+			}
+			code = int(c)
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
+		return 2
+	}
+	logger := newLogger(&cli.Globals, stderr)
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	kctx.BindTo(logger, (*hclog.Logger)(nil))
+	kctx.Bind(&cli.Globals)
+	kctx.BindTo(stdout, (*io.Writer)(nil))
+	if err := kctx.Run(); err != nil {
+		if !errors.Is(err, errQuiet) {
+			fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+// errQuiet is returned by a command that has already told the user.
+var errQuiet = errors.New("")
+
+func newLogger(g *Globals, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name: "rollagent", Level: hclog.LevelFromString(g.LogLevel), JSONFormat: g.LogJSON, Output: w,
+	})
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// ResumeCmd lifts a failure pause.
+type ResumeCmd struct {
+	Group string `arg:"" help:"Group name."`
+}
+
+// Run lifts the pause.
+func (c *ResumeCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	sha, err := st.Resume(ctx, c.Group)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "resumed %s of group %s\n", sha, c.Group)
+	return err
+}
+
+// RollbackCmd re-commits an earlier spec.
+type RollbackCmd struct {
+	Group string `arg:"" help:"Group name."`
+	To    string `help:"SHA (or a prefix of 7 or more) to roll back to; default the previous one."`
+}
+
+// Run re-commits.
+func (c *RollbackCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	res, err := st.Rollback(ctx, c.Group, c.To, who())
+	if err != nil {
+		return err
+	}
+	if res.AlreadyDesired {
+		_, err = fmt.Fprintf(out, "%s\nalready desired for group %s; nothing changed\n", res.SHA, c.Group)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\nrolled back group %s (was %s)\n", res.SHA, c.Group, res.Previous)
+	return err
+}
+
+// HistoryCmd lists committed SHAs.
+type HistoryCmd struct {
+	Group string `arg:"" help:"Group name."`
+}
+
+// Run prints the history, oldest first.
+func (c *HistoryCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	gs, err := st.Read(ctx, c.Group, nil)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHA\tCOMMITTED\tAUTHOR\tIMAGE\tNOTE")
+	for _, h := range gs.History {
+		note := ""
+		if gs.Desired != nil && h.SHA == gs.Desired.SHA {
+			note = "desired"
+		}
+		if gs.Cancelled(h.SHA) {
+			note += " cancelled"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.SHA[:12], h.CommittedAt.Local().Format(time.RFC3339), h.Author, h.Decoded().Container.Image, note)
+	}
+	for _, p := range gs.Problems {
+		fmt.Fprintf(tw, "problem: %s\n", p)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// loadSpec reads a spec file ("-" for stdin, then JSON unless --format says
+// otherwise), names it group when it names no group itself, validates it and
+// returns it with defaults and its SHA. The name is part of the SHA, so a
+// spec hashes the same whether or not its file spells the name out.
+func loadSpec(path, format, group string) (*hashspec.Spec, string, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if path == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, hashspec.MaxSpecBytes+1))
+	} else {
+		data, err = readLimited(path)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := specFormat(path, format)
+	if err != nil {
+		return nil, "", err
+	}
+	spec, err := hashspec.Parse(data, f, path)
+	if err != nil {
+		return nil, "", err
+	}
+	if spec.Name == "" {
+		spec.Name = group
+	} else if group != "" && spec.Name != group {
+		return nil, "", fmt.Errorf("%s names group %q, but the command says %q; nothing committed", path, spec.Name, group)
+	}
+	d := spec.WithDefaults()
+	if err := d.Validate(); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	sha, err := d.SHA()
+	return &d, sha, err
+}
+
+func specFormat(path, format string) (hashspec.Format, error) {
+	switch format {
+	case "json":
+		return hashspec.FormatJSON, nil
+	case "hcl":
+		return hashspec.FormatHCL, nil
+	}
+	if path == "-" {
+		return hashspec.FormatJSON, nil
+	}
+	return hashspec.FormatFromPath(path)
+}
+
+// readLimited refuses a file larger than a spec may be before reading it.
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > hashspec.MaxSpecBytes {
+		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a spec may be", path, st.Size(), hashspec.MaxSpecBytes)
+	}
+	return io.ReadAll(io.LimitReader(f, hashspec.MaxSpecBytes+1))
+}
+
+// SpecFlags name a spec file.
+type SpecFlags struct {
+	File   string `short:"f" required:"" help:"Spec file (.json or .hcl), or - for stdin." type:"path"`
+	Format string `enum:",json,hcl" default:"" help:"Spec format when the file name does not say (json|hcl)."`
+}
+
+// HashCmd prints a spec's SHA without talking to Consul.
+type HashCmd struct {
+	SpecFlags
+	Group string `help:"Group the spec is for, when the file does not name it: the name is part of the SHA."`
+}
+
+// Run prints the SHA.
+func (c *HashCmd) Run(out io.Writer) error {
+	_, sha, err := loadSpec(c.File, c.Format, c.Group)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, sha)
+	return err
+}

@@ -1,0 +1,4 @@
+container {
+  image = "x:1"
+  nope = 1
+}

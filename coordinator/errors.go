@@ -1,0 +1,55 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// UnreachableError says Consul could not be reached at all, as opposed to
+// Consul answering with an error.
+type UnreachableError struct {
+	Addr string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach Consul at %s: %v", e.Addr, e.Err)
+}
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// consulError names the address when the network failed, so that an
+// operator sees where rollagent was looking.
+func consulError(c *api.Client, err error) error {
+	var uerr *url.Error
+	var nerr net.Error
+	if errors.As(err, &uerr) || errors.As(err, &nerr) {
+		addr := "?"
+		if uerr != nil {
+			if u, perr := url.Parse(uerr.URL); perr == nil {
+				addr = u.Scheme + "://" + u.Host
+			}
+		}
+		return &UnreachableError{Addr: addr, Err: rootCause(err)}
+	}
+	if sc, ok := err.(api.StatusError); ok && sc.Code == 403 {
+		return fmt.Errorf("consul: permission denied: %s", sc.Body)
+	}
+	return fmt.Errorf("consul: %w", err)
+}
+
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func isDenied(what string) bool { return strings.Contains(strings.ToLower(what), "permission denied") }

@@ -1,0 +1,65 @@
+package coordinator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// DefaultPrefix is where rollagent keeps all of its state in Consul KV.
+const DefaultPrefix = "rollagent/"
+
+// Keys names every KV key of one group. See docs/kv-layout.md.
+type Keys struct {
+	root string // <prefix>groups/<group>/
+}
+
+// NewKeys returns the keys of group under prefix, after checking the group
+// name, so that no key can escape its group's tree.
+func NewKeys(prefix, group string) (Keys, error) {
+	if err := hashspec.ValidateName(group); err != nil {
+		return Keys{}, fmt.Errorf("group %q: %w", group, err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Keys{root: strings.TrimSuffix(prefix, "/") + "/groups/" + group + "/"}, nil
+}
+
+// Root is the group's tree, ending in "/".
+func (k Keys) Root() string { return k.root }
+
+// Desired holds the desired SHA record. Its Flags are a gate generation
+// counter bumped by every cancel, pause and resume, which wakes waiters.
+func (k Keys) Desired() string { return k.root + "desired" }
+
+// History holds the spec committed under sha.
+func (k Keys) History(sha string) string { return k.root + "history/" + sha }
+
+// HistoryPrefix lists every committed spec.
+func (k Keys) HistoryPrefix() string { return k.root + "history/" }
+
+// Cancel is the CANCEL record for sha; while it exists nothing moves for sha.
+func (k Keys) Cancel(sha string) string { return k.root + "cancel/" + sha }
+
+// Pause is written when sha reached max_failures under failure_action=pause.
+func (k Keys) Pause(sha string) string { return k.root + "pause/" + sha }
+
+// Failure records one node's failed replacement to sha.
+func (k Keys) Failure(sha, node string) string { return k.root + "failures/" + sha + "/" + node }
+
+// FailuresPrefix lists the failures for sha.
+func (k Keys) FailuresPrefix(sha string) string { return k.root + "failures/" + sha + "/" }
+
+// Node holds one node's published state.
+func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
+
+// NodesPrefix lists every node's state.
+func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
+
+// Slot is the lockstep semaphore prefix.
+func (k Keys) Slot() string { return k.root + "slot/" }
+
+// Closing lists the keys whose existence closes the gate for sha.
+func (k Keys) Closing(sha string) []string { return []string{k.Cancel(sha), k.Pause(sha)} }

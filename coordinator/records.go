@@ -1,0 +1,150 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// Node states published under nodes/<node>.
+const (
+	StateConverged = "converged"
+	StateWaiting   = "waiting"
+	StateReplacing = "replacing"
+	StateVerifying = "verifying"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+	StatePaused    = "paused"
+	StateUnknown   = "unknown" // the agent could not read its workload
+)
+
+var validStates = map[string]bool{StateConverged: true, StateWaiting: true, StateReplacing: true,
+	StateVerifying: true, StateFailed: true, StateCancelled: true, StatePaused: true, StateUnknown: true}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidSHA reports whether s looks like a spec SHA.
+func ValidSHA(s string) bool { return shaRE.MatchString(s) }
+
+// Desired is the value of the desired key.
+type Desired struct {
+	SHA         string    `json:"sha"`
+	Previous    string    `json:"previous,omitempty"`
+	CommittedAt time.Time `json:"committed_at"`
+	Author      string    `json:"author,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // why: "commit", "rollback to ..."
+}
+
+// HistoryEntry is a committed spec, kept so rollback and status can find it.
+type HistoryEntry struct {
+	SHA         string          `json:"sha"`
+	Spec        json.RawMessage `json:"spec"` // the canonical encoding, readable in the Consul UI
+	CommittedAt time.Time       `json:"committed_at"`
+	Author      string          `json:"author,omitempty"`
+
+	spec *hashspec.Spec // decoded and checked by check
+}
+
+// Decoded returns the spec, decoded strictly and checked against SHA.
+func (h *HistoryEntry) Decoded() *hashspec.Spec { return h.spec }
+
+// Cancel is a CANCEL record.
+type Cancel struct {
+	SHA    string    `json:"sha"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by,omitempty"`
+}
+
+// Pause is written when a SHA reached max_failures under failure_action=pause.
+type Pause struct {
+	SHA      string    `json:"sha"`
+	Failures int       `json:"failures"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+}
+
+// Failure is one node's failed replacement.
+type Failure struct {
+	Node  string    `json:"node"`
+	SHA   string    `json:"sha"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
+// NodeState is what an agent publishes about its node.
+type NodeState struct {
+	Node    string    `json:"node"`
+	SHA     string    `json:"sha"`               // what runs now ("" when nothing does)
+	Desired string    `json:"desired,omitempty"` // what the agent is converging to
+	State   string    `json:"state"`
+	Since   time.Time `json:"since"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// decode parses a KV value strictly and checks it, so that a value written
+// by someone else is reported as exactly that, not acted on.
+func decode(key string, b []byte, v interface{ check() error }) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: not a valid record: %w", key, err)
+	}
+	if err := v.check(); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
+}
+
+func checkSHA(field, sha string, optional bool) error {
+	if sha == "" && optional {
+		return nil
+	}
+	if !ValidSHA(sha) {
+		return fmt.Errorf("%s %q is not a SHA-256 hex string", field, sha)
+	}
+	return nil
+}
+
+func (d *Desired) check() error {
+	if err := checkSHA("sha", d.SHA, false); err != nil {
+		return err
+	}
+	return checkSHA("previous", d.Previous, true)
+}
+
+func (h *HistoryEntry) check() error {
+	if err := checkSHA("sha", h.SHA, false); err != nil {
+		return err
+	}
+	if len(h.Spec) == 0 {
+		return fmt.Errorf("no spec")
+	}
+	spec, sha, err := hashspec.Load(h.Spec, hashspec.FormatJSON, "history spec")
+	if err != nil {
+		return fmt.Errorf("stored spec is invalid: %w", err)
+	}
+	if sha != h.SHA {
+		return fmt.Errorf("stored spec hashes to %s, not %s", sha, h.SHA)
+	}
+	h.spec = spec
+	return nil
+}
+
+func (c *Cancel) check() error  { return checkSHA("sha", c.SHA, false) }
+func (p *Pause) check() error   { return checkSHA("sha", p.SHA, false) }
+func (f *Failure) check() error { return checkSHA("sha", f.SHA, false) }
+
+func (n *NodeState) check() error {
+	if err := hashspec.ValidateName(n.Node); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if !validStates[n.State] {
+		return fmt.Errorf("state %q is not one of the known states", n.State)
+	}
+	if err := checkSHA("sha", n.SHA, true); err != nil {
+		return err
+	}
+	return checkSHA("desired", n.Desired, true)
+}

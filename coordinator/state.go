@@ -1,0 +1,138 @@
+package coordinator
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// GroupState is everything rollagent keeps about one group, read at one
+// Consul index. Records that fail to decode are listed in Problems and
+// otherwise ignored: they are reported, never acted on.
+type GroupState struct {
+	Group string
+	Index uint64 // X-Consul-Index of the read
+
+	Desired      *Desired
+	DesiredPair  *api.KVPair
+	Spec         *hashspec.Spec // the desired spec from history
+	Cancel       *Cancel        // CANCEL of the desired SHA
+	Pause        *Pause         // pause of the desired SHA
+	Failures     []Failure      // failures of the desired SHA
+	Nodes        []NodeState    // sorted by node name
+	History      []HistoryEntry // sorted by commit time
+	Holders      *lockstep.Holders
+	Problems     []string
+	cancelledSHA map[string]bool
+}
+
+// Read lists the group's tree once and decodes it.
+func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*GroupState, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	if q == nil {
+		q = &api.QueryOptions{}
+	}
+	pairs, meta, err := s.c.KV().List(k.Root(), q.WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	return Parse(k, group, pairs, meta.LastIndex), nil
+}
+
+// Parse builds a GroupState from the pairs of a group's tree.
+func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
+	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{}}
+	byKey := map[string]*api.KVPair{}
+	for _, p := range pairs {
+		byKey[p.Key] = p
+		g.parsePair(k, p)
+	}
+	if p := byKey[k.Desired()]; p != nil {
+		g.DesiredPair = p
+		var d Desired
+		if g.note(decode(p.Key, p.Value, &d)) {
+			g.Desired = &d
+		}
+	}
+	g.resolveDesired(k, byKey)
+	sort.Slice(g.Nodes, func(i, j int) bool { return g.Nodes[i].Node < g.Nodes[j].Node })
+	sort.Slice(g.History, func(i, j int) bool { return g.History[i].CommittedAt.Before(g.History[j].CommittedAt) })
+	h, err := lockstep.ParseHolders(k.Slot(), pairs)
+	if g.note(err) {
+		g.Holders = h
+	}
+	return g
+}
+
+// note records err as a problem and reports whether there was none.
+func (g *GroupState) note(err error) bool {
+	if err != nil {
+		g.Problems = append(g.Problems, err.Error())
+		return false
+	}
+	return true
+}
+
+func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
+	rel := strings.TrimPrefix(p.Key, k.Root())
+	switch {
+	case strings.HasPrefix(rel, "nodes/"):
+		var n NodeState
+		if g.note(decode(p.Key, p.Value, &n)) {
+			g.Nodes = append(g.Nodes, n)
+		}
+	case strings.HasPrefix(rel, "history/"):
+		var h HistoryEntry
+		if g.note(decode(p.Key, p.Value, &h)) {
+			g.History = append(g.History, h)
+		}
+	case strings.HasPrefix(rel, "cancel/"):
+		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
+	}
+}
+
+// resolveDesired fills the records that belong to the desired SHA.
+func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
+	if g.Desired == nil {
+		return
+	}
+	sha := g.Desired.SHA
+	for i := range g.History {
+		if g.History[i].SHA == sha {
+			g.Spec = g.History[i].Decoded()
+		}
+	}
+	if g.Spec == nil {
+		g.Problems = append(g.Problems, "desired SHA "+short(sha)+" has no valid spec in history")
+	}
+	if p := byKey[k.Cancel(sha)]; p != nil {
+		c := Cancel{SHA: sha, Reason: "(unreadable cancel record)"}
+		g.note(decode(p.Key, p.Value, &c))
+		g.Cancel = &c // a CANCEL counts even when its value is garbage
+	}
+	if p := byKey[k.Pause(sha)]; p != nil {
+		ps := Pause{SHA: sha, Reason: "(unreadable pause record)"}
+		g.note(decode(p.Key, p.Value, &ps))
+		g.Pause = &ps
+	}
+	prefix := k.FailuresPrefix(sha)
+	for key, p := range byKey {
+		if strings.HasPrefix(key, prefix) {
+			var f Failure
+			if g.note(decode(p.Key, p.Value, &f)) {
+				g.Failures = append(g.Failures, f)
+			}
+		}
+	}
+	sort.Slice(g.Failures, func(i, j int) bool { return g.Failures[i].Node < g.Failures[j].Node })
+}
+
+// Cancelled reports whether sha has a CANCEL record.
+func (g *GroupState) Cancelled(sha string) bool { return g.cancelledSHA[sha] }

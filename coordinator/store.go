@@ -1,0 +1,214 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// casAttempts bounds retries of a read-modify-write that lost a race.
+const casAttempts = 5
+
+var (
+	// ErrNothingCommitted means the group has no desired key yet.
+	ErrNothingCommitted = errors.New("nothing committed for this group")
+	// ErrConflict means another writer changed desired while we worked.
+	ErrConflict = errors.New("desired changed concurrently; look at status and try again")
+)
+
+// Store reads and writes group state in Consul KV.
+type Store struct {
+	c      *api.Client
+	prefix string
+}
+
+// NewStore returns a Store under prefix. Optional prefix, defaults to
+// DefaultPrefix.
+func NewStore(c *api.Client, prefix string) *Store {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Store{c: c, prefix: prefix}
+}
+
+// Client is the Consul client the store uses.
+func (s *Store) Client() *api.Client { return s.c }
+
+// Keys returns the checked keys of group.
+func (s *Store) Keys(group string) (Keys, error) { return NewKeys(s.prefix, group) }
+
+// readDesired returns the desired record and its KV pair, or nil, nil when
+// nothing is committed.
+func (s *Store) readDesired(ctx context.Context, k Keys) (*Desired, *api.KVPair, error) {
+	p, _, err := s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, nil, consulError(s.c, err)
+	}
+	if p == nil {
+		return nil, nil, nil
+	}
+	var d Desired
+	if err := decode(p.Key, p.Value, &d); err != nil {
+		return nil, p, err
+	}
+	return &d, p, nil
+}
+
+func (s *Store) exists(ctx context.Context, key string) (bool, error) {
+	p, _, err := s.c.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return false, consulError(s.c, err)
+	}
+	return p != nil, nil
+}
+
+// txn runs ops and turns a rolled-back transaction into an error that says
+// which op failed; conflict reports whether it failed on a CAS or index
+// check, which the caller may retry.
+func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse, conflict bool, err error) {
+	ok, resp, _, err := s.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, false, consulError(s.c, err)
+	}
+	if ok {
+		return resp, false, nil
+	}
+	var msgs []string
+	for _, e := range resp.Errors {
+		op := ops[e.OpIndex].KV
+		if op != nil && (op.Verb == api.KVCAS || op.Verb == api.KVCheckIndex || op.Verb == api.KVCheckNotExists) && !isDenied(e.What) {
+			conflict = true
+		}
+		msgs = append(msgs, e.What)
+	}
+	return resp, conflict, fmt.Errorf("consul rejected the transaction: %v", msgs)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("coordinator: marshal %T: %v", v, err)) // our own record types always marshal
+	}
+	return b
+}
+
+// CommitResult says what Commit did.
+type CommitResult struct {
+	SHA            string
+	Previous       string
+	AlreadyDesired bool
+}
+
+// Commit stores spec in history and makes it desired, with CAS on desired.
+// A spec whose SHA is already desired writes nothing. A SHA that was
+// cancelled is refused: a cancel holds until a new spec is committed.
+func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, author, reason string) (*CommitResult, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := spec.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	sha, err := spec.SHA()
+	if err != nil {
+		return nil, err
+	}
+	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
+		return nil, err
+	} else if cancelled {
+		return nil, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", short(sha), group)
+	}
+	for i := 0; i < casAttempts; i++ {
+		res, conflict, err := s.commitOnce(ctx, k, sha, canon, author, reason)
+		if err == nil || !conflict {
+			return res, err
+		}
+	}
+	return nil, ErrConflict
+}
+
+func (s *Store) commitOnce(ctx context.Context, k Keys, sha string, canon []byte, author, reason string) (*CommitResult, bool, error) {
+	cur, pair, err := s.readDesired(ctx, k)
+	if err != nil && pair == nil {
+		return nil, false, err
+	}
+	res := &CommitResult{SHA: sha}
+	var index uint64
+	if pair != nil {
+		index = pair.ModifyIndex
+	}
+	if cur != nil {
+		if cur.SHA == sha {
+			res.AlreadyDesired = true
+			return res, false, nil
+		}
+		res.Previous = cur.SHA
+	}
+	now := time.Now().UTC()
+	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: author, Reason: reason}
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: index}}}
+	if known, err := s.exists(ctx, k.History(sha)); err != nil {
+		return nil, false, err
+	} else if !known {
+		h := HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: author}
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(sha), Value: mustJSON(h), Index: 0}})
+	}
+	if _, conflict, err := s.txn(ctx, ops); err != nil {
+		return nil, conflict, err
+	}
+	return res, false, nil
+}
+
+// CancelResult says what Cancel did.
+type CancelResult struct {
+	SHA              string
+	AlreadyCancelled bool
+}
+
+// Cancel persists a CANCEL for the desired SHA (which must equal sha when
+// sha is given) and wakes every waiter, in one transaction.
+func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*CancelResult, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < casAttempts; i++ {
+		cur, pair, err := s.readDesired(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
+		}
+		if sha != "" && sha != cur.SHA {
+			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", short(sha), group, short(cur.SHA))
+		}
+		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
+			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
+		}
+		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
+		_, conflict, err := s.txn(ctx, lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)))
+		if err == nil {
+			return &CancelResult{SHA: cur.SHA}, nil
+		}
+		if !conflict {
+			return nil, err
+		}
+	}
+	return nil, ErrConflict
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,64 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// Resume lifts the failure pause of the desired SHA: it deletes the pause
+// record and the failures counted towards it, and wakes every waiter. A
+// CANCEL is not lifted: that takes a new commit.
+func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return "", err
+	}
+	for i := 0; i < casAttempts; i++ {
+		st, err := s.Read(ctx, group, nil)
+		if err != nil {
+			return "", err
+		}
+		if st.Desired == nil {
+			return "", fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
+		}
+		sha = st.Desired.SHA
+		if st.Cancel != nil {
+			return sha, fmt.Errorf("%s of group %s is cancelled; a cancel is lifted only by committing a new spec", short(sha), group)
+		}
+		if st.Pause == nil && len(st.Failures) == 0 {
+			return sha, fmt.Errorf("%s of group %s is not paused", short(sha), group)
+		}
+		ops := append(lockstep.TouchOps(st.DesiredPair),
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}})
+		_, conflict, err := s.txn(ctx, ops)
+		if err == nil || !conflict {
+			return sha, err
+		}
+	}
+	return sha, ErrConflict
+}
+
+// Rollback commits the spec of an earlier SHA again: to, or by default the
+// SHA that was desired before the current one.
+func (s *Store) Rollback(ctx context.Context, group, to, author string) (*CommitResult, error) {
+	st, err := s.Read(ctx, group, nil)
+	if err != nil {
+		return nil, err
+	}
+	if to == "" {
+		if st.Desired == nil || st.Desired.Previous == "" {
+			return nil, fmt.Errorf("group %s has no previous SHA to roll back to; name one with --to", group)
+		}
+		to = st.Desired.Previous
+	}
+	for i := range st.History {
+		if h := &st.History[i]; h.SHA == to || (len(to) >= 7 && len(to) < len(h.SHA) && h.SHA[:len(to)] == to) {
+			return s.Commit(ctx, group, h.Decoded(), author, "rollback to "+short(h.SHA))
+		}
+	}
+	return nil, fmt.Errorf("SHA %s is not in the history of group %s", to, group)
+}

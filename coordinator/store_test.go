@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCancelThenCommitStartsNewRollout(t *testing.T) {
+	ctx := testCtx(t)
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	v1, v2 := specWith(t, "pause", 1, 1), specWith(t, "pause", 1, 2)
+	r1, err := st.Commit(ctx, "web", v1, "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, "web", "", "bad", "me"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, "web", strings.Repeat("0", 64), "", "me"); err == nil {
+		t.Fatal("cancel of a SHA that is not desired must fail")
+	}
+	r2, err := st.Commit(ctx, "web", v2, "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := g.Gate(); !v.Open || v.SHA != r2.SHA || v.Limit != 2 {
+		t.Fatalf("new commit after cancel: gate %+v", v)
+	}
+	if !g.Cancelled(r1.SHA) || r2.Previous != r1.SHA {
+		t.Fatalf("cancelled SHA must stay cancelled; previous = %s", r2.Previous)
+	}
+	if _, err := st.Rollback(ctx, "web", "", "me"); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("rollback to a cancelled SHA: %v, want a refusal", err)
+	}
+}
+
+func TestResumeLiftsPauseOnly(t *testing.T) {
+	ctx := testCtx(t)
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
+	r, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Resume(ctx, "web"); err == nil {
+		t.Fatal("resume of a group that is not paused must fail")
+	}
+	k, _ := st.Keys("web")
+	for key, v := range map[string]any{k.Pause(r.SHA): Pause{SHA: r.SHA, Failures: 1}, k.Failure(r.SHA, "n1"): Failure{Node: "n1", SHA: r.SHA}} {
+		b, _ := json.Marshal(v)
+		if _, err := c.KV().Put(&api.KVPair{Key: key, Value: b}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := st.Read(ctx, "web", nil)
+	if _, err := st.Resume(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := st.Read(ctx, "web", nil)
+	if !after.Gate().Open || len(after.Failures) != 0 {
+		t.Fatalf("after resume: gate %+v failures %d", after.Gate(), len(after.Failures))
+	}
+	if after.DesiredPair.ModifyIndex == before.DesiredPair.ModifyIndex || after.Desired.SHA != r.SHA {
+		t.Fatal("resume must touch desired (to wake waiters) and keep its SHA")
+	}
+}
+
+func TestRollbackRecommitsPrevious(t *testing.T) {
+	ctx := testCtx(t)
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	r1, _ := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
+	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 2), "me", "commit"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Rollback(ctx, "web", "", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := st.Read(ctx, "web", nil)
+	if res.SHA != r1.SHA || g.Desired.SHA != r1.SHA || !strings.HasPrefix(g.Desired.Reason, "rollback") {
+		t.Fatalf("rollback: %+v desired %+v", res, g.Desired)
+	}
+	if len(g.History) != 2 {
+		t.Fatalf("history has %d entries, want 2 (a rollback adds none)", len(g.History))
+	}
+}
