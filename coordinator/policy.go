@@ -76,7 +76,7 @@ func OnFailure(spec *hashspec.Spec, failures int) Action {
 // Progress counts nodes against the desired SHA.
 type Progress struct {
 	Total, Converged, Replacing, Waiting, Failed, Other int
-	Done                                               bool
+	Done                                                bool
 }
 
 // Progress is done when every known node runs the desired SHA.
