@@ -14,6 +14,7 @@ import (
 type CLI struct {
 	Globals
 
+	Run      RunCmd      `cmd:"" help:"Run the agent for one node of a group."`
 	Commit   CommitCmd   `cmd:"" help:"Validate a spec, store it and make it the group's desired spec."`
 	Cancel   CancelCmd   `cmd:"" help:"Persist a CANCEL for the group's desired SHA: nothing moves for it any more."`
 	Resume   ResumeCmd   `cmd:"" help:"Lift a failure pause of the desired SHA (a cancel needs a new commit)."`

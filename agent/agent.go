@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+const (
+	// DefaultResync is how often an idle agent looks at its workload again
+	// even when desired has not changed (each look is one blocking-query
+	// renewal and a local inspect).
+	DefaultResync = 5 * time.Minute
+	// DefaultRetry bounds the backoff after an error.
+	DefaultRetry = 10 * time.Second
+	// shutdownGrace bounds finishing or restoring a step after SIGTERM.
+	shutdownGrace = 2 * time.Minute
+)
+
+// Config configure an Agent.
+type Config struct {
+	Group string // required
+	Node  string // required
+	Store *coordinator.Store
+	// Runtime replaces the workload. Required.
+	Runtime Runtime
+	// Allow is what specs may ask of this host.
+	Allow Allow
+	// SessionTTL of the lockstep session. Optional, defaults to
+	// lockstep.DefaultCheckTTL.
+	SessionTTL time.Duration
+	// Resync. Optional, defaults to DefaultResync.
+	Resync time.Duration
+	// Logger. Optional, defaults to a null logger.
+	Logger hclog.Logger
+	// Metrics. Optional.
+	Metrics Metrics
+}
+
+// Agent converges one node of one group to the group's desired SHA.
+type Agent struct {
+	cfg  Config
+	keys coordinator.Keys
+	c    *api.Client
+	log  hclog.Logger
+	pub  *publisher
+	sess *lockstep.Session
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Store == nil || cfg.Runtime == nil {
+		return nil, errors.New("agent: Store and Runtime are required")
+	}
+	if err := hashspec.ValidateName(cfg.Node); err != nil {
+		return nil, fmt.Errorf("node %q: %w", cfg.Node, err)
+	}
+	k, err := cfg.Store.Keys(cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
+	c := cfg.Store.Client()
+	return &Agent{cfg: cfg, keys: k, c: c, log: log,
+		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log}}, nil
+}
+
+// Run converges until ctx ends. A replacement under way when ctx ends is
+// finished or undone first, within a bounded grace, and its slot released.
+func (a *Agent) Run(ctx context.Context) error {
+	a.log.Info("agent starting")
+	hctx, stopHealth := context.WithCancel(ctx)
+	defer stopHealth()
+	go a.pub.keepHealth(hctx, a.cfg.Runtime)
+	defer a.closeSession()
+	defer a.pub.deregister()
+	var index uint64
+	for ctx.Err() == nil {
+		gs, err := a.cfg.Store.Read(ctx, a.cfg.Group, nil)
+		if err != nil {
+			a.cfg.Metrics.ConsulError()
+			a.log.Warn("cannot read group state", "error", err)
+			a.sleep(ctx, jitter(DefaultRetry))
+			continue
+		}
+		retry := a.reconcile(ctx, gs)
+		if gs.DesiredPair != nil {
+			index = gs.DesiredPair.ModifyIndex
+		}
+		a.waitDesired(ctx, index, retry)
+	}
+	a.log.Info("agent stopped")
+	return nil
+}
+
+// waitDesired blocks until desired moves past index, for at most the resync
+// interval, or retry when that is shorter and not zero.
+func (a *Agent) waitDesired(ctx context.Context, index uint64, retry time.Duration) {
+	wait := a.cfg.Resync
+	if retry > 0 && retry < wait {
+		wait = retry
+	}
+	deadline := time.Now().Add(wait)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}).WithContext(ctx)
+		p, _, err := a.c.KV().Get(a.keys.Desired(), q)
+		if err != nil {
+			a.cfg.Metrics.ConsulError()
+			a.sleep(ctx, jitter(DefaultRetry))
+			continue
+		}
+		if p != nil && p.ModifyIndex != index {
+			return
+		}
+		if p == nil && index != 0 {
+			return
+		}
+	}
+}
+
+func (a *Agent) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// jitter spreads a fleet's retries after a shared outage.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+
+func (a *Agent) session(ctx context.Context) (*lockstep.Session, error) {
+	if a.sess != nil {
+		select {
+		case <-a.sess.Done():
+			a.closeSession()
+		default:
+			return a.sess, nil
+		}
+	}
+	s, err := lockstep.NewSession(ctx, a.c, lockstep.SessionOptions{
+		Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL, Logger: a.log.Named("lockstep")})
+	if err != nil {
+		return nil, err
+	}
+	a.sess = s
+	return s, nil
+}
+
+func (a *Agent) closeSession() {
+	if a.sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.sess.Close(ctx); err != nil {
+		a.log.Debug("closing session", "error", err)
+	}
+	a.sess = nil
+}

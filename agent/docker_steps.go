@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// Replace sets the old container aside and starts the new one, in the
+// order the spec's update policy says. step fences each destructive step.
+func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, step StepFunc) error {
+	p, err := d.find(ctx)
+	if err != nil {
+		return err
+	}
+	if p.prev != nil {
+		return fmt.Errorf("%s still exists from an interrupted replacement; recover first", d.prevName())
+	}
+	cfg, host, err := containerConfig(spec, sha, d.group, d.node, d.labels)
+	if err != nil {
+		return err
+	}
+	stopFirst := spec.Update.Order != hashspec.OrderStartFirst
+	if p.cur != nil {
+		if err := step(ctx, "set old container aside"); err != nil {
+			return err
+		}
+		if err := d.api.ContainerRename(ctx, p.cur.ID, d.prevName()); err != nil {
+			return d.dockerErr("rename old container", err)
+		}
+		if stopFirst {
+			if err := d.stop(ctx, p.cur.ID); err != nil {
+				return err
+			}
+		}
+	}
+	if err := step(ctx, "start new container"); err != nil {
+		return err
+	}
+	created, err := d.api.ContainerCreate(ctx, cfg, host, nil, nil, d.Name())
+	if err != nil {
+		return d.dockerErr("create container", err)
+	}
+	d.log.Info("starting new container", "id", created.ID[:12], "image", spec.Container.Image)
+	return d.dockerErr("start container", d.api.ContainerStart(ctx, created.ID, container.StartOptions{}))
+}
+
+func (d *Docker) stop(ctx context.Context, id string) error {
+	t := DefaultStopTimeout
+	return d.dockerErr("stop container", d.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &t}))
+}
+
+// Finish removes the old container.
+func (d *Docker) Finish(ctx context.Context) error {
+	p, err := d.find(ctx)
+	if err != nil || p.prev == nil {
+		return err
+	}
+	return d.dockerErr("remove old container", d.api.ContainerRemove(ctx, p.prev.ID, container.RemoveOptions{Force: true}))
+}
+
+// Restore removes the container that runs sha, if that is the managed one,
+// and starts the old one again under its own name, if one was set aside.
+// A fence that stopped the first step leaves the old container in place,
+// and Restore leaves it alone.
+func (d *Docker) Restore(ctx context.Context, sha string) error {
+	p, err := d.find(ctx)
+	if err != nil {
+		return err
+	}
+	if p.cur != nil && p.cur.Labels[LabelSHA] == sha {
+		if err := d.api.ContainerRemove(ctx, p.cur.ID, container.RemoveOptions{Force: true}); err != nil {
+			return d.dockerErr("remove failed container", err)
+		}
+		p.cur = nil
+	}
+	if p.prev == nil || p.cur != nil {
+		return nil
+	}
+	if err := d.api.ContainerRename(ctx, p.prev.ID, d.Name()); err != nil {
+		return d.dockerErr("rename old container back", err)
+	}
+	if err := d.api.ContainerStart(ctx, p.prev.ID, container.StartOptions{}); err != nil {
+		return d.dockerErr("start old container", err)
+	}
+	d.log.Info("restored the old container", "sha", short(p.prev.Labels[LabelSHA]))
+	return nil
+}
+
+// Healthy reports the managed container's health now.
+func (d *Docker) Healthy(ctx context.Context) (bool, string) {
+	insp, err := d.api.ContainerInspect(ctx, d.Name())
+	if err != nil {
+		return false, d.dockerErr("inspect", err).Error()
+	}
+	return healthNow(insp)
+}
+
+func healthNow(insp container.InspectResponse) (bool, string) {
+	st := insp.State
+	switch {
+	case st == nil:
+		return false, "no state"
+	case !st.Running:
+		return false, fmt.Sprintf("%s (exit code %d)", st.Status, st.ExitCode)
+	case st.Health != nil && st.Health.Status != container.Healthy:
+		return false, "health: " + st.Health.Status + lastProbe(st.Health)
+	}
+	return true, "running"
+}
+
+func lastProbe(h *container.Health) string {
+	if h == nil || len(h.Log) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (last probe exit %d: %.200s)", h.Log[len(h.Log)-1].ExitCode, h.Log[len(h.Log)-1].Output)
+}
+
+// WaitHealthy polls the new container until it has been healthy (or, with
+// no health check, running) for min_healthy_time, and gives up at
+// healthy_deadline or as soon as it exits or turns unhealthy.
+func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
+	u := spec.Update
+	ctx, cancel := context.WithTimeout(ctx, u.HealthyDeadline.Std())
+	defer cancel()
+	var since time.Time
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		insp, err := d.api.ContainerInspect(ctx, d.Name())
+		if err != nil && ctx.Err() == nil {
+			return d.dockerErr("inspect new container", err)
+		}
+		if err == nil {
+			ok, why := healthNow(insp)
+			if !ok && (insp.State == nil || !insp.State.Running || insp.State.Health != nil && insp.State.Health.Status == container.Unhealthy) {
+				return fmt.Errorf("new container is not healthy: %s", why)
+			}
+			if !ok {
+				since = time.Time{}
+			} else if since.IsZero() {
+				since = time.Now()
+			} else if time.Since(since) >= u.MinHealthyTime.Std() {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("new container not healthy for %s within healthy_deadline %s", u.MinHealthyTime, u.HealthyDeadline)
+		case <-tick.C:
+		}
+	}
+}
+
+// logPull logs the pull's progress messages and returns its error message.
+func logPull(r io.Reader, log hclog.Logger) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m struct {
+			Status, Progress, ID string
+			Error                string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if m.Error != "" {
+			return fmt.Errorf("%s", m.Error)
+		}
+		log.Debug("pull", "status", m.Status, "layer", m.ID, "progress", m.Progress)
+	}
+}

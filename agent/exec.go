@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+const (
+	// DefaultHookTimeout bounds one run of the replace hook.
+	DefaultHookTimeout = 10 * time.Minute
+	// DefaultHealthTimeout bounds one run of the health hook.
+	DefaultHealthTimeout = 30 * time.Second
+)
+
+// Exec replaces a node's workload by running user commands, for hosts
+// without Docker (for example InfraKit-style reprovisioning). The replace
+// hook is run with ROLLAGENT_GROUP, ROLLAGENT_NODE, ROLLAGENT_SHA and
+// ROLLAGENT_SPEC (a JSON file of the spec); the health hook exits 0 while the
+// workload is healthy. Because a command leaves no label behind, the SHA it
+// installed is kept in a small state file, written before and after each
+// replacement so that a restarted agent knows whether one was interrupted.
+type Exec struct {
+	ReplaceCmd []string
+	HealthCmd  []string
+	StateDir   string
+	Group      string
+	Node       string
+	Log        hclog.Logger
+}
+
+type execState struct {
+	SHA     string `json:"sha"`               // installed and verified
+	Pending string `json:"pending,omitempty"` // being installed
+}
+
+func (e *Exec) statePath() string { return filepath.Join(e.StateDir, e.Group+"-"+e.Node+".json") }
+func (e *Exec) specPath(sha string) string {
+	return filepath.Join(e.StateDir, "specs", sha+".json")
+}
+
+func (e *Exec) load() (execState, error) {
+	var st execState
+	b, err := os.ReadFile(e.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", e.statePath(), err)
+	}
+	return st, nil
+}
+
+// save writes the state file atomically: a crash leaves the old or the new.
+func (e *Exec) save(st execState) error {
+	b, _ := json.Marshal(st)
+	tmp := e.statePath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, e.statePath())
+}
+
+// Inspect reads the installed SHA from the state file.
+func (e *Exec) Inspect(ctx context.Context) (Observed, error) {
+	st, err := e.load()
+	if err != nil {
+		return Observed{}, err
+	}
+	ok, _ := e.Healthy(ctx)
+	return Observed{SHA: st.SHA, Running: ok, Leftover: st.Pending != ""}, nil
+}
+
+// Recover keeps an interrupted install of desiredSHA if it is healthy, and
+// otherwise reinstalls what was there before.
+func (e *Exec) Recover(ctx context.Context, desiredSHA string) error {
+	st, err := e.load()
+	if err != nil || st.Pending == "" {
+		return err
+	}
+	if ok, _ := e.Healthy(ctx); ok && st.Pending == desiredSHA {
+		return e.Finish(ctx)
+	}
+	return e.Restore(ctx, st.Pending)
+}
+
+// Prepare stores the spec where the hook will read it.
+func (e *Exec) Prepare(_ context.Context, spec *hashspec.Spec, sha string) error {
+	b, err := spec.Canonical()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(e.specPath(sha)), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(e.specPath(sha), b, 0o600)
+}
+
+// Replace runs the replace hook for sha, after its fence.
+func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step StepFunc) error {
+	st, err := e.load()
+	if err != nil {
+		return err
+	}
+	if err := step(ctx, "run replace hook"); err != nil {
+		return err
+	}
+	st.Pending = sha
+	if err := e.save(st); err != nil {
+		return err
+	}
+	return e.run(ctx, e.ReplaceCmd, sha, DefaultHookTimeout)
+}
+
+func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.Duration) error {
+	if len(argv) == 0 {
+		return errors.New("exec runtime: no command configured")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "ROLLAGENT_GROUP="+e.Group, "ROLLAGENT_NODE="+e.Node,
+		"ROLLAGENT_SHA="+sha, "ROLLAGENT_SPEC="+e.specPath(sha))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %.500s", argv[0], err, out)
+	}
+	return nil
+}
+
+// WaitHealthy runs the health hook every second until it has passed for
+// min_healthy_time, failing at healthy_deadline.
+func (e *Exec) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
+	u := spec.Update
+	ctx, cancel := context.WithTimeout(ctx, u.HealthyDeadline.Std())
+	defer cancel()
+	var since time.Time
+	last := "not run"
+	for {
+		if ok, why := e.Healthy(ctx); ok {
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) >= u.MinHealthyTime.Std() {
+				return nil
+			}
+		} else {
+			since, last = time.Time{}, why
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy for %s within healthy_deadline %s: %s", u.MinHealthyTime, u.HealthyDeadline, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Finish records the pending SHA as installed.
+func (e *Exec) Finish(context.Context) error {
+	st, err := e.load()
+	if err != nil || st.Pending == "" {
+		return err
+	}
+	return e.save(execState{SHA: st.Pending})
+}
+
+// Restore reinstalls the previous SHA when sha was being installed.
+func (e *Exec) Restore(ctx context.Context, sha string) error {
+	st, err := e.load()
+	if err != nil || st.Pending != sha || sha == "" {
+		return err
+	}
+	if st.SHA != "" {
+		if err := e.run(ctx, e.ReplaceCmd, st.SHA, DefaultHookTimeout); err != nil {
+			return fmt.Errorf("reinstall %s: %w", short(st.SHA), err)
+		}
+	}
+	return e.save(execState{SHA: st.SHA})
+}
+
+// Healthy runs the health hook once.
+func (e *Exec) Healthy(ctx context.Context) (bool, string) {
+	st, _ := e.load()
+	sha := st.Pending
+	if sha == "" {
+		sha = st.SHA
+	}
+	if err := e.run(ctx, e.HealthCmd, sha, DefaultHealthTimeout); err != nil {
+		return false, err.Error()
+	}
+	return true, "health hook passed"
+}

@@ -1,0 +1,131 @@
+package agent_test
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+func (f *fleet) cancel() {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.store.Cancel(ctx, f.group, "", "test", "test"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// containerIDs is every managed container ID, sorted: if it does not change,
+// nothing was replaced.
+func (f *fleet) containerIDs() []string {
+	var ids []string
+	for _, w := range f.workloads() {
+		ids = append(ids, w.ids...)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
+	f := newFleet(t, "web")
+	ns := nodes(3)
+	deploy(t, f, ns)
+	f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
+	f.holderName() // the rollout has started
+	f.cancel()
+	// The holder may finish the step it fenced before the cancel; after
+	// that, nothing may move.
+	f.waitFor(30*time.Second, "no slot holder", func() bool {
+		gs := f.state()
+		return gs.Holders != nil && len(gs.Holders.Holding) == 0
+	})
+	f.waitFor(30*time.Second, "every node healthy", func() bool {
+		for _, w := range f.workloads() {
+			if !w.healthy || len(w.ids) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	before := f.containerIDs()
+	for _, n := range ns {
+		f.signal(n, syscall.SIGKILL)
+		f.start(n)
+	}
+	f.waitFor(30*time.Second, "every agent to report cancelled or converged", func() bool {
+		gs := f.state()
+		ok := 0
+		for _, n := range gs.Nodes {
+			if n.State == coordinator.StateCancelled || n.State == coordinator.StateConverged {
+				ok++
+			}
+		}
+		return ok == len(ns)
+	})
+	deadline := time.Now().Add(8 * time.Second) // a bounded watch for movement
+	for time.Now().Before(deadline) {
+		if got := f.containerIDs(); !reflect.DeepEqual(got, before) {
+			t.Fatalf("containers changed after the cancel: %v -> %v", before, got)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	v3 := f.commit(f.spec(f.image("v3", nil), 2, "pause", 1))
+	f.waitFor(2*time.Minute, "a new commit to roll after the cancel", func() bool { return f.converged(ns, v3) })
+}
+
+func TestBadReleasePausesAfterMaxFailures(t *testing.T) {
+	f := newFleet(t, "web")
+	ns := nodes(3)
+	v1 := deploy(t, f, ns)
+	before := f.containerIDs()
+	mon := f.sample(ns)
+	bad := f.commit(f.spec(f.image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"}), 1, "pause", 1))
+	f.waitFor(90*time.Second, "the pause", func() bool {
+		gs := f.state()
+		return gs.Pause != nil && gs.Desired.SHA == bad && len(gs.Holders.Holding) == 0
+	})
+	f.waitFor(30*time.Second, "every node back on v1", func() bool { return f.running(ns, v1) })
+	after := f.containerIDs()
+	moved := 0
+	for _, id := range after {
+		if !contains(before, id) {
+			moved++
+		}
+	}
+	if moved != 0 {
+		// The failed node restores its own old container, so even it keeps
+		// its ID: nothing but the one attempt touched the fleet.
+		t.Fatalf("%d containers are not the ones from before the bad release", moved)
+	}
+	mon.finish(t, 1)
+	if gs := f.state(); len(gs.Failures) != 1 {
+		t.Fatalf("%d failures recorded, want exactly 1 (max_failures=1)", len(gs.Failures))
+	}
+}
+
+func TestBadReleaseRollsBack(t *testing.T) {
+	f := newFleet(t, "web")
+	ns := nodes(3)
+	v1 := deploy(t, f, ns)
+	mon := f.sample(ns)
+	f.commit(f.spec(f.image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"}), 1, "rollback", 1))
+	f.waitFor(90*time.Second, "the rollback to v1", func() bool {
+		gs := f.state()
+		return gs.Desired.SHA == v1 && f.converged(ns, v1)
+	})
+	mon.finish(t, 1)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/dockertest"
+)
+
+// fleet runs real `rollagent run` processes, one per node, against a real
+// Consul and the real Docker engine, so that a test can SIGKILL any of them.
+type fleet struct {
+	t      *testing.T
+	srv    *consultest.Server
+	store  *coordinator.Store
+	docker *client.Client
+	bin    string
+	group  string
+	logs   string
+	mu     sync.Mutex
+	procs  map[string]*exec.Cmd
+	images map[string]string // release name -> image tag
+}
+
+func newFleet(t *testing.T, group string) *fleet {
+	t.Helper()
+	srv := consultest.NewDev(t)
+	cli := dockertest.Client(t)
+	dockertest.Cleanup(t, cli)
+	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), docker: cli,
+		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: group, logs: t.TempDir(),
+		procs: map[string]*exec.Cmd{}, images: map[string]string{}}
+	t.Cleanup(f.stopAll)
+	return f
+}
+
+// image builds a demoapp release once per fleet.
+func (f *fleet) image(release string, env map[string]string) string {
+	if tag, ok := f.images[release]; ok {
+		return tag
+	}
+	e := map[string]string{"DEMOAPP_VERSION": release}
+	for k, v := range env {
+		e[k] = v
+	}
+	tag := dockertest.BuildGoImage(f.t, f.docker, dockertest.GoImage{Package: "./internal/demoapp",
+		Tag: "rollagent-test/demoapp:" + release, Env: e, Healthcheck: []string{"/demoapp", "health"}})
+	f.images[release] = tag
+	return tag
+}
+
+// spec is a fast-rolling spec for image.
+func (f *fleet) spec(image string, parallel int, action string, maxFailures int) *hashspec.Spec {
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
+		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
+		"healthy_deadline":"20s","failure_action":%q,"max_failures":%d}}`, f.group, image, parallel, action, maxFailures)
+	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "test spec")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fleet) commit(s *hashspec.Spec) string {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := f.store.Commit(ctx, f.group, s, "test", "commit")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.SHA
+}
+
+func (f *fleet) start(node string) {
+	f.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(f.logs, node+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cmd := exec.Command(f.bin, "--consul-addr="+f.srv.HTTPAddr, "--log-level=debug", "run", "--group="+f.group,
+		"--node="+node, "--label="+dockertest.Label+"="+dockertest.RunID())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); logf.Close() }()
+	f.mu.Lock()
+	f.procs[node] = cmd
+	f.mu.Unlock()
+}
+
+func (f *fleet) signal(node string, sig syscall.Signal) {
+	f.mu.Lock()
+	cmd := f.procs[node]
+	delete(f.procs, node)
+	f.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+func (f *fleet) stopAll() {
+	f.mu.Lock()
+	nodes := make([]string, 0, len(f.procs))
+	for n := range f.procs {
+		nodes = append(nodes, n)
+	}
+	f.mu.Unlock()
+	for _, n := range nodes {
+		f.signal(n, syscall.SIGKILL)
+	}
+	if f.t.Failed() {
+		for _, n := range nodes {
+			b, _ := os.ReadFile(filepath.Join(f.logs, n+".log"))
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			f.t.Logf("agent %s log tail:\n%s", n, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// state reads the group.
+func (f *fleet) state() *coordinator.GroupState {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := f.store.Read(ctx, f.group, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return gs
+}
+
+// workloads returns, per node, the SHA labels of its managed containers
+// and whether the one under the managed name runs healthy.
+type workload struct {
+	shas    []string
+	ids     []string
+	healthy bool
+}
+
+func (f *fleet) workloads() map[string]workload {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+f.group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
+	list, err := f.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]workload{}
+	for _, c := range list {
+		n := c.Labels[agent.LabelNode]
+		w := out[n]
+		w.shas = append(w.shas, c.Labels[agent.LabelSHA])
+		w.ids = append(w.ids, c.ID)
+		if c.State == "running" && strings.Contains(c.Status, "(healthy)") && len(c.Names) > 0 && c.Names[0] == "/rollagent-"+f.group+"-"+n {
+			w.healthy = true
+		}
+		out[n] = w
+	}
+	return out
+}
+
+// waitFor polls cond every 200ms for at most d.
+func (f *fleet) waitFor(d time.Duration, what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.t.Fatalf("timed out after %s waiting for %s", d, what)
+}
+
+// running says every node runs exactly one container, healthy, of sha.
+func (f *fleet) running(nodes []string, sha string) bool {
+	ws := f.workloads()
+	for _, n := range nodes {
+		w := ws[n]
+		if len(w.shas) != 1 || w.shas[0] != sha || !w.healthy {
+			return false
+		}
+	}
+	return true
+}
+
+// converged says every node runs sha and its agent reports it converged.
+func (f *fleet) converged(nodes []string, sha string) bool {
+	if !f.running(nodes, sha) {
+		return false
+	}
+	gs := f.state()
+	done := 0
+	for _, ns := range gs.Nodes {
+		if ns.SHA == sha && ns.State == coordinator.StateConverged {
+			done++
+		}
+	}
+	return done == len(nodes)
+}
+
+// sampler checks, every 100ms until stopped, how many nodes are down (no
+// healthy managed container), and keeps the worst it saw.
+type sampler struct {
+	samples, maxDown int
+	stop             chan struct{}
+	done             chan struct{}
+}
+
+func (f *fleet) sample(nodes []string) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			ws := f.workloads()
+			down := 0
+			for _, n := range nodes {
+				if !ws[n].healthy {
+					down++
+				}
+			}
+			s.samples++
+			s.maxDown = max(s.maxDown, down)
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish(t *testing.T, k int) {
+	t.Helper()
+	close(s.stop)
+	<-s.done
+	t.Logf("invariant monitor: %d samples, at most %d down (K=%d)", s.samples, s.maxDown, k)
+	if s.maxDown > k {
+		t.Fatalf("%d nodes were down at once, K=%d", s.maxDown, k)
+	}
+}
+
+func nodes(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// serviceCheckTTL is the TTL of the workload health check in the Consul UI;
+// it is passed every third of that.
+const serviceCheckTTL = 30 * time.Second
+
+// publisher writes this node's state to KV and mirrors it into a Consul
+// service (tags and meta) so that the Consul UI shows each node's SHA and
+// state, with a TTL check that follows the workload's health.
+type publisher struct {
+	store *coordinator.Store
+	c     *api.Client
+	group string
+	node  string
+	log   hclog.Logger
+
+	mu     sync.Mutex
+	last   coordinator.NodeState
+	health string // api.HealthPassing or api.HealthCritical
+}
+
+func (p *publisher) serviceID() string { return "rollagent-" + p.group + "-" + p.node }
+func (p *publisher) checkID() string   { return p.serviceID() + ":workload" }
+
+// state builds this node's NodeState, keeping the previous Since when
+// nothing changed, so that "since" means since the last change.
+func (p *publisher) state(sha, desired, state, errText string) coordinator.NodeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC()}
+	if same(p.last, n) {
+		n.Since = p.last.Since
+	}
+	return n
+}
+
+func same(a, b coordinator.NodeState) bool {
+	return a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error
+}
+
+// set publishes n if it differs from what was published last.
+func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
+	p.mu.Lock()
+	changed := !same(p.last, n)
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	if err := p.store.PutNode(ctx, p.group, n); err != nil {
+		p.log.Warn("could not publish node state", "state", n.State, "error", err)
+		return
+	}
+	p.published(ctx, n)
+}
+
+// published records n as written (by set or inside a fence) and updates
+// the service.
+func (p *publisher) published(ctx context.Context, n coordinator.NodeState) {
+	p.mu.Lock()
+	p.last = n
+	health := p.health
+	p.mu.Unlock()
+	p.log.Info("node state", "state", n.State, "sha", short(n.SHA), "desired", short(n.Desired), "error", n.Error)
+	if err := p.register(ctx, n, health); err != nil {
+		p.log.Warn("could not update the consul service", "error", err)
+	}
+}
+
+func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
+	if health == "" {
+		health = api.HealthCritical
+	}
+	reg := &api.AgentServiceRegistration{
+		ID: p.serviceID(), Name: "rollagent-" + p.group,
+		Tags: []string{"sha:" + short(n.SHA), "state:" + n.State, "desired:" + short(n.Desired)},
+		Meta: map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
+		Check: &api.AgentServiceCheck{CheckID: p.checkID(), Name: "workload health", TTL: serviceCheckTTL.String(),
+			Status: health, Notes: "passing while the managed workload is healthy"},
+	}
+	return p.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx))
+}
+
+// keepHealth passes or fails the service's TTL check from the runtime's
+// view of the workload until ctx ends.
+func (p *publisher) keepHealth(ctx context.Context, rt Runtime) {
+	tick := time.NewTicker(serviceCheckTTL / 3)
+	defer tick.Stop()
+	for {
+		ok, why := rt.Healthy(ctx)
+		status := api.HealthCritical
+		if ok {
+			status = api.HealthPassing
+		}
+		p.mu.Lock()
+		p.health = status
+		p.mu.Unlock()
+		if err := p.c.Agent().UpdateTTLOpts(p.checkID(), why, status, (&api.QueryOptions{}).WithContext(ctx)); err != nil && ctx.Err() == nil {
+			p.log.Debug("could not update the workload check", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// deregister removes the service when the agent stops.
+func (p *publisher) deregister() {
+	if err := p.c.Agent().ServiceDeregister(p.serviceID()); err != nil {
+		p.log.Debug("could not deregister the service", "error", err)
+	}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

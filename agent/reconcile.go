@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// reconcile takes one look at the node against gs and does what the gate
+// allows. It returns how soon to look again without a change to desired,
+// or 0 to wait for one.
+func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.Duration {
+	rt := a.cfg.Runtime
+	desired := ""
+	if gs.Desired != nil {
+		desired = gs.Desired.SHA
+	}
+	obs, err := rt.Inspect(ctx)
+	if err == nil && obs.Leftover {
+		if err = rt.Recover(ctx, desired); err == nil {
+			obs, err = rt.Inspect(ctx)
+		}
+	}
+	if err != nil {
+		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateUnknown, err.Error()))
+		return jitter(DefaultRetry)
+	}
+	a.cfg.Metrics.Converged(desired != "" && obs.SHA == desired)
+	switch {
+	case desired == "":
+		a.log.Info("nothing committed for the group yet")
+		return 0
+	case obs.SHA == desired:
+		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateConverged, ""))
+		a.closeSession() // an idle agent holds no session and passes no TTL check
+		return 0
+	}
+	if state, why := a.blocked(gs); state != "" {
+		a.pub.set(ctx, a.pub.state(obs.SHA, desired, state, why))
+		return 0
+	}
+	if err := rt.Prepare(ctx, gs.Spec, desired); err != nil {
+		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateFailed, "prepare: "+err.Error()))
+		return jitter(DefaultRetry)
+	}
+	a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateWaiting, ""))
+	return a.replace(ctx, gs, obs)
+}
+
+// blocked says why this node must not move to the desired SHA now, as a
+// node state and a reason, or "" when it may contend for a slot.
+func (a *Agent) blocked(gs *coordinator.GroupState) (string, string) {
+	v := gs.Gate()
+	switch {
+	case gs.Cancel != nil:
+		return coordinator.StateCancelled, v.Reason
+	case gs.Pause != nil || (!v.Open && gs.Spec != nil && len(gs.Failures) > 0):
+		return coordinator.StatePaused, v.Reason
+	case !v.Open:
+		return coordinator.StateWaiting, v.Reason
+	}
+	for _, f := range gs.Failures {
+		if f.Node == a.cfg.Node {
+			return coordinator.StateFailed, f.Error
+		}
+	}
+	if err := a.cfg.Allow.Check(gs.Spec); err != nil {
+		return coordinator.StateFailed, err.Error()
+	}
+	return "", ""
+}
+
+// replace waits for a slot and replaces the workload under it.
+func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Observed) time.Duration {
+	s, err := a.session(ctx)
+	if err != nil {
+		a.cfg.Metrics.ConsulError()
+		a.log.Warn("cannot create a session", "error", err)
+		return jitter(DefaultRetry)
+	}
+	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep")})
+	if err != nil {
+		return jitter(DefaultRetry)
+	}
+	start := time.Now()
+	hold, err := m.Acquire(ctx, gs.LockGate(a.keys))
+	a.cfg.Metrics.SlotWait(time.Since(start))
+	switch {
+	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || ctx.Err() != nil:
+		return 0
+	case errors.Is(err, lockstep.ErrSessionLost):
+		a.closeSession()
+		return time.Second
+	case err != nil:
+		a.log.Warn("cannot acquire a slot", "error", err)
+		return jitter(DefaultRetry)
+	}
+	// A signal now must not leave the workload half replaced: the step runs
+	// to its end (or its undoing) on a context of its own.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gs.Spec.Update.HealthyDeadline.Std()+shutdownGrace)
+	defer cancel()
+	held := time.Now()
+	a.log.Info("slot acquired", "waited", held.Sub(start).Round(time.Millisecond))
+	result := a.replaceHeld(rctx, hold, gs, obs)
+	if err := hold.Release(rctx); err != nil {
+		a.log.Warn("cannot release the slot; closing the session frees it", "error", err)
+		a.closeSession()
+	}
+	a.cfg.Metrics.SlotHold(time.Since(held))
+	a.cfg.Metrics.Replacement(result)
+	return 0
+}
+
+// replaceHeld runs the replacement with a fence before each destructive
+// step, verifies health, and finishes or restores.
+func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordinator.GroupState, obs Observed) string {
+	rt, spec, sha := a.cfg.Runtime, gs.Spec, gs.Desired.SHA
+	step := func(ctx context.Context, name string) error {
+		n := a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
+		op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
+		if err != nil {
+			return err
+		}
+		if _, err := hold.Fence(ctx, op); err != nil {
+			return &fenceError{step: name, err: err}
+		}
+		a.log.Info("fenced", "step", name)
+		a.pub.published(ctx, n)
+		return nil
+	}
+	err := rt.Replace(ctx, spec, sha, step)
+	if err == nil {
+		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
+		err = rt.WaitHealthy(ctx, spec)
+	}
+	if err == nil {
+		if ferr := rt.Finish(ctx); ferr != nil {
+			a.log.Warn("new workload is healthy but the old one was not removed; the next start removes it", "error", ferr)
+		}
+		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateConverged, ""))
+		return "success"
+	}
+	return a.failed(ctx, gs, obs, err)
+}
+
+// failed restores the old workload and, unless the replacement was merely
+// stopped by its fence, records the failure and applies failure_action.
+func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Observed, err error) string {
+	sha := gs.Desired.SHA
+	if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
+		err = fmt.Errorf("%w; restoring the old workload also failed: %v", err, rerr)
+	}
+	var fe *fenceError
+	if errors.As(err, &fe) {
+		a.log.Info("replacement stopped by its fence", "step", fe.step, "reason", fe.err)
+		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
+		return "aborted"
+	}
+	a.log.Error("replacement failed; old workload restored", "error", err)
+	action, rerr := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, a.cfg.Node, sha, err.Error())
+	if rerr != nil {
+		a.log.Error("cannot record the failure", "error", rerr)
+	}
+	a.log.Info("failure recorded", "action", actionName(action))
+	a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateFailed, err.Error()))
+	return "failed"
+}
+
+type fenceError struct {
+	step string
+	err  error
+}
+
+func (e *fenceError) Error() string { return fmt.Sprintf("fence before %q: %v", e.step, e.err) }
+func (e *fenceError) Unwrap() error { return e.err }
+
+func actionName(a coordinator.Action) string {
+	switch a {
+	case coordinator.ActionPause:
+		return "pause"
+	case coordinator.ActionRollback:
+		return "rollback"
+	}
+	return "none"
+}

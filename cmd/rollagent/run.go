@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rollagent/rollagent/agent"
+)
+
+// RunCmd runs the agent for one node of one group.
+type RunCmd struct {
+	Group       string            `required:"" help:"Group this node belongs to."`
+	Node        string            `help:"This node's name (default: the host name)."`
+	Runtime     string            `enum:"docker,exec" default:"docker" help:"How the workload is replaced (docker|exec)."`
+	ReplaceCmd  []string          `name:"replace-cmd" sep:"none" help:"exec runtime: command (and args, repeat the flag) that installs ROLLAGENT_SPEC."`
+	HealthCmd   []string          `name:"health-cmd" sep:"none" help:"exec runtime: command that exits 0 while the workload is healthy."`
+	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
+	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
+	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive."`
+	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`
+
+	AllowPrivileged  bool     `name:"allow-privileged" help:"Allow specs that ask for a privileged container."`
+	AllowHostNetwork bool     `name:"allow-host-network" help:"Allow specs that ask for the host network."`
+	AllowHostPID     bool     `name:"allow-host-pid" help:"Allow specs that ask for the host PID namespace."`
+	AllowBind        []string `name:"allow-bind" help:"Host path prefixes specs may bind-mount (repeatable)."`
+}
+
+// Run runs the agent until interrupted.
+func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
+	if c.Node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node not given and no host name: %w", err)
+		}
+		c.Node = strings.Split(h, ".")[0]
+	}
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	rt, err := c.runtime(log.With("group", c.Group, "node", c.Node))
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := newPromMetrics(reg, c.Group, c.Node)
+	if c.MetricsAddr != "" {
+		if err := serveMetrics(ctx, c.MetricsAddr, reg, log.Named("metrics")); err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
+		}
+	}
+	a, err := agent.New(agent.Config{Group: c.Group, Node: c.Node, Store: st, Runtime: rt, SessionTTL: c.SessionTTL,
+		Allow:  agent.Allow{Privileged: c.AllowPrivileged, HostNetwork: c.AllowHostNetwork, HostPID: c.AllowHostPID, BindPrefixes: c.AllowBind},
+		Logger: log.Named("agent"), Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
+	if c.Runtime == "exec" {
+		if len(c.ReplaceCmd) == 0 || len(c.HealthCmd) == 0 {
+			return nil, fmt.Errorf("--runtime exec needs --replace-cmd and --health-cmd")
+		}
+		if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("--state-dir: %w", err)
+		}
+		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
+			Group: c.Group, Node: c.Node, Log: log}, nil
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return agent.NewDocker(cli, c.Group, c.Node, c.Label, log), nil
+}
