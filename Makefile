@@ -40,11 +40,12 @@ bench-lockstep: consul
 
 bench: bench-lockstep
 
-demo:
-	@echo "make demo: not yet; it lands with the demo issue. Today: make test, and bin/rollagent commit/cancel/hash against a Consul."
+# A local Consul with its UI, 5 agents and a real rollout; left running.
+demo: build consul
+	$(GO) run ./internal/demo -consul "$$(scripts/consul.sh)" -rollagent $(BIN)/rollagent up
 
 demo-down:
-	@true
+	$(GO) run ./internal/demo down
 
 clean:
 	rm -rf $(BIN)

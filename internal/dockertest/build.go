@@ -45,8 +45,8 @@ func ImageFromBinaries(ctx context.Context, cli *client.Client, tag string, file
 		Dockerfile:  "Dockerfile",
 		Remove:      true,
 		ForceRemove: true,
-		// BuildKit needs a session and, for its frontend, a registry; the
-		// legacy builder builds FROM scratch with neither.
+		// BuildKit through this API wants a client session; the legacy
+		// builder takes the tar as it is, and FROM scratch pulls nothing.
 		Version: build.BuilderV1,
 	})
 	if err != nil {

@@ -11,7 +11,9 @@
 // networks by that label; SweepStale removes anything with the label that is
 // over an hour old, left behind by a run that crashed before its cleanups.
 // Containers inherit their image's labels, so a container made from an image
-// of BuildGoImage is labelled even if the test forgot to.
+// of BuildGoImage is labelled even if the test forgot to. Its images also
+// carry rollagent.test.image=<tag>, which makes each BuildGoImage call's
+// image distinct, so removing one never touches another test's containers.
 //
 // ImageFromBinaries, Connect and SweepStale take no testing.TB so that
 // non-test code such as `make demo` can build the same images.
