@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,17 +46,49 @@ func runChild() int {
 		return 2
 	}
 	m, _ := New(c, s, Options{Prefix: testPrefix, Name: "child"})
-	if _, err := m.Acquire(ctx, spec.Gate); err != nil {
+	h, err := m.Acquire(ctx, spec.Gate)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	fmt.Println("ACQUIRED")
+	// Each line on stdin asks for a fence that writes a marker key; the
+	// answer says whether the fence let the write through.
+	lines := bufio.NewScanner(os.Stdin)
+	for lines.Scan() {
+		mark := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: "rollagent/g/marker/" + lines.Text(), Value: []byte("x")}}
+		if _, err := h.Fence(ctx, mark); err != nil {
+			fmt.Println("FENCE error:", err)
+		} else {
+			fmt.Println("FENCE ok")
+		}
+	}
 	<-ctx.Done() // hold until killed; bounded all the same
 	return 0
 }
 
+// child is a holder in another process.
+type child struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+}
+
+// fence asks the child to fence a write of marker and returns its answer.
+func (c *child) fence(t *testing.T, marker string) string {
+	t.Helper()
+	fmt.Fprintln(c.in, marker)
+	select {
+	case l := <-c.lines:
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatal("child did not answer within 30s")
+		return ""
+	}
+}
+
 // startHolder runs a child that holds the slot, and returns it once it does.
-func startHolder(t *testing.T, addr string, g Gate) *exec.Cmd {
+func startHolder(t *testing.T, addr string, g Gate) *child {
 	t.Helper()
 	spec, _ := json.Marshal(childSpec{Addr: addr, Gate: g})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -66,22 +99,28 @@ func startHolder(t *testing.T, addr string, g Gate) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
+	c := &child{cmd: cmd, in: in, lines: make(chan string, 8)}
 	go func() {
-		l, _ := bufio.NewReader(out).ReadString('\n')
-		line <- l
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
 	}()
 	select {
-	case l := <-line:
+	case l := <-c.lines:
 		if strings.TrimSpace(l) != "ACQUIRED" {
 			t.Fatalf("child said %q", l)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("child did not acquire within 30s")
 	}
-	return cmd
+	return c
 }

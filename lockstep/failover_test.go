@@ -3,6 +3,7 @@ package lockstep
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,7 +33,7 @@ func TestKilledHolderIsReplaced(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	killed := time.Now()
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -111,4 +112,73 @@ func TestConsulRestartNoDoubleGrant(t *testing.T) {
 	if got := maxOverlap(log); got > 1 {
 		t.Fatalf("%d fenced holds overlapped, K=1", got)
 	}
+}
+
+// A holder paused with SIGSTOP loses its session; once resumed it must not
+// be able to act, even though it still believes it holds the slot.
+func TestPausedHolderCannotActAfterLosingSlot(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g := commit(t, c, "sha-stop", 1)
+	holder := startHolder(t, srv.HTTPAddr, g)
+	if got := holder.fence(t, "before"); got != "FENCE ok" {
+		t.Fatalf("fence while held: %q", got)
+	}
+	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	next, err := newSem(t, c, "next").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if got := holder.fence(t, "after"); !strings.HasPrefix(got, "FENCE error") {
+		t.Fatalf("resumed holder fenced: %q, want an error", got)
+	}
+	if p, _, _ := c.KV().Get("rollagent/g/marker/after", nil); p != nil {
+		t.Fatal("the stale holder's write landed")
+	}
+	if _, err := next.Fence(ctx); err != nil {
+		t.Fatalf("the new holder cannot fence: %v", err)
+	}
+}
+
+// K comes from the gate, so a new desired spec with a larger max_parallel
+// lets more in at once, on the same semaphore, without a "limit conflict".
+func TestLiveKFromNewDesired(t *testing.T) {
+	c := devClient(t)
+	g1 := commit(t, c, "k1", 1)
+	ctx := ctxFor(t, time.Minute)
+	first, err := newSem(t, c, "first").Acquire(ctx, g1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiters := []*Semaphore{newSem(t, c, "a"), newSem(t, c, "b")}
+	errs := make(chan error, 2)
+	for _, w := range waiters {
+		go func() { _, err := w.Acquire(ctx, g1); errs <- err }()
+	}
+	eventually(t, 10*time.Second, "2 waiters", func() bool {
+		h, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(h.Waiting) == 2
+	})
+	g3 := commit(t, c, "k3", 3)
+	for range waiters {
+		if err := <-errs; !errors.Is(err, ErrSuperseded) {
+			t.Fatalf("waiter: %v, want ErrSuperseded", err)
+		}
+	}
+	for _, w := range waiters {
+		if _, err := w.Acquire(ctx, g3); err != nil {
+			t.Fatalf("re-acquire with K=3 while the old holder still holds: %v", err)
+		}
+	}
+	h, _ := ReadHolders(c, testPrefix, nil)
+	if len(h.Holding) != 3 {
+		t.Fatalf("%d hold, want 3", len(h.Holding))
+	}
+	_ = first.Release(ctx)
 }
