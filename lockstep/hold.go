@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -19,6 +20,12 @@ type Hold struct {
 	g     Gate
 	index uint64 // ModifyIndex of our key when granted
 	since time.Time
+	// rec and recIndex are the holders record as the grant wrote it, so
+	// that Release can CAS it without reading it first. recIndex is 0 when
+	// unknown (an adopted hold).
+	rec       holders
+	recIndex  uint64
+	releasing atomic.Bool // our own release deletes our key: not a loss
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -28,16 +35,21 @@ type Hold struct {
 	released bool
 }
 
-func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse) *Hold {
-	var index uint64
+func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse, rec holders) *Hold {
+	var index, recIndex uint64
 	for _, r := range resp.Results {
-		if r.KV != nil && r.KV.Key == m.key {
+		switch {
+		case r.KV == nil:
+		case r.KV.Key == m.key:
 			index = r.KV.ModifyIndex
+		case r.KV.Key == m.opts.Prefix+holdersKey:
+			recIndex = r.KV.ModifyIndex
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.active = startHold(m, g, index)
+	m.active.rec, m.active.recIndex = rec, recIndex
 	return m.active
 }
 
@@ -78,7 +90,9 @@ func (h *Hold) watch(ctx context.Context) {
 		}
 		r.reset()
 		if p == nil || p.Session != m.s.ID() {
-			h.markLost()
+			if !h.releasing.Load() {
+				h.markLost()
+			}
 			return
 		}
 		idx = meta.LastIndex
@@ -143,8 +157,14 @@ func (h *Hold) Release(ctx context.Context) error {
 	}
 	r := retry{log: h.m.log}
 	var err error
+	h.releasing.Store(true)
+	defer func() {
+		if !h.released {
+			h.releasing.Store(false)
+		}
+	}()
 	for i := 0; i < DefaultReleaseAttempts; i++ {
-		err = h.releaseOnce(ctx)
+		err = h.releaseOnce(ctx, i == 0)
 		if err == nil {
 			h.released = true
 			h.stop()
@@ -173,22 +193,36 @@ func (m *Semaphore) forget(h *Hold) {
 	}
 }
 
-func (h *Hold) releaseOnce(ctx context.Context) error {
+// releaseOnce tries one release transaction. The first try uses the
+// holders record as our grant left it; a CAS race means it moved, and later
+// tries read it.
+func (h *Hold) releaseOnce(ctx context.Context, first bool) error {
 	m := h.m
 	hk := m.opts.Prefix + holdersKey
-	p, _, err := m.c.KV().Get(hk, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return consulErr{err}
+	rec, index := h.rec, h.recIndex
+	if !first || index == 0 {
+		p, _, err := m.c.KV().Get(hk, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return consulErr{err}
+		}
+		rec, index = holders{}, 0
+		if p != nil {
+			if err := json.Unmarshal(p.Value, &rec); err != nil {
+				return err
+			}
+			index = p.ModifyIndex
+		}
 	}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
-	if p != nil {
-		var rec holders
-		if err := json.Unmarshal(p.Value, &rec); err != nil {
-			return err
+	if index != 0 {
+		others := holders{Holders: map[string]Entry{}}
+		for id, e := range rec.Holders {
+			if id != m.s.ID() {
+				others.Holders[id] = e
+			}
 		}
-		delete(rec.Holders, m.s.ID())
-		b, _ := json.Marshal(rec)
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: hk, Value: b, Index: p.ModifyIndex}})
+		b, _ := json.Marshal(others)
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: hk, Value: b, Index: index}})
 	}
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {

@@ -251,3 +251,25 @@ func TestFenceFailsAfterSessionDestroyed(t *testing.T) {
 		t.Fatal("Lost did not close after the session was destroyed")
 	}
 }
+
+// Lost is for losing a hold, not for giving it back.
+func TestReleaseDoesNotCloseLost(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-l", 1)
+	m := newSem(t, c, "a")
+	ctx := ctxFor(t, time.Minute)
+	for i := 0; i < 5; i++ {
+		h, err := m.Acquire(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-h.Lost():
+			t.Fatalf("round %d: Lost closed after a clean Release", i)
+		case <-time.After(200 * time.Millisecond): // the watcher would have seen the delete by now
+		}
+	}
+}

@@ -20,14 +20,18 @@ var errRace = errors.New("lockstep: holders record changed")
 // one release or death wakes one or two waiters, never the whole line.
 func (m *Semaphore) waitTurn(ctx context.Context, g Gate) (*Hold, error) {
 	r := retry{log: m.log}
+	var next *snapshot // what the last wait already read, if it read the whole prefix
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		snap, err := m.read(ctx, 0)
-		if err != nil {
-			r.wait(ctx, "read semaphore", err)
-			continue
+		snap := next
+		if snap == nil {
+			var err error
+			if snap, err = m.read(ctx, 0); err != nil {
+				r.wait(ctx, "read semaphore", err)
+				continue
+			}
 		}
 		if _, holds := snap.live()[m.s.ID()]; holds {
 			return m.adopt(g)
@@ -38,19 +42,21 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate) (*Hold, error) {
 			return nil, ErrSessionLost
 		}
 		if pos == 0 && len(snap.live()) < g.limit() {
+			next = nil
 			h, err := m.take(ctx, g, snap)
 			switch {
 			case err == nil:
 				return h, nil
 			case errors.Is(err, errRace):
-				continue
 			case isConsulErr(err):
 				r.wait(ctx, "take slot", err)
-				continue
+			default:
+				return nil, err
 			}
-			return nil, err
+			continue
 		}
-		if err := m.waitChange(ctx, pred, snap.index); err != nil {
+		var err error
+		if next, err = m.waitChange(ctx, pred, snap.index); err != nil {
 			r.wait(ctx, "wait in line", err)
 			continue
 		}
@@ -68,18 +74,24 @@ func (m *Semaphore) read(ctx context.Context, index uint64) (*snapshot, error) {
 }
 
 // waitChange blocks until pred changes, or for the head (pred == ""), until
-// anything under the prefix changes.
-func (m *Semaphore) waitChange(ctx context.Context, pred string, index uint64) error {
-	var err error
-	if pred == "" {
-		_, _, err = m.c.KV().List(m.opts.Prefix, m.blocking(ctx, index))
-	} else {
-		_, _, err = m.c.KV().Get(pred, m.blocking(ctx, index))
+// anything under the prefix changes. The head's wait reads the whole prefix,
+// and returns it as the next snapshot, which saves a read per handoff.
+func (m *Semaphore) waitChange(ctx context.Context, pred string, index uint64) (*snapshot, error) {
+	if pred != "" {
+		_, _, err := m.c.KV().Get(pred, m.blocking(ctx, index))
+		if err != nil && ctx.Err() == nil {
+			return nil, consulErr{err}
+		}
+		return nil, nil
 	}
-	if err != nil && ctx.Err() == nil {
-		return consulErr{err}
+	snap, err := m.read(ctx, index)
+	if err != nil && ctx.Err() == nil && isConsulErr(err) {
+		return nil, err
 	}
-	return nil
+	if err != nil {
+		return nil, nil // unreadable record or ctx done: the loop reads afresh or returns
+	}
+	return snap, nil
 }
 
 // take grants this contender a slot in one transaction: the gate is open,
@@ -105,7 +117,7 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot) (*Hold, er
 		return nil, consulErr{err}
 	}
 	if ok {
-		return m.newHold(g, resp), nil
+		return m.newHold(g, resp, rec), nil
 	}
 	op, what := firstTxnError(resp)
 	switch {
