@@ -23,6 +23,8 @@ const (
 	DefaultRetry = 10 * time.Second
 	// shutdownGrace bounds finishing or restoring a step after SIGTERM.
 	shutdownGrace = 2 * time.Minute
+	// fenceRetry bounds retrying a fence that could not reach Consul.
+	fenceRetry = 15 * time.Second
 )
 
 // Config configure an Agent.
@@ -79,7 +81,7 @@ func New(cfg Config) (*Agent, error) {
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	c := cfg.Store.Client()
 	return &Agent{cfg: cfg, keys: k, c: c, log: log,
-		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log}}, nil
+		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime}}, nil
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
@@ -88,7 +90,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
 	hctx, stopHealth := context.WithCancel(ctx)
 	defer stopHealth()
-	go a.pub.keepHealth(hctx, a.cfg.Runtime)
+	go a.pub.keepHealth(hctx)
 	defer a.closeSession()
 	defer a.pub.deregister()
 	var index uint64

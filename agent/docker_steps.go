@@ -107,6 +107,12 @@ func healthNow(insp container.InspectResponse) (bool, string) {
 	switch {
 	case st == nil:
 		return false, "no state"
+	case st.Restarting:
+		// Docker keeps Running true while a restart policy restarts a
+		// container that exited: a crash loop must not read as running.
+		return false, fmt.Sprintf("restarting (exit code %d)", st.ExitCode)
+	case st.Paused:
+		return false, "paused"
 	case !st.Running:
 		return false, fmt.Sprintf("%s (exit code %d)", st.Status, st.ExitCode)
 	case st.Health != nil && st.Health.Status != container.Healthy:
@@ -124,7 +130,8 @@ func lastProbe(h *container.Health) string {
 
 // WaitHealthy polls the new container until it has been healthy (or, with
 // no health check, running) for min_healthy_time, and gives up at
-// healthy_deadline or as soon as it exits or turns unhealthy.
+// healthy_deadline or as soon as it exits (restarting counts) or turns
+// unhealthy.
 func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
 	u := spec.Update
 	ctx, cancel := context.WithTimeout(ctx, u.HealthyDeadline.Std())
@@ -139,7 +146,8 @@ func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
 		}
 		if err == nil {
 			ok, why := healthNow(insp)
-			if !ok && (insp.State == nil || !insp.State.Running || insp.State.Health != nil && insp.State.Health.Status == container.Unhealthy) {
+			if !ok && (insp.State == nil || !insp.State.Running || insp.State.Restarting ||
+				insp.State.Health != nil && insp.State.Health.Status == container.Unhealthy) {
 				return fmt.Errorf("new container is not healthy: %s", why)
 			}
 			if !ok {

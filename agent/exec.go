@@ -129,12 +129,24 @@ func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The hook's output goes to a file, not a pipe: a replace hook that
+	// starts the workload in the background leaves it holding the hook's
+	// stdout and stderr, and reading a pipe to EOF would wait for the
+	// workload to exit, holding the slot (the timeout cannot end that wait).
+	out, err := os.CreateTemp(e.StateDir, ".hook-*.out")
+	if err != nil {
+		return fmt.Errorf("hook output file: %w", err)
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "ROLLAGENT_GROUP="+e.Group, "ROLLAGENT_NODE="+e.Node,
 		"ROLLAGENT_SHA="+sha, "ROLLAGENT_SPEC="+e.specPath(sha))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %.500s", argv[0], err, out)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		msg := make([]byte, 2000)
+		n, _ := out.ReadAt(msg, 0)
+		return fmt.Errorf("%s: %w: %.500s", argv[0], err, msg[:n])
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ type publisher struct {
 	group string
 	node  string
 	log   hclog.Logger
+	rt    Runtime // for a fresh health reading when the service is re-registered
 
 	mu     sync.Mutex
 	last   coordinator.NodeState
@@ -66,9 +67,14 @@ func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
 // published records n as written (by set or inside a fence) and updates
 // the service.
 func (p *publisher) published(ctx context.Context, n coordinator.NodeState) {
+	// Re-registering resets the TTL check to the status given, so give it
+	// the workload's health now, not the last periodic reading.
+	health := api.HealthCritical
+	if ok, _ := p.rt.Healthy(ctx); ok {
+		health = api.HealthPassing
+	}
 	p.mu.Lock()
-	p.last = n
-	health := p.health
+	p.last, p.health = n, health
 	p.mu.Unlock()
 	p.log.Info("node state", "state", n.State, "sha", short(n.SHA), "desired", short(n.Desired), "error", n.Error)
 	if err := p.register(ctx, n, health); err != nil {
@@ -77,9 +83,6 @@ func (p *publisher) published(ctx context.Context, n coordinator.NodeState) {
 }
 
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
-	if health == "" {
-		health = api.HealthCritical
-	}
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: "rollagent-" + p.group,
 		Tags: []string{"sha:" + short(n.SHA), "state:" + n.State, "desired:" + short(n.Desired)},
@@ -92,11 +95,11 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 
 // keepHealth passes or fails the service's TTL check from the runtime's
 // view of the workload until ctx ends.
-func (p *publisher) keepHealth(ctx context.Context, rt Runtime) {
+func (p *publisher) keepHealth(ctx context.Context) {
 	tick := time.NewTicker(serviceCheckTTL / 3)
 	defer tick.Stop()
 	for {
-		ok, why := rt.Healthy(ctx)
+		ok, why := p.rt.Healthy(ctx)
 		status := api.HealthCritical
 		if ok {
 			status = api.HealthPassing

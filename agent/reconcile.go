@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -112,6 +113,11 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 	}
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(result)
+	if result == "aborted" {
+		// Stopped by its fence: if the gate closed, desired moved and the
+		// next look waits on it; if Consul was out of reach, look again soon.
+		return jitter(2 * time.Second)
+	}
 	return 0
 }
 
@@ -125,7 +131,7 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		if err != nil {
 			return err
 		}
-		if _, err := hold.Fence(ctx, op); err != nil {
+		if err := a.fence(ctx, hold, op); err != nil {
 			return &fenceError{step: name, err: err}
 		}
 		a.log.Info("fenced", "step", name)
@@ -145,6 +151,28 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		return "success"
 	}
 	return a.failed(ctx, gs, obs, err)
+}
+
+// fence runs hold.Fence, retrying a failure to reach Consul (a leader
+// election, say) for up to fenceRetry: giving up means undoing the step
+// under way, which is worse than a short wait. A closed gate or a lost
+// session is final at once.
+func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) error {
+	deadline := time.Now().Add(fenceRetry)
+	for wait := 250 * time.Millisecond; ; wait *= 2 {
+		_, err := hold.Fence(ctx, op)
+		if err == nil || !lockstep.IsTransient(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		a.log.Warn("fence could not reach consul; retrying", "in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-hold.Lost():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // failed restores the old workload and, unless the replacement was merely

@@ -170,6 +170,11 @@ type consulErr struct{ err error }
 func (e consulErr) Error() string { return fmt.Sprintf("lockstep: consul: %v", e.err) }
 func (e consulErr) Unwrap() error { return e.err }
 
+// IsTransient reports whether err is a failure to talk to Consul, such as
+// during a leader election, as opposed to an answer such as a closed gate:
+// the same call may succeed when retried.
+func IsTransient(err error) bool { return isConsulErr(err) }
+
 func isConsulErr(err error) bool {
 	var c consulErr
 	return errors.As(err, &c)
