@@ -23,8 +23,6 @@ const (
 	DefaultRetry = 10 * time.Second
 	// shutdownGrace bounds finishing or restoring a step after SIGTERM.
 	shutdownGrace = 2 * time.Minute
-	// fenceRetry bounds retrying a fence that could not reach Consul.
-	fenceRetry = 15 * time.Second
 )
 
 // Config configure an Agent.
@@ -68,6 +66,9 @@ func New(cfg Config) (*Agent, error) {
 	k, err := cfg.Store.Keys(cfg.Group)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = lockstep.DefaultCheckTTL
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync

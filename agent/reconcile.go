@@ -154,13 +154,19 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 }
 
 // fence runs hold.Fence, retrying a failure to reach Consul (a leader
-// election, say) for up to fenceRetry: giving up means undoing the step
-// under way, which is worse than a short wait. A closed gate or a lost
-// session is final at once.
+// election, say) for up to two thirds of the session TTL. Within that time
+// a success proves the slot is still ours; past it, a partitioned holder
+// may already have lost its slot to the next node, and it must undo its
+// step at once rather than keep its node down beside that one. A closed
+// gate or a lost session is final at once.
 func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) error {
-	deadline := time.Now().Add(fenceRetry)
+	deadline := time.Now().Add(a.cfg.SessionTTL * 2 / 3)
 	for wait := 250 * time.Millisecond; ; wait *= 2 {
-		_, err := hold.Fence(ctx, op)
+		// Bound each try too: a Consul client cut off from its servers holds
+		// a request for its RPC hold timeout (7s) before it answers.
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		_, err := hold.Fence(actx, op)
+		cancel()
 		if err == nil || !lockstep.IsTransient(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
@@ -181,6 +187,12 @@ func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Obse
 	sha := gs.Desired.SHA
 	if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
 		err = fmt.Errorf("%w; restoring the old workload also failed: %v", err, rerr)
+	} else if obs.SHA != "" {
+		// The node counts as down until the old workload is healthy again,
+		// so the slot is kept until then (or until healthy_deadline).
+		if herr := a.cfg.Runtime.WaitHealthy(ctx, gs.Spec); herr != nil {
+			a.log.Warn("restored workload is not healthy", "error", herr)
+		}
 	}
 	var fe *fenceError
 	if errors.As(err, &fe) {

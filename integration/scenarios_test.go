@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+var (
+	managers = []string{"m1", "m2", "m3"}
+	workers  = []string{"w1", "w2", "w3"}
+)
+
+func (c *cluster) store() *coordinator.Store { return coordinator.NewStore(c.api(), "") }
+
+// release builds a demoapp image for name once.
+func (c *cluster) release(name string, env map[string]string) string {
+	if tag, ok := c.images["app-"+name]; ok {
+		return tag
+	}
+	e := map[string]string{"DEMOAPP_VERSION": name}
+	for k, v := range env {
+		e[k] = v
+	}
+	tag := dockertest.BuildGoImage(c.t, c.docker, dockertest.GoImage{Package: "./internal/demoapp",
+		Tag: "rollagent-it/demoapp:" + name, Env: e, Healthcheck: []string{"/demoapp", "health"}})
+	c.images["app-"+name] = tag
+	return tag
+}
+
+func (c *cluster) commit(group, release, action string) string {
+	c.t.Helper()
+	env := map[string]string{}
+	if release == "bad" {
+		env["DEMOAPP_UNHEALTHY"] = "1"
+	}
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
+		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":1,"min_healthy_time":"1s",
+		"healthy_deadline":"30s","failure_action":%q,"max_failures":1}}`, group, c.release(release, env), action)
+	spec, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "spec")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.store().Commit(ctx, group, spec, "integration", "commit")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return res.SHA
+}
+
+func (c *cluster) state(group string) *coordinator.GroupState {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := c.store().Read(ctx, group, nil)
+	if err != nil {
+		return &coordinator.GroupState{}
+	}
+	return gs
+}
+
+// running says every node of nodes runs exactly one healthy container of sha.
+func (c *cluster) running(group string, nodes []string, sha string) bool {
+	ws := c.workloads(group)
+	for _, n := range nodes {
+		if w := ws[n]; len(w.shas) != 1 || w.shas[0] != sha || !w.healthy {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *cluster) converged(group string, nodes []string, sha string) bool {
+	if !c.running(group, nodes, sha) {
+		return false
+	}
+	done := 0
+	for _, n := range c.state(group).Nodes {
+		if n.SHA == sha && n.State == coordinator.StateConverged {
+			done++
+		}
+	}
+	return done == len(nodes)
+}
+
+func (c *cluster) waitConverged(group string, nodes []string, sha string, d time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	c.waitFor(d, group+" to converge on "+sha[:12], func() bool { return c.converged(group, nodes, sha) })
+	return time.Since(start)
+}
+
+// holder waits for a node of group to hold the slot, other than not.
+func (c *cluster) holder(group, not string, d time.Duration) string {
+	c.t.Helper()
+	name := ""
+	c.waitFor(d, "a slot holder in "+group, func() bool {
+		h, err := lockstep.ReadHolders(c.api(), "rollagent/groups/"+group+"/slot/", &api.QueryOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range h.Holding {
+			if e.Name != not {
+				name = e.Name
+				return true
+			}
+		}
+		return false
+	})
+	return name
+}
+
+func (c *cluster) containerIDs(group string) []string {
+	var ids []string
+	for _, w := range c.workloads(group) {
+		ids = append(ids, w.ids...)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func TestCluster(t *testing.T) {
+	c := newCluster(t)
+	t.Cleanup(c.dumpLogs)
+	for _, n := range managers {
+		c.addNode(n, "managers")
+	}
+	for _, n := range workers {
+		c.addNode(n, "workers")
+	}
+	m1, w1 := c.commit("managers", "v1", "pause"), c.commit("workers", "v1", "pause")
+	c.waitConverged("managers", managers, m1, 3*time.Minute)
+	c.waitConverged("workers", workers, w1, 3*time.Minute)
+	t.Run("seed: holder node killed mid-replacement", c.seed)
+	t.Run("consul leader killed mid-rollout", c.leaderKilled)
+	t.Run("partitioned holder", c.partitioned)
+	t.Run("cancel survives restart of every agent and server", c.cancelDurable)
+	t.Run("bad release pauses, or rolls back", c.badRelease)
+	t.Run("two groups roll independently", c.twoGroups)
+}
