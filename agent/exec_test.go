@@ -69,7 +69,7 @@ func newExecFleet(t *testing.T, group string) *execFleet {
 	t.Helper()
 	srv := consultest.NewDev(t)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), group: group, logs: t.TempDir(),
-		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), procs: map[string]*exec.Cmd{}, images: map[string]string{}}
+		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), procs: map[string]*exec.Cmd{}}
 	t.Cleanup(f.stopAll)
 	ef := &execFleet{fleet: f, dir: t.TempDir(), procs: map[string]*proc{}}
 	t.Cleanup(ef.stopGracefully)

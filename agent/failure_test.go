@@ -25,7 +25,7 @@ func (f *fleet) cancel() {
 func (f *fleet) containerIDs() []string {
 	var ids []string
 	for _, w := range f.workloads() {
-		ids = append(ids, w.ids...)
+		ids = append(ids, w.IDs...)
 	}
 	sort.Strings(ids)
 	return ids
@@ -46,7 +46,7 @@ func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
 	})
 	f.waitFor(30*time.Second, "every node healthy", func() bool {
 		for _, w := range f.workloads() {
-			if !w.healthy || len(w.ids) != 1 {
+			if !w.Healthy || len(w.IDs) != 1 {
 				return false
 			}
 		}

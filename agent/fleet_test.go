@@ -12,29 +12,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 // fleet runs real `rollagent run` processes, one per node, against a real
 // Consul and the real Docker engine, so that a test can SIGKILL any of them.
 type fleet struct {
-	t      *testing.T
-	srv    *consultest.Server
-	store  *coordinator.Store
-	docker *client.Client
-	bin    string
-	group  string
-	logs   string
-	mu     sync.Mutex
-	procs  map[string]*exec.Cmd
-	images map[string]string // release name -> image tag
+	t        *testing.T
+	srv      *consultest.Server
+	store    *coordinator.Store
+	docker   *client.Client
+	bin      string
+	group    string
+	logs     string
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	releases *fleettest.Releases
 }
 
 func newFleet(t *testing.T, group string) *fleet {
@@ -44,36 +42,21 @@ func newFleet(t *testing.T, group string) *fleet {
 	dockertest.Cleanup(t, cli)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), docker: cli,
 		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: group, logs: t.TempDir(),
-		procs: map[string]*exec.Cmd{}, images: map[string]string{}}
+		procs: map[string]*exec.Cmd{}}
+	f.releases = fleettest.NewReleases(t, cli, "rollagent-test/demoapp")
 	t.Cleanup(f.stopAll)
 	return f
 }
 
 // image builds a demoapp release once per fleet.
 func (f *fleet) image(release string, env map[string]string) string {
-	if tag, ok := f.images[release]; ok {
-		return tag
-	}
-	e := map[string]string{"DEMOAPP_VERSION": release}
-	for k, v := range env {
-		e[k] = v
-	}
-	tag := dockertest.BuildGoImage(f.t, f.docker, dockertest.GoImage{Package: "./internal/demoapp",
-		Tag: "rollagent-test/demoapp:" + release, Env: e, Healthcheck: []string{"/demoapp", "health"}})
-	f.images[release] = tag
-	return tag
+	return f.releases.Image(release, env)
 }
 
 // spec is a fast-rolling spec for image.
 func (f *fleet) spec(image string, parallel int, action string, maxFailures int) *hashspec.Spec {
-	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
-		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
-		"healthy_deadline":"20s","failure_action":%q,"max_failures":%d}}`, f.group, image, parallel, action, maxFailures)
-	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "test spec")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return s
+	return fleettest.Spec(f.t, fleettest.SpecOptions{Group: f.group, Image: image, MaxParallel: parallel,
+		FailureAction: action, MaxFailures: maxFailures, HealthyDeadline: 20 * time.Second})
 }
 
 func (f *fleet) commit(s *hashspec.Spec) string {
@@ -149,59 +132,19 @@ func (f *fleet) state() *coordinator.GroupState {
 	return gs
 }
 
-// workloads returns, per node, the SHA labels of its managed containers
-// and whether the one under the managed name runs healthy.
-type workload struct {
-	shas    []string
-	ids     []string
-	healthy bool
-}
+type workload = fleettest.Workload
 
-func (f *fleet) workloads() map[string]workload {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+f.group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
-	list, err := f.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	out := map[string]workload{}
-	for _, c := range list {
-		n := c.Labels[agent.LabelNode]
-		w := out[n]
-		w.shas = append(w.shas, c.Labels[agent.LabelSHA])
-		w.ids = append(w.ids, c.ID)
-		if c.State == "running" && strings.Contains(c.Status, "(healthy)") && len(c.Names) > 0 && c.Names[0] == "/rollagent-"+f.group+"-"+n {
-			w.healthy = true
-		}
-		out[n] = w
-	}
-	return out
-}
+func (f *fleet) workloads() map[string]workload { return fleettest.Workloads(f.t, f.docker, f.group) }
 
-// waitFor polls cond every 200ms for at most d.
+// waitFor polls cond for at most d.
 func (f *fleet) waitFor(d time.Duration, what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	f.t.Fatalf("timed out after %s waiting for %s", d, what)
+	fleettest.WaitFor(f.t, d, what, cond)
 }
 
 // running says every node runs exactly one container, healthy, of sha.
 func (f *fleet) running(nodes []string, sha string) bool {
-	ws := f.workloads()
-	for _, n := range nodes {
-		w := ws[n]
-		if len(w.shas) != 1 || w.shas[0] != sha || !w.healthy {
-			return false
-		}
-	}
-	return true
+	return fleettest.Running(f.workloads(), nodes, sha)
 }
 
 // converged says every node runs sha and its agent reports it converged.
@@ -235,7 +178,7 @@ func (f *fleet) sample(nodes []string) *sampler {
 			ws := f.workloads()
 			down := 0
 			for _, n := range nodes {
-				if !ws[n].healthy {
+				if !ws[n].Healthy {
 					down++
 				}
 			}

@@ -102,8 +102,8 @@ func TestStartFirstKeepsTheOldContainerUp(t *testing.T) {
 	t.Logf("start-first rollout of 3 nodes at K=2 took %s", time.Since(start).Round(100*time.Millisecond))
 	mon.finish(t)
 	for n, w := range f.workloads() {
-		if len(w.ids) != 1 {
-			t.Errorf("node %s has %d containers after the rollout, want 1", n, len(w.ids))
+		if len(w.IDs) != 1 {
+			t.Errorf("node %s has %d containers after the rollout, want 1", n, len(w.IDs))
 		}
 	}
 	checkService(t, f, ns, v2)

@@ -99,14 +99,14 @@ func (f *fleet) checkLeftAlone(victim, old, sha string) {
 	t := f.t
 	t.Helper()
 	w := f.workloads()[victim]
-	if len(w.ids) != 1 || (w.shas[0] != sha && w.shas[0] != old) {
-		t.Fatalf("node %s has containers of %.12q after its agent exited, want exactly one, of the new or old SHA", victim, w.shas)
+	if len(w.IDs) != 1 || (w.SHAs[0] != sha && w.SHAs[0] != old) {
+		t.Fatalf("node %s has containers of %.12q after its agent exited, want exactly one, of the new or old SHA", victim, w.SHAs)
 	}
-	outcome := map[bool]string{true: "finished: the new container runs", false: "undone: the old container was restored"}[w.shas[0] == sha]
+	outcome := map[bool]string{true: "finished: the new container runs", false: "undone: the old container was restored"}[w.SHAs[0] == sha]
 	t.Logf("the step was %s", outcome)
 	f.waitFor(15*time.Second, "the node's one container to be healthy", func() bool {
 		w := f.workloads()[victim]
-		return len(w.ids) == 1 && w.healthy
+		return len(w.IDs) == 1 && w.Healthy
 	})
 	f.waitFor(5*time.Second, "the slot to be free of "+victim, func() bool { return !f.holds(victim) })
 	f.waitFor(5*time.Second, "the service instance of "+victim+" to be gone", func() bool {

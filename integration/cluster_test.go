@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 // cluster is 3 Consul servers and a fleet of nodes on a private Docker
@@ -26,17 +27,17 @@ import (
 // real deployment. Workloads are sibling containers the agents manage
 // through the host's Docker socket.
 type cluster struct {
-	t       *testing.T
-	docker  *client.Client
-	netName string
-	prefix  string // container name prefix, unique per run
-	consul  string // image tags
-	agent   string
-	servers []string          // container names
-	ports   map[string]string // server -> published HTTP address on loopback
-	nodes   map[string]string // node -> group
-	images  map[string]string // release -> image tag
-	built   []string          // images this file built, removed at the end
+	t        *testing.T
+	docker   *client.Client
+	netName  string
+	prefix   string // container name prefix, unique per run
+	consul   string // image tags
+	agent    string
+	servers  []string          // container names
+	ports    map[string]string // server -> published HTTP address on loopback
+	nodes    map[string]string // node -> group
+	releases *fleettest.Releases
+	built    []string // images this file built, removed at the end
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -47,7 +48,8 @@ func newCluster(t *testing.T) *cluster {
 		consultest.Unavailable(t, "consul: %v", err)
 	}
 	c := &cluster{t: t, docker: cli, prefix: "rit-" + dockertest.RunID()[:8], ports: map[string]string{},
-		nodes: map[string]string{}, images: map[string]string{}}
+		nodes: map[string]string{}}
+	c.releases = fleettest.NewReleases(t, cli, "rollagent-it/demoapp")
 	t.Cleanup(c.removeImages) // registered first, so it runs after the containers are gone
 	dockertest.Cleanup(t, cli)
 	c.consul = c.buildImage("consul", bin)
@@ -169,17 +171,10 @@ func (c *cluster) api() *api.Client {
 	return cl
 }
 
-// waitFor polls cond every 250ms for at most d.
+// waitFor polls cond for at most d.
 func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	c.t.Fatalf("timed out after %s waiting for %s", d, what)
+	fleettest.WaitFor(c.t, d, what, cond)
 }
 
 func freePort(t *testing.T) int {

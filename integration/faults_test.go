@@ -83,7 +83,7 @@ func (c *cluster) cancelDurable(t *testing.T) {
 			return false
 		}
 		for _, w := range c.workloads("managers") {
-			if !w.healthy || len(w.ids) != 1 {
+			if !w.Healthy || len(w.IDs) != 1 {
 				return false
 			}
 		}

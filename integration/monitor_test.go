@@ -1,48 +1,20 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/rollagent/rollagent/agent"
-	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// workload is what Docker says about one node's managed containers.
-type workload struct {
-	shas    []string
-	ids     []string
-	healthy bool
-}
+type workload = fleettest.Workload
 
 func (c *cluster) workloads(group string) map[string]workload {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
-	list, err := c.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	out := map[string]workload{}
-	for _, ct := range list {
-		n := ct.Labels[agent.LabelNode]
-		w := out[n]
-		w.shas = append(w.shas, ct.Labels[agent.LabelSHA])
-		w.ids = append(w.ids, ct.ID)
-		if ct.State == "running" && strings.Contains(ct.Status, "(healthy)") && len(ct.Names) > 0 &&
-			ct.Names[0] == "/rollagent-"+group+"-"+n {
-			w.healthy = true
-		}
-		out[n] = w
-	}
-	return out
+	return fleettest.Workloads(c.t, c.docker, group)
 }
 
 // monitor samples every group's workloads and slot holders every 200ms and
@@ -79,7 +51,7 @@ func (m *monitor) loop() {
 			down := 0
 			m.mu.Lock()
 			for _, n := range ns {
-				if !ws[n].healthy && !m.excluded[n] {
+				if !ws[n].Healthy && !m.excluded[n] {
 					down++
 				}
 			}

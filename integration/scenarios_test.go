@@ -2,15 +2,13 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -21,34 +19,14 @@ var (
 
 func (c *cluster) store() *coordinator.Store { return coordinator.NewStore(c.api(), "") }
 
-// release builds a demoapp image for name once.
-func (c *cluster) release(name string, env map[string]string) string {
-	if tag, ok := c.images["app-"+name]; ok {
-		return tag
-	}
-	e := map[string]string{"DEMOAPP_VERSION": name}
-	for k, v := range env {
-		e[k] = v
-	}
-	tag := dockertest.BuildGoImage(c.t, c.docker, dockertest.GoImage{Package: "./internal/demoapp",
-		Tag: "rollagent-it/demoapp:" + name, Env: e, Healthcheck: []string{"/demoapp", "health"}})
-	c.images["app-"+name] = tag
-	return tag
-}
-
 func (c *cluster) commit(group, release, action string) string {
 	c.t.Helper()
 	env := map[string]string{}
 	if release == "bad" {
 		env["DEMOAPP_UNHEALTHY"] = "1"
 	}
-	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
-		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":1,"min_healthy_time":"1s",
-		"healthy_deadline":"30s","failure_action":%q,"max_failures":1}}`, group, c.release(release, env), action)
-	spec, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "spec")
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	spec := fleettest.Spec(c.t, fleettest.SpecOptions{Group: group, Image: c.releases.Image(release, env),
+		MaxParallel: 1, FailureAction: action, MaxFailures: 1, HealthyDeadline: 30 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := c.store().Commit(ctx, group, spec, "integration", "commit")
@@ -70,13 +48,7 @@ func (c *cluster) state(group string) *coordinator.GroupState {
 
 // running says every node of nodes runs exactly one healthy container of sha.
 func (c *cluster) running(group string, nodes []string, sha string) bool {
-	ws := c.workloads(group)
-	for _, n := range nodes {
-		if w := ws[n]; len(w.shas) != 1 || w.shas[0] != sha || !w.healthy {
-			return false
-		}
-	}
-	return true
+	return fleettest.Running(c.workloads(group), nodes, sha)
 }
 
 func (c *cluster) converged(group string, nodes []string, sha string) bool {
@@ -122,7 +94,7 @@ func (c *cluster) holder(group, not string, d time.Duration) string {
 func (c *cluster) containerIDs(group string) []string {
 	var ids []string
 	for _, w := range c.workloads(group) {
-		ids = append(ids, w.ids...)
+		ids = append(ids, w.IDs...)
 	}
 	sort.Strings(ids)
 	return ids

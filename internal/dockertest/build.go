@@ -36,6 +36,17 @@ func ImageFromBinaries(ctx context.Context, cli *client.Client, tag string, file
 		return fmt.Errorf("build %s: %w", tag, err)
 	}
 	dockerfile = strings.TrimRight(dockerfile, "\n") + "\n" + labelLine
+	err = build1(ctx, cli, tag, files, dockerfile, false)
+	if err != nil && ctx.Err() == nil {
+		// Another process may have removed a cached layer this build was
+		// reusing ("failed to get digest"): the same build without the
+		// cache depends on no one else's images.
+		err = build1(ctx, cli, tag, files, dockerfile, true)
+	}
+	return err
+}
+
+func build1(ctx context.Context, cli *client.Client, tag string, files map[string]string, dockerfile string, noCache bool) error {
 	buildCtx, err := tarContext(files, dockerfile)
 	if err != nil {
 		return fmt.Errorf("build %s: %w", tag, err)
@@ -45,6 +56,7 @@ func ImageFromBinaries(ctx context.Context, cli *client.Client, tag string, file
 		Dockerfile:  "Dockerfile",
 		Remove:      true,
 		ForceRemove: true,
+		NoCache:     noCache,
 		// BuildKit through this API wants a client session; the legacy
 		// builder takes the tar as it is, and FROM scratch pulls nothing.
 		Version: build.BuilderV1,

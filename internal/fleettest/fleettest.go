@@ -1,0 +1,128 @@
+// Package fleettest holds what the agent tests and the integration suite
+// share about a fleet: demo releases built as images, fast-rolling specs,
+// each node's workload as Docker sees it, and bounded waits.
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/dockertest"
+)
+
+// Releases builds demoapp images, one per release name, once each.
+type Releases struct {
+	t      testing.TB
+	cli    *client.Client
+	prefix string // image repository, e.g. "rollagent-test/demoapp"
+	tags   map[string]string
+}
+
+// NewReleases returns an empty set of releases tagged under repo.
+func NewReleases(t testing.TB, cli *client.Client, repo string) *Releases {
+	return &Releases{t: t, cli: cli, prefix: repo, tags: map[string]string{}}
+}
+
+// Image returns the tag of release, building it the first time with env
+// added to the image (DEMOAPP_UNHEALTHY=1 makes a bad release).
+func (r *Releases) Image(release string, env map[string]string) string {
+	if tag, ok := r.tags[release]; ok {
+		return tag
+	}
+	e := map[string]string{"DEMOAPP_VERSION": release}
+	for k, v := range env {
+		e[k] = v
+	}
+	tag := dockertest.BuildGoImage(r.t, r.cli, dockertest.GoImage{Package: "./internal/demoapp",
+		Tag: r.prefix + ":" + release, Env: e, Healthcheck: []string{"/demoapp", "health"}})
+	r.tags[release] = tag
+	return tag
+}
+
+// SpecOptions shape a fast-rolling test spec.
+type SpecOptions struct {
+	Group, Image    string
+	MaxParallel     int
+	FailureAction   string
+	MaxFailures     int
+	HealthyDeadline time.Duration
+}
+
+// Spec is a spec that checks health every 500ms and needs 1s of it.
+func Spec(t testing.TB, o SpecOptions) *hashspec.Spec {
+	t.Helper()
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
+		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
+		"healthy_deadline":%q,"failure_action":%q,"max_failures":%d}}`,
+		o.Group, o.Image, o.MaxParallel, o.HealthyDeadline.String(), o.FailureAction, o.MaxFailures)
+	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "test spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Workload is what Docker says about one node's managed containers.
+type Workload struct {
+	SHAs    []string
+	IDs     []string
+	Healthy bool // the container under the managed name runs and is healthy
+}
+
+// Workloads lists the managed containers of group that this test run made,
+// by node.
+func Workloads(t testing.TB, cli *client.Client, group string) map[string]Workload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Workload{}
+	for _, c := range list {
+		n := c.Labels[agent.LabelNode]
+		w := out[n]
+		w.SHAs = append(w.SHAs, c.Labels[agent.LabelSHA])
+		w.IDs = append(w.IDs, c.ID)
+		if c.State == "running" && strings.Contains(c.Status, "(healthy)") && len(c.Names) > 0 &&
+			c.Names[0] == "/rollagent-"+group+"-"+n {
+			w.Healthy = true
+		}
+		out[n] = w
+	}
+	return out
+}
+
+// Running says every node of nodes runs exactly one healthy container of sha.
+func Running(ws map[string]Workload, nodes []string, sha string) bool {
+	for _, n := range nodes {
+		if w := ws[n]; len(w.SHAs) != 1 || w.SHAs[0] != sha || !w.Healthy {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitFor polls cond every 200ms for at most d: a bounded wait, never a
+// bare sleep.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}
