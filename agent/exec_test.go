@@ -21,6 +21,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 // proc is an agent process started by startArgs: done closes once it has
@@ -68,7 +69,7 @@ type execFleet struct {
 func newExecFleet(t *testing.T, group string) *execFleet {
 	t.Helper()
 	srv := consultest.NewDev(t)
-	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), group: group, logs: t.TempDir(),
+	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), group: fleettest.Group(group), logs: t.TempDir(),
 		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), procs: map[string]*exec.Cmd{}}
 	t.Cleanup(f.stopAll)
 	ef := &execFleet{fleet: f, dir: t.TempDir(), procs: map[string]*proc{}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -128,4 +129,29 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// No registry can be reached here, so an image that is not present cannot
+// be pulled: the pull error is reported and every node stays as it was.
+func TestMissingImageLeavesNodesAsTheyWere(t *testing.T) {
+	f := newFleet(t, "web")
+	ns := nodes(2)
+	v1 := deploy(t, f, ns)
+	before := f.containerIDs()
+	f.commit(f.spec("rollagent-test/not-built:v9", 1, "pause", 1))
+	f.waitFor(60*time.Second, "every node to report the pull error", func() bool {
+		failed := 0
+		for _, n := range f.state().Nodes {
+			if n.State == coordinator.StateFailed && strings.Contains(n.Error, "rollagent-test/not-built:v9") {
+				failed++
+			}
+		}
+		return failed == len(ns)
+	})
+	if !f.running(ns, v1) || !reflect.DeepEqual(f.containerIDs(), before) {
+		t.Fatal("a node's container changed although its new image could not be had")
+	}
+	if gs := f.state(); gs.Holders != nil && len(gs.Holders.Holding) != 0 {
+		t.Fatal("a node took a slot for an image it does not have")
+	}
 }

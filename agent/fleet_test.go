@@ -41,7 +41,7 @@ func newFleet(t *testing.T, group string) *fleet {
 	cli := dockertest.Client(t)
 	dockertest.Cleanup(t, cli)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), docker: cli,
-		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: group, logs: t.TempDir(),
+		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: fleettest.Group(group), logs: t.TempDir(),
 		procs: map[string]*exec.Cmd{}}
 	f.releases = fleettest.NewReleases(t, cli, "rollagent-test/demoapp")
 	t.Cleanup(f.stopAll)

@@ -13,12 +13,12 @@ import (
 func (c *cluster) seed(t *testing.T) {
 	mon := c.monitor()
 	start := time.Now()
-	ms, ws := c.commit("managers", "v2", "pause"), c.commit("workers", "v2", "pause")
-	victim := c.holder("managers", "", time.Minute)
+	ms, ws := c.commit(mgrs, "v2", "pause"), c.commit(wkrs, "v2", "pause")
+	victim := c.holder(mgrs, "", time.Minute)
 	mon.exclude(victim, true)
 	killed := time.Now()
 	c.killNode(victim)
-	next := c.holder("managers", victim, 90*time.Second)
+	next := c.holder(mgrs, victim, 90*time.Second)
 	t.Logf("killed node %s holding the slot; %s took it %s later", victim, next, time.Since(killed).Round(100*time.Millisecond))
 	c.waitFor(3*time.Minute, "the other managers on v2", func() bool {
 		var others []string
@@ -27,24 +27,24 @@ func (c *cluster) seed(t *testing.T) {
 				others = append(others, n)
 			}
 		}
-		return c.running("managers", others, ms)
+		return c.running(mgrs, others, ms)
 	})
 	c.reviveNode(victim)
-	c.waitConverged("managers", managers, ms, 3*time.Minute)
+	c.waitConverged(mgrs, managers, ms, 3*time.Minute)
 	mon.exclude(victim, false)
-	c.waitConverged("workers", workers, ws, 3*time.Minute)
+	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
 	t.Logf("all 6 nodes on v2 %s after the commit", time.Since(start).Round(100*time.Millisecond))
 	mon.finish(t, 1)
 }
 
 func (c *cluster) leaderKilled(t *testing.T) {
 	mon := c.monitor()
-	sha := c.commit("managers", "v3", "pause")
-	c.holder("managers", "", time.Minute)
+	sha := c.commit(mgrs, "v3", "pause")
+	c.holder(mgrs, "", time.Minute)
 	leader := c.leader()
 	c.kill(leader)
 	t.Logf("killed the leading server %s mid-rollout", leader)
-	d := c.waitConverged("managers", managers, sha, 3*time.Minute)
+	d := c.waitConverged(mgrs, managers, sha, 3*time.Minute)
 	t.Logf("rollout finished %s after the leader died", d.Round(100*time.Millisecond))
 	c.start(leader)
 	c.waitFor(2*time.Minute, "3 servers again", func() bool {
@@ -56,44 +56,44 @@ func (c *cluster) leaderKilled(t *testing.T) {
 
 func (c *cluster) partitioned(t *testing.T) {
 	mon := c.monitor()
-	sha := c.commit("workers", "v3", "pause")
-	victim := c.holder("workers", "", time.Minute)
+	sha := c.commit(wkrs, "v3", "pause")
+	victim := c.holder(wkrs, "", time.Minute)
 	ip := c.partition(victim)
 	cut := time.Now()
-	next := c.holder("workers", victim, 2*time.Minute)
+	next := c.holder(wkrs, victim, 2*time.Minute)
 	t.Logf("partitioned %s holding the slot; %s took it %s later", victim, next, time.Since(cut).Round(100*time.Millisecond))
 	c.heal(victim, ip)
-	d := c.waitConverged("workers", workers, sha, 4*time.Minute)
+	d := c.waitConverged(wkrs, workers, sha, 4*time.Minute)
 	t.Logf("all workers converged %s after the partition healed", d.Round(100*time.Millisecond))
 	mon.finish(t, 1)
 }
 
 func (c *cluster) cancelDurable(t *testing.T) {
-	sha := c.commit("managers", "v4", "pause")
-	c.holder("managers", "", time.Minute)
+	sha := c.commit(mgrs, "v4", "pause")
+	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
-	if _, err := c.store().Cancel(ctx, "managers", sha, "integration", "test"); err != nil {
+	if _, err := c.store().Cancel(ctx, mgrs, sha, "integration", "test"); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	cancel()
 	c.waitFor(time.Minute, "the in-flight step to end", func() bool {
-		gs := c.state("managers")
+		gs := c.state(mgrs)
 		if gs.Holders == nil || len(gs.Holders.Holding) != 0 {
 			return false
 		}
-		for _, w := range c.workloads("managers") {
+		for _, w := range c.workloads(mgrs) {
 			if !w.Healthy || len(w.IDs) != 1 {
 				return false
 			}
 		}
 		return true
 	})
-	before := c.containerIDs("managers")
+	before := c.containerIDs(mgrs)
 	c.restartEverything()
 	c.waitFor(2*time.Minute, "every manager's agent to report cancelled or converged", func() bool {
 		ok := 0
-		for _, n := range c.state("managers").Nodes {
+		for _, n := range c.state(mgrs).Nodes {
 			if n.State == coordinator.StateCancelled || (n.State == coordinator.StateConverged && n.SHA == sha) {
 				ok++
 			}
@@ -101,12 +101,12 @@ func (c *cluster) cancelDurable(t *testing.T) {
 		return ok == len(managers)
 	})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if got := c.containerIDs("managers"); !reflect.DeepEqual(got, before) {
+		if got := c.containerIDs(mgrs); !reflect.DeepEqual(got, before) {
 			t.Fatalf("a container changed after the cancel: %v -> %v", before, got)
 		}
 	}
-	next := c.commit("managers", "v5", "pause")
-	d := c.waitConverged("managers", managers, next, 3*time.Minute)
+	next := c.commit(mgrs, "v5", "pause")
+	d := c.waitConverged(mgrs, managers, next, 3*time.Minute)
 	t.Logf("a new commit after the cancel rolled in %s", d.Round(100*time.Millisecond))
 }
 
@@ -128,20 +128,20 @@ func (c *cluster) restartEverything() {
 
 func (c *cluster) badRelease(t *testing.T) {
 	mon := c.monitor()
-	good := c.state("workers").Desired.SHA
-	bad := c.commit("workers", "bad", "pause")
+	good := c.state(wkrs).Desired.SHA
+	bad := c.commit(wkrs, "bad", "pause")
 	c.waitFor(2*time.Minute, "the workers to pause", func() bool {
-		gs := c.state("workers")
+		gs := c.state(wkrs)
 		return gs.Pause != nil && gs.Desired.SHA == bad && gs.Holders != nil && len(gs.Holders.Holding) == 0
 	})
-	c.waitFor(time.Minute, "every worker serving the good release", func() bool { return c.running("workers", workers, good) })
-	if n := len(c.state("workers").Failures); n != 1 {
+	c.waitFor(time.Minute, "every worker serving the good release", func() bool { return c.running(wkrs, workers, good) })
+	if n := len(c.state(wkrs).Failures); n != 1 {
 		t.Errorf("%d failures recorded, want 1 (max_failures=1)", n)
 	}
-	prev := c.state("managers").Desired.SHA
-	c.commit("managers", "bad", "rollback")
+	prev := c.state(mgrs).Desired.SHA
+	c.commit(mgrs, "bad", "rollback")
 	c.waitFor(3*time.Minute, "managers rolled back", func() bool {
-		return c.state("managers").Desired.SHA == prev && c.converged("managers", managers, prev)
+		return c.state(mgrs).Desired.SHA == prev && c.converged(mgrs, managers, prev)
 	})
 	mon.finish(t, 1)
 }
@@ -149,9 +149,9 @@ func (c *cluster) badRelease(t *testing.T) {
 func (c *cluster) twoGroups(t *testing.T) {
 	mon := c.monitor()
 	start := time.Now()
-	ms, ws := c.commit("managers", "v6", "pause"), c.commit("workers", "v6", "pause")
-	c.waitConverged("managers", managers, ms, 3*time.Minute)
-	c.waitConverged("workers", workers, ws, 3*time.Minute)
+	ms, ws := c.commit(mgrs, "v6", "pause"), c.commit(wkrs, "v6", "pause")
+	c.waitConverged(mgrs, managers, ms, 3*time.Minute)
+	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
 	t.Logf("both groups on v6 %s after the commits", time.Since(start).Round(100*time.Millisecond))
 	mon.finish(t, 1)
 }

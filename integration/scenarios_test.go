@@ -15,6 +15,9 @@ import (
 var (
 	managers = []string{"m1", "m2", "m3"}
 	workers  = []string{"w1", "w2", "w3"}
+	// The group names, unique per test process: see fleettest.Group.
+	mgrs = fleettest.Group("managers")
+	wkrs = fleettest.Group("workers")
 )
 
 func (c *cluster) store() *coordinator.Store { return coordinator.NewStore(c.api(), "") }
@@ -104,14 +107,14 @@ func TestCluster(t *testing.T) {
 	c := newCluster(t)
 	t.Cleanup(c.dumpLogs)
 	for _, n := range managers {
-		c.addNode(n, "managers")
+		c.addNode(n, mgrs)
 	}
 	for _, n := range workers {
-		c.addNode(n, "workers")
+		c.addNode(n, wkrs)
 	}
-	m1, w1 := c.commit("managers", "v1", "pause"), c.commit("workers", "v1", "pause")
-	c.waitConverged("managers", managers, m1, 3*time.Minute)
-	c.waitConverged("workers", workers, w1, 3*time.Minute)
+	m1, w1 := c.commit(mgrs, "v1", "pause"), c.commit(wkrs, "v1", "pause")
+	c.waitConverged(mgrs, managers, m1, 3*time.Minute)
+	c.waitConverged(wkrs, workers, w1, 3*time.Minute)
 	t.Run("seed: holder node killed mid-replacement", c.seed)
 	t.Run("consul leader killed mid-rollout", c.leaderKilled)
 	t.Run("partitioned holder", c.partitioned)

