@@ -69,6 +69,7 @@ func (c *cluster) partitioned(t *testing.T) {
 }
 
 func (c *cluster) cancelDurable(t *testing.T) {
+	mon := c.monitor()
 	sha := c.commit(mgrs, "v4", "pause")
 	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
@@ -108,6 +109,7 @@ func (c *cluster) cancelDurable(t *testing.T) {
 	next := c.commit(mgrs, "v5", "pause")
 	d := c.waitConverged(mgrs, managers, next, 3*time.Minute)
 	t.Logf("a new commit after the cancel rolled in %s", d.Round(100*time.Millisecond))
+	mon.finish(t, 1)
 }
 
 // restartEverything kills and starts every agent and every server.

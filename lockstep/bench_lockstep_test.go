@@ -1,0 +1,232 @@
+package lockstep
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// benchLockstepHandoff runs n in-process contenders, each with its own
+// Session, that acquire once, fence, hold benchHoldTime and release.
+func benchLockstepHandoff(b *testing.B, srv *consultest.Server, n int) *benchResult {
+	run := fmt.Sprintf("lockstep-%d", n)
+	c, ctr, closeIdle := benchClient(b, srv.HTTPAddr)
+	defer closeIdle()
+	g := benchGate(b, c, run)
+	prefix := "bench/" + run + "/slot"
+	before := ctr.counts()
+	ctx, cancel := context.WithTimeout(context.Background(), benchRunCap)
+	defer cancel()
+	hs, errs, wall := benchContend(ctx, n, func(ctx context.Context, i int) (benchHold, error) {
+		return lockstepTurn(ctx, c, g, prefix, name(i))
+	})
+	after := ctr.counts()
+	r := summarize("lockstep", n, benchHoldTime, hs, wall)
+	for i := range r.reqs {
+		r.reqs[i] = after[i] - before[i]
+	}
+	benchNoteErrors(ctx, b, r, errs)
+	if r.overlap > 1 {
+		b.Errorf("lockstep: %d fenced turns overlapped with K=1", r.overlap)
+	}
+	_, _ = c.KV().DeleteTree("bench/"+run+"/", nil)
+	return r
+}
+
+// benchNoteErrors notes a capped run in its row and fails on other errors.
+func benchNoteErrors(ctx context.Context, b *testing.B, r *benchResult, errs []error) {
+	if ctx.Err() != nil {
+		r.note = fmt.Sprintf("capped at %s: %d of %d turns done", benchRunCap, r.holds, r.n)
+		return
+	}
+	for _, err := range errs {
+		if err != nil {
+			b.Errorf("%s N=%d: %v", r.system, r.n, err)
+			return
+		}
+	}
+}
+
+// lockstepTurn is one contender: its own session, one Acquire, a Fence,
+// the work, and Release.
+func lockstepTurn(ctx context.Context, c *api.Client, g Gate, prefix, who string) (benchHold, error) {
+	var hd benchHold
+	s, err := NewSession(ctx, c, SessionOptions{})
+	if err != nil {
+		return hd, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Close(cctx)
+	}()
+	m, err := New(c, s, Options{Prefix: prefix, Name: who})
+	if err != nil {
+		return hd, err
+	}
+	h, err := m.Acquire(ctx, g)
+	if err != nil {
+		return hd, err
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	hd.acq = time.Now()
+	if _, err := h.Fence(ctx); err != nil {
+		_ = h.Release(rctx)
+		return benchHold{}, err
+	}
+	hd.start = time.Now()
+	time.Sleep(benchHoldTime)
+	hd.end = time.Now()
+	return hd, h.Release(rctx)
+}
+
+// benchLockstepFailover SIGKILLs a child process that holds the slot while
+// an in-process contender waits, benchFailTries times in a row, and times
+// kill -> the contender's Acquire and Fence returning. The child is the one
+// of child_test.go, which holds at testPrefix.
+func benchLockstepFailover(b *testing.B, srv *consultest.Server) *benchFailover {
+	c := srv.Client()
+	g := benchGate(b, c, "failover-lockstep")
+	f := &benchFailover{system: "lockstep"}
+	for i := range benchFailTries {
+		d, err := lockstepFailoverTry(srv, c, g, failPhase(i, DefaultCheckTTL/3))
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			f.timeouts++
+		case err != nil:
+			b.Errorf("failover try %d: %v", i, err)
+			f.errs = append(f.errs, err.Error())
+		default:
+			f.tries = append(f.tries, d)
+		}
+		_, _ = c.KV().DeleteTree(testPrefix+"/", nil)
+	}
+	slices.Sort(f.tries)
+	f.note = "a child process holds and is SIGKILLed 1.0-1.8 s after it acquired, across its 1 s TTL-pass cycle; in-process successor; tries run one after another"
+	return f
+}
+
+// failPhase is how long try i waits before the kill: one period, plus i
+// fifths of it, so that the tries kill at different points of the holder's
+// liveness cycle (TTL pass or session renewal) instead of all right after
+// its start.
+func failPhase(i int, period time.Duration) time.Duration {
+	return period + period*time.Duration(i)/benchFailTries
+}
+
+func lockstepFailoverTry(srv *consultest.Server, c *api.Client, g Gate, phase time.Duration) (time.Duration, error) {
+	child, err := startBenchHolder(srv.HTTPAddr, g)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), benchTryCap+10*time.Second)
+	defer cancel()
+	s, err := NewSession(ctx, c, SessionOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		_ = s.Close(cctx)
+	}()
+	m, _ := New(c, s, Options{Prefix: testPrefix, Name: "next"})
+	type turn struct {
+		at  time.Time
+		err error
+	}
+	got := make(chan turn, 1)
+	go func() {
+		h, err := m.Acquire(ctx, g)
+		if err == nil {
+			_, err = h.Fence(ctx)
+			at := time.Now()
+			_ = h.Release(ctx)
+			got <- turn{at, err}
+			return
+		}
+		got <- turn{err: err}
+	}()
+	if err := benchPoll(10*time.Second, func() bool {
+		hs, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(hs.Waiting) == 1
+	}); err != nil {
+		cancel()
+		<-got
+		return 0, fmt.Errorf("successor not in line: %w", err)
+	}
+	time.Sleep(phase)
+	killed := time.Now()
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		return 0, err
+	}
+	select {
+	case t := <-got:
+		return t.at.Sub(killed), t.err
+	case <-time.After(benchTryCap):
+		cancel()
+		<-got
+		return 0, context.DeadlineExceeded
+	}
+}
+
+// startBenchHolder is startHolder of child_test.go for a benchmark: it runs
+// the test binary as a child that acquires g at testPrefix and then hangs,
+// and returns it once it holds.
+func startBenchHolder(addr string, g Gate) (*exec.Cmd, error) {
+	spec, _ := json.Marshal(childSpec{Addr: addr, Gate: g})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if strings.TrimSpace(l) == "ACQUIRED" {
+			return cmd, nil
+		}
+		err = fmt.Errorf("child said %q", l)
+	case <-time.After(30 * time.Second):
+		err = errors.New("child did not acquire within 30s")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, err
+}
+
+// benchPoll polls cond every 20ms for at most d.
+func benchPoll(d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("not within %s", d)
+}
