@@ -38,7 +38,10 @@ test: vet test-unit test-integration fuzz
 bench-lockstep: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./lockstep/
 
+# Every benchmark: lockstep against its peers, and hashspec's hostile inputs
+# as a multiple of a valid parse.
 bench: bench-lockstep
+	$(GO) test -run '^$$' -bench . ./hashspec/
 
 # A local Consul with its UI, 5 agents and a real rollout; left running.
 demo: build consul
