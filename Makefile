@@ -17,8 +17,11 @@ build:
 consul:
 	@scripts/consul.sh
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # Every package but integration, all under -race: most of them run goroutines.
 test-unit: consul

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -129,7 +130,7 @@ func (d *Docker) Prepare(ctx context.Context, spec *hashspec.Spec, _ string) err
 	ref := spec.Container.Image
 	if _, err := d.api.ImageInspect(ctx, ref); err == nil {
 		return nil
-	} else if !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "No such image") {
+	} else if !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "No such image") {
 		return d.dockerErr("inspect image "+ref, err)
 	}
 	d.log.Info("pulling image", "image", ref)

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +184,3 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
-func shortName(s string) string { return s[strings.LastIndex(s, "-")+1:] }
