@@ -61,26 +61,34 @@ func NewDev(t testing.TB) *Server {
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := prepare(t, opts)
-	if err := s.Start(); err != nil {
-		t.Fatalf("consultest: %v", err)
+	// Another process can take a port between our choosing it and consul
+	// binding it; consul then exits at once, and new ports are tried.
+	for attempt := 1; ; attempt++ {
+		if err := s.Start(); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+		err := s.WaitReady(StartTimeout)
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errExited) || attempt == 3 {
+			t.Fatalf("consultest: %v", err)
+		}
+		t.Logf("consultest: retrying on other ports: %v", err)
+		s.Stop()
+		s.pickPorts(t)
 	}
-	if err := s.WaitReady(StartTimeout); err != nil {
-		t.Fatalf("consultest: %v", err)
-	}
-	return s
 }
+
+// errExited means consul exited while starting.
+var errExited = errors.New("consul exited while starting")
 
 func prepare(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := RequireBinary(t)
 	dir := t.TempDir()
 	s := &Server{t: t, bin: bin, opts: opts, dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "consul.log")}
-	for i := range s.ports {
-		s.ports[i] = freePort(t)
-	}
-	s.Name = "node-" + strconv.Itoa(s.ports[1])
-	s.HTTPAddr = "127.0.0.1:" + strconv.Itoa(s.ports[0])
-	s.SerfAddr = "127.0.0.1:" + strconv.Itoa(s.ports[1])
+	s.pickPorts(t)
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -88,6 +96,27 @@ func prepare(t testing.TB, opts Options) *Server {
 		}
 	})
 	return s
+}
+
+// pickPorts chooses four distinct free ports: the listeners stay open until
+// all four are chosen, so the kernel cannot hand out one twice.
+func (s *Server) pickPorts(t testing.TB) {
+	t.Helper()
+	var ls []net.Listener
+	for i := range s.ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("consultest: free port: %v", err)
+		}
+		ls = append(ls, l)
+		s.ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	s.Name = "node-" + strconv.Itoa(s.ports[1])
+	s.HTTPAddr = "127.0.0.1:" + strconv.Itoa(s.ports[0])
+	s.SerfAddr = "127.0.0.1:" + strconv.Itoa(s.ports[1])
 }
 
 func (s *Server) args() []string {
@@ -197,7 +226,7 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("consul exited while starting; log: %s", s.tail(20))
+			return fmt.Errorf("%w; log: %s", errExited, s.tail(20))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -234,13 +263,3 @@ func (s *Server) tail(n int) string {
 }
 
 func (s *Server) dumpLog() { s.t.Logf("consul %s log tail:\n%s", s.Name, s.tail(40)) }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("consultest: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
