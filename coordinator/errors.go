@@ -37,7 +37,12 @@ func consulError(c *api.Client, err error) error {
 		return &UnreachableError{Addr: addr, Err: rootCause(err)}
 	}
 	if sc, ok := err.(api.StatusError); ok && sc.Code == 403 {
-		return fmt.Errorf("consul: permission denied: %s", sc.Body)
+		// Consul's body names the token and the key it lacks rights on.
+		body := strings.TrimSpace(sc.Body)
+		if !strings.Contains(strings.ToLower(body), "permission denied") {
+			body = "permission denied: " + body
+		}
+		return fmt.Errorf("consul: %s", body)
 	}
 	return fmt.Errorf("consul: %w", err)
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ type cluster struct {
 	nodes    map[string]string // node -> group
 	releases *fleettest.Releases
 	built    []string // images this file built, removed at the end
+
+	mu      sync.Mutex
+	clients map[string]*api.Client // by server, see api
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -47,7 +51,7 @@ func newCluster(t *testing.T) *cluster {
 		consultest.Unavailable(t, "consul: %v", err)
 	}
 	c := &cluster{t: t, docker: cli, prefix: "rit-" + dockertest.RunID()[:8], ports: map[string]string{},
-		nodes: map[string]string{}}
+		nodes: map[string]string{}, clients: map[string]*api.Client{}}
 	c.releases = fleettest.NewReleases(t, cli, "rollagent-it/demoapp")
 	t.Cleanup(c.removeImages) // registered first, so it runs after the containers are gone
 	dockertest.Cleanup(t, cli)
@@ -150,23 +154,33 @@ func (c *cluster) run(name string, cfg *container.Config, host *container.HostCo
 	}
 }
 
-// api returns a client for the first server that answers.
+// api returns a client for the first server that answers. Clients are made
+// once per server and reused: each has its own connection pool, and a new
+// one per call piles up idle connections until Consul answers 429.
 func (c *cluster) api() *api.Client {
 	for _, s := range c.servers {
-		cfg := api.DefaultConfig()
-		cfg.Address = c.ports[s]
-		cfg.WaitTime = 10 * time.Second
-		cl, err := api.NewClient(cfg)
-		if err != nil {
-			continue
-		}
+		cl := c.client(s)
 		if leader, err := cl.Status().Leader(); err == nil && leader != "" {
 			return cl
 		}
 	}
+	return c.client(c.servers[0])
+}
+
+func (c *cluster) client(server string) *api.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.clients[server]; ok {
+		return cl
+	}
 	cfg := api.DefaultConfig()
-	cfg.Address = c.ports[c.servers[0]]
-	cl, _ := api.NewClient(cfg)
+	cfg.Address = c.ports[server]
+	cfg.WaitTime = 10 * time.Second
+	cl, err := api.NewClient(cfg)
+	if err != nil {
+		c.t.Fatalf("consul client for %s: %v", server, err)
+	}
+	c.clients[server] = cl
 	return cl
 }
 

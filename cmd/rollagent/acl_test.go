@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+const rootToken = "8e5a0a1c-0000-4000-8000-00000000root"
+
+// aclConsul is a dev agent with default-deny ACLs; its client has the root
+// token.
+func aclConsul(t *testing.T) *consultest.Server {
+	t.Helper()
+	return consultest.New(t, consultest.Options{Token: rootToken,
+		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + rootToken + `" agent = "` + rootToken + `" } }`})
+}
+
+// tokenFor makes a token with the policy in file (under docs/examples),
+// optionally rewriting "web" to group.
+func tokenFor(t *testing.T, c *api.Client, file, group string) string {
+	t.Helper()
+	rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := strings.ReplaceAll(string(rules), `"rollagent/groups/web/"`, `"rollagent/groups/`+group+`/"`)
+	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: strings.TrimSuffix(file, ".hcl") + "-" + group, Rules: r}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := c.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.SecretID
+}
+
+func TestOperatorPolicyIsScopedToItsGroup(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	webOp := tokenFor(t, c, "acl-operator.hcl", "web")
+	tests := []struct {
+		name, token, group string
+		ok                 bool
+	}{
+		{"own group", webOp, "web", true},
+		{"another group", webOp, "api", false},
+		{"no token", "", "web", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+tc.token, "commit", tc.group, "-f", "testdata/noname.json", "--author=op")
+			if tc.ok != (code == 0) {
+				t.Fatalf("commit to %s: code %d, stderr %q", tc.group, code, errs)
+			}
+			if !tc.ok && !strings.Contains(strings.ToLower(errs), "permission denied") {
+				t.Fatalf("stderr %q does not say permission denied", errs)
+			}
+			if !tc.ok {
+				t.Logf("refused: %s", strings.TrimSpace(errs))
+			}
+		})
+	}
+	if ks := keys(t, c); len(ks) != 2 { // desired and history of web only
+		t.Fatalf("keys after the commits: %v", ks)
+	}
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+webOp, "cancel", "api"); code == 0 || !strings.Contains(strings.ToLower(errs), "permission denied") {
+		t.Fatalf("cancel of another group: code %d, stderr %q", code, errs)
+	}
+}
+
+// The documented agent policy is enough for `rollagent run` to converge.
+func TestAgentPolicyIsEnough(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	agentTok := tokenFor(t, c, "acl-policy.hcl", "web")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan int, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "--token=" + agentTok, "run", "--group=web", "--node=n1",
+			"--runtime=exec", "--state-dir=" + dir, "--replace-cmd=sh", "--replace-cmd=-c",
+			"--replace-cmd=cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json",
+			"--health-cmd=test", "--health-cmd=-f", "--health-cmd=" + dir + "/installed.json"}, &logs, &logs)
+	}()
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/web.json"); code != 0 {
+		t.Fatal(errs)
+	}
+	st := coordinator.NewStore(c, "")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		gs, err := st.Read(ctx, "web", nil)
+		if err == nil && gs.Progress().Done {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("agent exited %d: %s", code, logs.String())
+			}
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	t.Fatalf("the agent with the documented policy did not converge; its log:\n%s", logs.String())
+}

@@ -1,0 +1,21 @@
+# Minimal Consul ACL policy for rollagent (tested in cmd/rollagent/acl_test.go).
+#
+# For an agent (`rollagent run`) on a node:
+#   - its group's state in KV (read desired/history, write nodes/, slot/, failures/, pause/),
+#   - a session for its slot, bound to checks on its node,
+#   - its service rollagent-<group> with the workload health check,
+#   - node write for the TTL check its session is bound to.
+# Scope key_prefix and service_prefix to one group ("rollagent/groups/web/",
+# "rollagent-web") to keep a node of group web out of every other group.
+key_prefix "rollagent/groups/" {
+  policy = "write"
+}
+session_prefix "" {
+  policy = "write"
+}
+service_prefix "rollagent-" {
+  policy = "write"
+}
+node_prefix "" {
+  policy = "write"
+}
