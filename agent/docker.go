@@ -98,7 +98,7 @@ func (d *Docker) Inspect(ctx context.Context) (Observed, error) {
 	}
 	o := Observed{Leftover: p.prev != nil}
 	if p.cur != nil {
-		o.SHA, o.Running = p.cur.Labels[LabelSHA], p.cur.State == "running"
+		o.SHA = p.cur.Labels[LabelSHA]
 	} else if p.prev != nil {
 		o.SHA = p.prev.Labels[LabelSHA]
 	}

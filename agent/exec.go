@@ -73,13 +73,12 @@ func (e *Exec) save(st execState) error {
 }
 
 // Inspect reads the installed SHA from the state file.
-func (e *Exec) Inspect(ctx context.Context) (Observed, error) {
+func (e *Exec) Inspect(context.Context) (Observed, error) {
 	st, err := e.load()
 	if err != nil {
 		return Observed{}, err
 	}
-	ok, _ := e.Healthy(ctx)
-	return Observed{SHA: st.SHA, Running: ok, Leftover: st.Pending != ""}, nil
+	return Observed{SHA: st.SHA, Leftover: st.Pending != ""}, nil
 }
 
 // Recover keeps an interrupted install of desiredSHA if it is healthy, and

@@ -8,8 +8,7 @@ import (
 
 // Observed is what a runtime finds on its node.
 type Observed struct {
-	SHA     string // SHA of the workload that runs now; "" when none is managed
-	Running bool
+	SHA string // SHA of the workload that runs now; "" when none is managed
 	// Leftover says a replacement was interrupted (the agent died mid-step),
 	// so Recover must run before anything else.
 	Leftover bool
