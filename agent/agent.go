@@ -94,7 +94,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.pub.keepHealth(hctx)
 	defer a.closeSession()
 	defer a.pub.deregister()
-	var index uint64
 	for ctx.Err() == nil {
 		gs, err := a.cfg.Store.Read(ctx, a.cfg.Group, nil)
 		if err != nil {
@@ -104,37 +103,43 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		retry := a.reconcile(ctx, gs)
+		var seen uint64 // desired's ModifyIndex, 0 while nothing is committed
 		if gs.DesiredPair != nil {
-			index = gs.DesiredPair.ModifyIndex
+			seen = gs.DesiredPair.ModifyIndex
 		}
-		a.waitDesired(ctx, index, retry)
+		a.waitDesired(ctx, seen, retry)
 	}
 	a.log.Info("agent stopped")
 	return nil
 }
 
-// waitDesired blocks until desired moves past index, for at most the resync
-// interval, or retry when that is shorter and not zero.
-func (a *Agent) waitDesired(ctx context.Context, index uint64, retry time.Duration) {
+// waitDesired blocks until desired moves off seen (its ModifyIndex, 0 for
+// none), for at most the resync interval, or retry when that is shorter and
+// not zero. The blocking index is the one Consul returns, not seen: with
+// nothing committed seen is 0, and a wait on index 0 returns at once.
+func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duration) {
 	wait := a.cfg.Resync
 	if retry > 0 && retry < wait {
 		wait = retry
 	}
 	deadline := time.Now().Add(wait)
+	index := seen
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}).WithContext(ctx)
-		p, _, err := a.c.KV().Get(a.keys.Desired(), q)
+		p, meta, err := a.c.KV().Get(a.keys.Desired(), q)
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			a.sleep(ctx, jitter(DefaultRetry))
 			continue
 		}
-		if p != nil && p.ModifyIndex != index {
+		var cur uint64
+		if p != nil {
+			cur = p.ModifyIndex
+		}
+		if cur != seen {
 			return
 		}
-		if p == nil && index != 0 {
-			return
-		}
+		index = max(meta.LastIndex, 1)
 	}
 }
 
