@@ -1,15 +1,10 @@
 package lockstep
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -128,11 +123,11 @@ func failPhase(i int, period time.Duration) time.Duration {
 }
 
 func lockstepFailoverTry(srv *consultest.Server, c *api.Client, g Gate, phase time.Duration) (time.Duration, error) {
-	child, err := startBenchHolder(srv.HTTPAddr, g)
+	child, err := launchHolder(srv.HTTPAddr, g)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	defer child.kill()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTryCap+10*time.Second)
 	defer cancel()
 	s, err := NewSession(ctx, c, SessionOptions{})
@@ -171,7 +166,7 @@ func lockstepFailoverTry(srv *consultest.Server, c *api.Client, g Gate, phase ti
 	}
 	time.Sleep(phase)
 	killed := time.Now()
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return 0, err
 	}
 	select {
@@ -182,41 +177,6 @@ func lockstepFailoverTry(srv *consultest.Server, c *api.Client, g Gate, phase ti
 		<-got
 		return 0, context.DeadlineExceeded
 	}
-}
-
-// startBenchHolder is startHolder of child_test.go for a benchmark: it runs
-// the test binary as a child that acquires g at testPrefix and then hangs,
-// and returns it once it holds.
-func startBenchHolder(addr string, g Gate) (*exec.Cmd, error) {
-	spec, _ := json.Marshal(childSpec{Addr: addr, Gate: g})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(out).ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		if strings.TrimSpace(l) == "ACQUIRED" {
-			return cmd, nil
-		}
-		err = fmt.Errorf("child said %q", l)
-	case <-time.After(30 * time.Second):
-		err = errors.New("child did not acquire within 30s")
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	return nil, err
 }
 
 // benchPoll polls cond every 20ms for at most d.

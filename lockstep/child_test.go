@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,9 +88,9 @@ func (c *child) fence(t *testing.T, marker string) string {
 	}
 }
 
-// startHolder runs a child that holds the slot, and returns it once it does.
-func startHolder(t *testing.T, addr string, g Gate) *child {
-	t.Helper()
+// launchHolder runs the test binary as a child that acquires g and then
+// holds, and returns it once it does; tests and benchmarks share it.
+func launchHolder(addr string, g Gate) (*child, error) {
 	spec, _ := json.Marshal(childSpec{Addr: addr, Gate: g})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
@@ -97,16 +98,15 @@ func startHolder(t *testing.T, addr string, g Gate) *child {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	c := &child{cmd: cmd, in: in, lines: make(chan string, 8)}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -116,11 +116,27 @@ func startHolder(t *testing.T, addr string, g Gate) *child {
 	}()
 	select {
 	case l := <-c.lines:
-		if strings.TrimSpace(l) != "ACQUIRED" {
-			t.Fatalf("child said %q", l)
+		if strings.TrimSpace(l) == "ACQUIRED" {
+			return c, nil
 		}
+		err = fmt.Errorf("child said %q", l)
 	case <-time.After(30 * time.Second):
-		t.Fatal("child did not acquire within 30s")
+		err = errors.New("child did not acquire within 30s")
 	}
+	c.kill()
+	return nil, err
+}
+
+func (c *child) kill() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
+
+// startHolder is launchHolder for a test: it fails the test on error and
+// kills the child when the test ends.
+func startHolder(t *testing.T, addr string, g Gate) *child {
+	t.Helper()
+	c, err := launchHolder(addr, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.kill)
 	return c
 }
