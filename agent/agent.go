@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -82,7 +83,8 @@ func New(cfg Config) (*Agent, error) {
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	c := cfg.Store.Client()
 	return &Agent{cfg: cfg, keys: k, c: c, log: log,
-		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime}}, nil
+		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
+			changed: make(chan struct{}, 1)}}, nil
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
@@ -90,10 +92,18 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
 	hctx, stopHealth := context.WithCancel(ctx)
-	defer stopHealth()
-	go a.pub.keepHealth(hctx)
-	defer a.closeSession()
-	defer a.pub.deregister()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.pub.keepHealth(hctx) }()
+	go func() { defer wg.Done(); a.pub.mirror(hctx) }()
+	defer func() {
+		// The mirror must be gone before the service is, or it could
+		// register it again.
+		stopHealth()
+		wg.Wait()
+		a.pub.deregister()
+		a.closeSession()
+	}()
 	for ctx.Err() == nil {
 		gs, err := a.cfg.Store.Read(ctx, a.cfg.Group, nil)
 		if err != nil {

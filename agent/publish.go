@@ -24,6 +24,8 @@ type publisher struct {
 	node  string
 	log   hclog.Logger
 	rt    Runtime // for a fresh health reading when the service is re-registered
+	// changed is a buffered(1) signal to mirror: sends never block.
+	changed chan struct{}
 
 	mu     sync.Mutex
 	last   coordinator.NodeState
@@ -64,21 +66,45 @@ func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
 	p.published(ctx, n)
 }
 
-// published records n as written (by set or inside a fence) and updates
-// the service.
-func (p *publisher) published(ctx context.Context, n coordinator.NodeState) {
-	// Re-registering resets the TTL check to the status given, so give it
-	// the workload's health now, not the last periodic reading.
-	health := api.HealthCritical
-	if ok, _ := p.rt.Healthy(ctx); ok {
-		health = api.HealthPassing
-	}
+// published records n as written (by set or inside a fence) and asks for
+// the service to be updated. It does not wait for that: a Consul client cut
+// off from its servers holds its local state lock while it tries to sync,
+// and a replacement must not wait on the UI.
+func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 	p.mu.Lock()
-	p.last, p.health = n, health
+	p.last = n
 	p.mu.Unlock()
 	p.log.Info("node state", "state", n.State, "sha", short(n.SHA), "desired", short(n.Desired), "error", n.Error)
-	if err := p.register(ctx, n, health); err != nil {
-		p.log.Warn("could not update the consul service", "error", err)
+	select {
+	case p.changed <- struct{}{}:
+	default: // an update is already pending; it will take the latest state
+	}
+}
+
+// mirror re-registers the service with the latest state, once per signal,
+// until ctx ends.
+func (p *publisher) mirror(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.changed:
+		}
+		// Re-registering resets the TTL check to the status given, so give
+		// it the workload's health now, not the last periodic reading.
+		health := api.HealthCritical
+		if ok, _ := p.rt.Healthy(ctx); ok {
+			health = api.HealthPassing
+		}
+		p.mu.Lock()
+		n := p.last
+		p.health = health
+		p.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := p.register(rctx, n, health); err != nil && ctx.Err() == nil {
+			p.log.Warn("could not update the consul service", "error", err)
+		}
+		cancel()
 	}
 }
 
