@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 )
 
@@ -89,7 +90,7 @@ func (d *Docker) Restore(ctx context.Context, sha string) error {
 	if err := d.api.ContainerStart(ctx, p.prev.ID, container.StartOptions{}); err != nil {
 		return d.dockerErr("start old container", err)
 	}
-	d.log.Info("restored the old container", "sha", short(p.prev.Labels[LabelSHA]))
+	d.log.Info("restored the old container", "sha", coordinator.ShortSHA(p.prev.Labels[LabelSHA]))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 )
 
@@ -194,7 +195,7 @@ func (e *Exec) Restore(ctx context.Context, sha string) error {
 	}
 	if st.SHA != "" {
 		if err := e.run(ctx, e.ReplaceCmd, st.SHA, DefaultHookTimeout); err != nil {
-			return fmt.Errorf("reinstall %s: %w", short(st.SHA), err)
+			return fmt.Errorf("reinstall %s: %w", coordinator.ShortSHA(st.SHA), err)
 		}
 	}
 	return e.save(execState{SHA: st.SHA})

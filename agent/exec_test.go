@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -339,7 +340,7 @@ func (ef *execFleet) badReleasePauses(ns []string, prev string) {
 		switch last := shas[max(0, len(shas)-2):]; {
 		case n == failed && (len(last) != 2 || last[0] != bad || last[1] != prev):
 			t.Errorf("failed node %s: hook runs end with %.12q, want the bad release then a reinstall of %.12s", n, last, prev)
-		case n != failed && contains(shas, bad):
+		case n != failed && slices.Contains(shas, bad):
 			t.Errorf("node %s ran the hook for the bad release, want only the failed node to have tried it", n)
 		}
 	}

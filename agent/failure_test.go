@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -94,7 +95,7 @@ func TestBadReleasePausesAfterMaxFailures(t *testing.T) {
 	after := f.containerIDs()
 	moved := 0
 	for _, id := range after {
-		if !contains(before, id) {
+		if !slices.Contains(before, id) {
 			moved++
 		}
 	}
@@ -120,15 +121,6 @@ func TestBadReleaseRollsBack(t *testing.T) {
 		return gs.Desired.SHA == v1 && f.converged(ns, v1)
 	})
 	mon.finish(t, 1)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // No registry can be reached here, so an image that is not present cannot

@@ -74,7 +74,7 @@ func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 	p.mu.Lock()
 	p.last = n
 	p.mu.Unlock()
-	p.log.Info("node state", "state", n.State, "sha", short(n.SHA), "desired", short(n.Desired), "error", n.Error)
+	p.log.Info("node state", "state", n.State, "sha", coordinator.ShortSHA(n.SHA), "desired", coordinator.ShortSHA(n.Desired), "error", n.Error)
 	select {
 	case p.changed <- struct{}{}:
 	default: // an update is already pending; it will take the latest state
@@ -111,7 +111,7 @@ func (p *publisher) mirror(ctx context.Context) {
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: "rollagent-" + p.group,
-		Tags: []string{"sha:" + short(n.SHA), "state:" + n.State, "desired:" + short(n.Desired)},
+		Tags: []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
 		Meta: map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
 		Check: &api.AgentServiceCheck{CheckID: p.checkID(), Name: "workload health", TTL: serviceCheckTTL.String(),
 			Status: health, Notes: "passing while the managed workload is healthy"},
@@ -149,11 +149,4 @@ func (p *publisher) deregister() {
 	if err := p.c.Agent().ServiceDeregister(p.serviceID()); err != nil {
 		p.log.Debug("could not deregister the service", "error", err)
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

@@ -62,7 +62,7 @@ func (s *Store) failureOps(k Keys, gs *GroupState, action Action, count int) api
 		return lockstep.CloseOps(gs.DesiredPair, k.Pause(sha), mustJSON(p))
 	case action == ActionRollback && gs.Desired.Previous != "":
 		d := Desired{SHA: gs.Desired.Previous, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
-			Reason: fmt.Sprintf("rollback: %d failure(s) of %s reached max_failures", count, short(sha))}
+			Reason: fmt.Sprintf("rollback: %d failure(s) of %s reached max_failures", count, ShortSHA(sha))}
 		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: gs.DesiredPair.ModifyIndex}}}
 	}
 	return nil

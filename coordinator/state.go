@@ -110,7 +110,7 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		}
 	}
 	if g.Spec == nil {
-		g.Problems = append(g.Problems, "desired SHA "+short(sha)+" has no valid spec in history")
+		g.Problems = append(g.Problems, "desired SHA "+ShortSHA(sha)+" has no valid spec in history")
 	}
 	if p := byKey[k.Cancel(sha)]; p != nil {
 		c := Cancel{SHA: sha, Reason: "(unreadable cancel record)"}

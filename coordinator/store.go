@@ -124,7 +124,7 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
 		return nil, err
 	} else if cancelled {
-		return nil, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", short(sha), group)
+		return nil, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", ShortSHA(sha), group)
 	}
 	for i := 0; i < casAttempts; i++ {
 		res, conflict, err := s.commitOnce(ctx, k, sha, canon, author, reason)
@@ -189,7 +189,7 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 			return nil, fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
 		}
 		if sha != "" && sha != cur.SHA {
-			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", short(sha), group, short(cur.SHA))
+			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", ShortSHA(sha), group, ShortSHA(cur.SHA))
 		}
 		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
@@ -206,7 +206,9 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 	return nil, ErrConflict
 }
 
-func short(sha string) string {
+// ShortSHA is the 12-character form of a SHA that people read in logs,
+// tags and tables.
+func ShortSHA(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]
 	}

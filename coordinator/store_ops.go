@@ -26,10 +26,10 @@ func (s *Store) Resume(ctx context.Context, group string) (sha string, err error
 		}
 		sha = st.Desired.SHA
 		if st.Cancel != nil {
-			return sha, fmt.Errorf("%s of group %s is cancelled; a cancel is lifted only by committing a new spec", short(sha), group)
+			return sha, fmt.Errorf("%s of group %s is cancelled; a cancel is lifted only by committing a new spec", ShortSHA(sha), group)
 		}
 		if st.Pause == nil && len(st.Failures) == 0 {
-			return sha, fmt.Errorf("%s of group %s is not paused", short(sha), group)
+			return sha, fmt.Errorf("%s of group %s is not paused", ShortSHA(sha), group)
 		}
 		ops := append(lockstep.TouchOps(st.DesiredPair),
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
@@ -57,7 +57,7 @@ func (s *Store) Rollback(ctx context.Context, group, to, author string) (*Commit
 	}
 	for i := range st.History {
 		if h := &st.History[i]; h.SHA == to || (len(to) >= 7 && len(to) < len(h.SHA) && h.SHA[:len(to)] == to) {
-			return s.Commit(ctx, group, h.Decoded(), author, "rollback to "+short(h.SHA))
+			return s.Commit(ctx, group, h.Decoded(), author, "rollback to "+ShortSHA(h.SHA))
 		}
 	}
 	return nil, fmt.Errorf("SHA %s is not in the history of group %s", to, group)

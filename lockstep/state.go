@@ -3,6 +3,7 @@ package lockstep
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) (*snapshot, e
 func (s *snapshot) live() map[string]Entry {
 	out := make(map[string]Entry, len(s.holders.Holders))
 	for id, e := range s.holders.Holders {
-		if !contains(s.unknown, id) {
+		if !slices.Contains(s.unknown, id) {
 			out[id] = e
 		}
 	}
@@ -105,15 +106,6 @@ func (s *snapshot) position(session string) (pos int, pred string, ok bool) {
 		pos++
 	}
 	return 0, "", false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Holders is a read-only view for status displays: who holds, and who waits

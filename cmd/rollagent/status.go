@@ -96,14 +96,12 @@ func bar(done, total, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
 }
 
+// short is ShortSHA, with "-" for none, for table cells.
 func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
 	if sha == "" {
 		return "-"
 	}
-	return sha
+	return coordinator.ShortSHA(sha)
 }
 
 func ago(t, now time.Time) string {
