@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,27 +27,123 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var index uint64
-	for {
-		gs, err := st.Read(ctx, c.Group, &api.QueryOptions{WaitIndex: index, WaitTime: time.Minute})
+	if !c.Watch {
+		gs, err := st.Read(ctx, c.Group, nil)
 		if err != nil {
-			if c.Watch && ctx.Err() != nil {
-				return nil
+			return err
+		}
+		return c.print(out, gs, time.Now())
+	}
+	return c.watch(ctx, st, out)
+}
+
+// redrawEvery refreshes the clocks (slot held for, ETA) of a table between
+// changes; JSON is only written on a change, so a script sees real events.
+const redrawEvery = time.Second
+
+// watch redraws in place until ctx ends. Reads block in their own goroutine
+// so the table keeps ticking while Consul has nothing new to say; an outage
+// is shown under the last known state and retried rather than ending the
+// watch, since that is exactly when an operator is looking.
+func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	states, errs := make(chan *coordinator.GroupState, 1), make(chan error, 1)
+	go c.follow(ctx, st, states, errs)
+	tick := time.NewTicker(redrawEvery)
+	defer tick.Stop()
+	var last *coordinator.GroupState
+	var outage error
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if !transient(err) {
+				return err
 			}
+			outage = err
+		case last = <-states:
+			outage = nil
+		case <-tick.C:
+			if c.Output == "json" || (last == nil && outage == nil) {
+				continue
+			}
+		}
+		if err := c.redraw(out, last, outage); err != nil {
 			return err
 		}
-		if c.Watch && c.Output == "table" {
-			fmt.Fprint(out, "\x1b[H\x1b[2J")
-		}
-		if err := c.print(out, gs); err != nil || !c.Watch {
-			return err
-		}
-		index = gs.Index
 	}
 }
 
-func (c *StatusCmd) print(out io.Writer, gs *coordinator.GroupState) error {
-	s := newStatusJSON(gs, time.Now())
+// follow sends every new state of the group, retrying transient errors
+// with a growing pause, until ctx ends or an error is not transient.
+func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states chan<- *coordinator.GroupState, errs chan<- error) {
+	var index uint64
+	pause := time.Second
+	for ctx.Err() == nil {
+		gs, err := st.Read(ctx, c.Group, &api.QueryOptions{WaitIndex: index, WaitTime: time.Minute})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			select {
+			case errs <- err:
+			case <-ctx.Done():
+			}
+			if !transient(err) {
+				return
+			}
+			sleep(ctx, pause)
+			pause = min(2*pause, 10*time.Second)
+			index = 0 // a restarted Consul may have reset its indexes
+			continue
+		case gs.Index == index:
+			continue // the wait ended with no change
+		}
+		index, pause = gs.Index, time.Second
+		select {
+		case states <- gs:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// transient says whether Consul may answer again: it could not be reached,
+// or answered 5xx or 429.
+func transient(err error) bool {
+	var unreach *coordinator.UnreachableError
+	var se api.StatusError
+	return errors.As(err, &unreach) || (errors.As(err, &se) && (se.Code >= 500 || se.Code == 429))
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage error) error {
+	if c.Output == "table" {
+		fmt.Fprint(out, "\x1b[H\x1b[2J")
+	}
+	if gs != nil {
+		if err := c.print(out, gs, time.Now()); err != nil {
+			return err
+		}
+	}
+	if outage != nil && c.Output == "table" {
+		_, err := fmt.Fprintf(out, "%s: %v (retrying)\n", time.Now().Format(time.TimeOnly), outage)
+		return err
+	}
+	return nil
+}
+
+func (c *StatusCmd) print(out io.Writer, gs *coordinator.GroupState, now time.Time) error {
+	s := newStatusJSON(gs, now)
 	if c.Output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -67,10 +163,14 @@ func printTable(out io.Writer, s statusJSON) error {
 	if !s.Gate.Open {
 		gate = "CLOSED: " + s.Gate.Reason
 	}
-	fmt.Fprintf(out, "gate %s  max_parallel %d\n", gate, s.Gate.Limit)
+	fmt.Fprintf(out, "gate %s  max_parallel %d\n", gate, s.Gate.MaxParallel)
 	p := s.Progress
-	fmt.Fprintf(out, "%s %d/%d converged  %d replacing  %d waiting  %d failed\n",
+	line := fmt.Sprintf("%s %d/%d converged  %d replacing  %d waiting  %d failed",
 		bar(p.Converged, p.Total, 24), p.Converged, p.Total, p.Replacing, p.Waiting, p.Failed)
+	if e := p.ETA.String(); e != "" && !p.Done {
+		line += "  " + e
+	}
+	fmt.Fprintln(out, line)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", h.Name, s.At.Sub(h.Since).Round(time.Second))
 	}
@@ -109,36 +209,4 @@ func ago(t, now time.Time) string {
 		return "-"
 	}
 	return now.Sub(t).Round(time.Second).String() + " ago"
-}
-
-// statusJSON is the documented, stable schema of `status -o json`.
-type statusJSON struct {
-	Group    string                  `json:"group"`
-	At       time.Time               `json:"at"`
-	Desired  *coordinator.Desired    `json:"desired"`
-	Gate     coordinator.Verdict     `json:"gate"`
-	Progress coordinator.Progress    `json:"progress"`
-	Nodes    []coordinator.NodeState `json:"nodes"`
-	Holders  []holderJSON            `json:"holders"`
-	Waiting  int                     `json:"waiting_for_slot"`
-	Failures []coordinator.Failure   `json:"failures"`
-	Problems []string                `json:"problems"`
-}
-
-type holderJSON struct {
-	Name  string    `json:"name"`
-	Since time.Time `json:"since"`
-}
-
-func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
-	s := statusJSON{Group: gs.Group, At: now, Desired: gs.Desired, Gate: gs.Gate(), Progress: gs.Progress(),
-		Nodes: gs.Nodes, Failures: gs.Failures, Problems: gs.Problems}
-	if gs.Holders != nil {
-		for _, h := range gs.Holders.Holding {
-			s.Holders = append(s.Holders, holderJSON{Name: h.Name, Since: h.Since})
-		}
-		sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Name < s.Holders[j].Name })
-		s.Waiting = len(gs.Holders.Waiting)
-	}
-	return s
 }

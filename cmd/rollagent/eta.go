@@ -1,0 +1,57 @@
+package main
+
+import (
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// eta is the time a rollout still needs at the pace observed so far.
+type eta struct {
+	left, perNode time.Duration
+	basis         int // nodes converged since the commit
+}
+
+// estimate extrapolates from the nodes that converged since the commit: the
+// span from the commit to the latest of them, per node, already includes
+// handoffs, health waits and K > 1, so no policy needs modelling. There is
+// no estimate before the first node converges or while the gate is closed,
+// since then nothing is moving.
+func estimate(gs *coordinator.GroupState, v coordinator.Verdict, p coordinator.Progress, now time.Time) (eta, bool) {
+	if gs.Desired == nil {
+		return eta{}, false
+	}
+	if p.Done {
+		return eta{}, true
+	}
+	if !v.Open {
+		return eta{}, false
+	}
+	var e eta
+	var last time.Time
+	for _, n := range gs.Nodes {
+		if n.SHA != gs.Desired.SHA || n.State != coordinator.StateConverged || n.Since.Before(gs.Desired.CommittedAt) {
+			continue
+		}
+		e.basis++
+		if n.Since.After(last) {
+			last = n.Since
+		}
+	}
+	if e.basis == 0 {
+		return eta{}, false
+	}
+	e.perNode = last.Sub(gs.Desired.CommittedAt) / time.Duration(e.basis)
+	e.left = e.perNode*time.Duration(p.Total-p.Converged) - now.Sub(last)
+	e.left = max(e.left, 0)
+	return e, true
+}
+
+// String reads "eta 40s (20s per node)", or "" when unknown.
+func (e *etaJSON) String() string {
+	if e == nil {
+		return ""
+	}
+	d := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Second) }
+	return "eta " + d(e.Seconds).String() + " (" + d(e.PerNodeSeconds).String() + " per node)"
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// lockedBuffer lets a test read what a running command has written so far.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitOutput polls until out holds want after the first `after` bytes.
+func waitOutput(t *testing.T, out *lockedBuffer, after int, want string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := out.String(); len(s) > after && strings.Contains(s[after:], want) {
+			return len(s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("output never showed %q; got:\n%s", want, out.String())
+	return 0
+}
+
+func commitWeb(t *testing.T, addr string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, addr, "commit", "web", "-f", "testdata/web.json")
+	if code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	return strings.SplitN(out, "\n", 2)[0]
+}
+
+func putNode(t *testing.T, st *coordinator.Store, n coordinator.NodeState) {
+	t.Helper()
+	if err := st.PutNode(context.Background(), "web", n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The schema of `status -o json` is what docs/status-json.md promises;
+// scripts depend on these names, so any change must be deliberate.
+func TestStatusJSONSchema(t *testing.T) {
+	srv := consultest.NewDev(t)
+	sha := commitWeb(t, srv.HTTPAddr)
+	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
+	putNode(t, st, coordinator.NodeState{Node: "a", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now()})
+	putNode(t, st, coordinator.NodeState{Node: "b", Desired: sha, State: coordinator.StateWaiting, Since: time.Now()})
+
+	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
+	if code != 0 {
+		t.Fatalf("status: code %d, stderr %s", code, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status -o json is not JSON: %v\n%s", err, out)
+	}
+	sortedKeys := func(m any) string {
+		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
+	}
+	for _, tt := range []struct{ path, got, want string }{
+		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,problems,progress,schema,waiting_for_slot"},
+		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha"},
+		{"progress", sortedKeys(doc["progress"]), "converged,done,eta,failed,other,replacing,total,waiting"},
+		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
+		{"desired", sortedKeys(doc["desired"]), "author,committed_at,reason,sha"},
+		{"nodes[0]", sortedKeys(doc["nodes"].([]any)[0]), "desired,node,sha,since,state"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("keys %s, want %s", tt.got, tt.want)
+			}
+		})
+	}
+	for _, list := range []string{"holders", "failures", "problems"} {
+		if _, ok := doc[list].([]any); !ok {
+			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
+		}
+	}
+	if doc["schema"] != float64(statusSchema) {
+		t.Errorf("schema %v, want %d", doc["schema"], statusSchema)
+	}
+}
+
+// An operator watching a rollout sees a Consul outage as a line under the
+// last known state, and the watch carries on when Consul is back.
+func TestStatusWatchRidesOutConsulOutage(t *testing.T) {
+	srv := consultest.New(t, consultest.Options{Persistent: true})
+	sha := commitWeb(t, srv.HTTPAddr)
+	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
+	putNode(t, st, coordinator.NodeState{Node: "node-a", Desired: sha, State: coordinator.StateWaiting, Since: time.Now()})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "status", "web", "--watch"}, &out, &errb) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("watch exited %d: %s", code, errb.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("watch did not stop when its context ended")
+		}
+	})
+
+	n := waitOutput(t, &out, 0, "node-a")
+	srv.Stop()
+	n = waitOutput(t, &out, n, "(retrying)")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitReady(consultest.StartTimeout); err != nil {
+		t.Fatal(err)
+	}
+	putNode(t, st, coordinator.NodeState{Node: "node-b", Desired: sha, State: coordinator.StateWaiting, Since: time.Now()})
+	waitOutput(t, &out, n, "node-b")
+}
