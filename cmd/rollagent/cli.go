@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 
+	"github.com/alecthomas/kong"
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 )
@@ -28,11 +29,12 @@ type CLI struct {
 // Globals are flags every command takes. Consul settings default to the
 // standard CONSUL_* environment, as with the consul CLI.
 type Globals struct {
-	ConsulAddr string `name:"consul-addr" env:"CONSUL_HTTP_ADDR" help:"Consul HTTP address (default 127.0.0.1:8500)."`
-	Token      string `name:"token" env:"CONSUL_HTTP_TOKEN" help:"Consul ACL token."`
-	Prefix     string `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
-	LogLevel   string `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
-	LogJSON    bool   `name:"log-json" help:"Log as JSON."`
+	Config     kong.ConfigFlag `name:"config" help:"JSON file of flag values, keyed by flag name (flags and environment win over it)."`
+	ConsulAddr string          `name:"consul-addr" env:"CONSUL_HTTP_ADDR" help:"Consul HTTP address (default 127.0.0.1:8500)."`
+	Token      string          `name:"token" env:"CONSUL_HTTP_TOKEN" help:"Consul ACL token."`
+	Prefix     string          `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
+	LogLevel   string          `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
+	LogJSON    bool            `name:"log-json" help:"Log as JSON."`
 }
 
 // store builds the Consul client from the environment and flags.

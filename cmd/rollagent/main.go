@@ -31,15 +31,7 @@ type exitCode int
 // writers.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	var cli CLI
-	parser, err := kong.New(&cli,
-		kong.Name("rollagent"),
-		kong.Description("Rolling updates for a fleet of hosts, with no single leader that can die and stall them."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(c int) { panic(exitCode(c)) }),
-		kong.UsageOnError(),
-		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix},
-		kong.DefaultEnvars("ROLLAGENT"),
-	)
+	parser, err := newParser(&cli, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "rollagent: %v\n", err)
 		return 2
@@ -70,6 +62,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		return 1
 	}
 	return 0
+}
+
+func newParser(cli *CLI, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(cli,
+		kong.Name("rollagent"),
+		kong.Description("Rolling updates for a fleet of hosts, with no single leader that can die and stall them."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitCode(c)) }),
+		kong.UsageOnError(),
+		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix},
+		kong.DefaultEnvars("ROLLAGENT"),
+		kong.Configuration(loadConfig),
+	)
 }
 
 // errQuiet is returned by a command that has already told the user.
