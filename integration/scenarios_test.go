@@ -121,4 +121,5 @@ func TestCluster(t *testing.T) {
 	t.Run("cancel survives restart of every agent and server", c.cancelDurable)
 	t.Run("bad release pauses, or rolls back", c.badRelease)
 	t.Run("two groups roll independently", c.twoGroups)
+	t.Run("the documented Compose fleet", c.composeExample)
 }

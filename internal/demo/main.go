@@ -1,7 +1,8 @@
 // Command demo is `make demo`: a local Consul with its UI, a fleet of five
 // agents each managing its own container, and a real rollout from v1 to v2
 // during which the agent holding the slot is SIGKILLed and restarted.
-// `make demo-down` (demo down) removes everything it made.
+// `make demo-down` (demo down) removes everything it made. `demo images`
+// builds the images of the Compose example.
 package main
 
 import (
@@ -44,8 +45,10 @@ func main() {
 		err = up(ctx, *consul, *bin)
 	case "down":
 		err = down(ctx)
+	case "images":
+		err = images(ctx, *consul, *bin)
 	default:
-		err = fmt.Errorf("usage: demo [flags] up|down")
+		err = fmt.Errorf("usage: demo [flags] up|down|images")
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
