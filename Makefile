@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep demo demo-down clean
+.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep demo demo-down compose-images clean
 
 all: build
 
@@ -52,6 +52,10 @@ demo: build consul
 
 demo-down:
 	$(GO) run ./internal/demo down
+
+# The images docs/examples/compose runs, built FROM scratch (no registry).
+compose-images: build consul
+	$(GO) run ./internal/demo -consul "$$(scripts/consul.sh)" -rollagent $(BIN)/rollagent images
 
 clean:
 	rm -rf $(BIN)
