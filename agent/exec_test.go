@@ -44,6 +44,7 @@ func (f *fleet) startArgs(node string, extra ...string) *proc {
 	args := append([]string{"--consul-addr=" + f.srv.HTTPAddr, "--log-level=debug", "run",
 		"--group=" + f.group, "--node=" + node}, extra...)
 	cmd := exec.Command(f.bin, args...)
+	cmd.Env = append(os.Environ(), f.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -33,12 +33,18 @@ type fleet struct {
 	mu       sync.Mutex
 	procs    map[string]*exec.Cmd
 	releases *fleettest.Releases
+	env      []string // added to every agent's environment, e.g. DOCKER_HOST
 }
 
 func newFleet(t *testing.T, group string) *fleet {
 	t.Helper()
-	srv := consultest.NewDev(t)
-	cli := dockertest.Client(t)
+	return newFleetOn(t, group, consultest.NewDev(t), dockertest.Client(t))
+}
+
+// newFleetOn is newFleet against a given Consul and Docker engine, for
+// tests that stop and restart either.
+func newFleetOn(t *testing.T, group string, srv *consultest.Server, cli *client.Client) *fleet {
+	t.Helper()
 	dockertest.Cleanup(t, cli)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), docker: cli,
 		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: fleettest.Group(group), logs: t.TempDir(),
