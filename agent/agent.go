@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,9 @@ type Agent struct {
 	log  hclog.Logger
 	pub  *publisher
 	sess *lockstep.Session
+	// problems is what was last logged of the group state's problems, so
+	// that each distinct set is logged once, not on every look.
+	problems string
 }
 
 // New checks cfg and returns an Agent.
@@ -112,6 +116,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.sleep(ctx, jitter(DefaultRetry))
 			continue
 		}
+		a.logProblems(gs.Problems)
 		retry := a.reconcile(ctx, gs)
 		var seen uint64 // desired's ModifyIndex, 0 while nothing is committed
 		if gs.DesiredPair != nil {
@@ -121,6 +126,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("agent stopped")
 	return nil
+}
+
+// logProblems warns about records in the group's tree that do not decode:
+// they are ignored, never acted on, and someone should look at them.
+func (a *Agent) logProblems(problems []string) {
+	joined := strings.Join(problems, "\n")
+	if joined == a.problems {
+		return
+	}
+	a.problems = joined
+	if len(problems) > 0 {
+		a.log.Warn("the group's state has problems; the records named are ignored", "problems", problems)
+	}
 }
 
 // waitDesired blocks until desired moves off seen (its ModifyIndex, 0 for

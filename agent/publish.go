@@ -29,6 +29,7 @@ type publisher struct {
 
 	mu     sync.Mutex
 	last   coordinator.NodeState
+	stale  bool   // KV holds something else than last: write it again
 	health string // api.HealthPassing or api.HealthCritical
 }
 
@@ -51,10 +52,24 @@ func same(a, b coordinator.NodeState) bool {
 	return a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error
 }
 
+// sync marks what was published last as stale when gs shows another
+// record for this node (overwritten, truncated or deleted by someone else),
+// so that the next set writes it again.
+func (p *publisher) sync(gs *coordinator.GroupState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stale = p.last.State != ""
+	for _, n := range gs.Nodes {
+		if n.Node == p.node && same(n, p.last) {
+			p.stale = false
+		}
+	}
+}
+
 // set publishes n if it differs from what was published last.
 func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
 	p.mu.Lock()
-	changed := !same(p.last, n)
+	changed := p.stale || !same(p.last, n)
 	p.mu.Unlock()
 	if !changed {
 		return
@@ -72,7 +87,7 @@ func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
 // and a replacement must not wait on the UI.
 func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 	p.mu.Lock()
-	p.last = n
+	p.last, p.stale = n, false
 	p.mu.Unlock()
 	p.log.Info("node state", "state", n.State, "sha", coordinator.ShortSHA(n.SHA), "desired", coordinator.ShortSHA(n.Desired), "error", n.Error)
 	select {

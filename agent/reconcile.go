@@ -20,7 +20,14 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 	if gs.Desired != nil {
 		desired = gs.Desired.SHA
 	}
+	a.pub.sync(gs)
 	obs, err := rt.Inspect(ctx)
+	if err == nil && gs.DesiredUnreadable() {
+		// Not even an interrupted replacement is resolved against a record
+		// nobody can read: Recover would pick a side on garbage.
+		a.pub.set(ctx, a.pub.state(obs.SHA, "", coordinator.StateWaiting, "the desired record is unreadable; touching nothing until it is fixed"))
+		return 0
+	}
 	if err == nil && obs.Leftover {
 		if err = rt.Recover(ctx, desired); err == nil {
 			obs, err = rt.Inspect(ctx)

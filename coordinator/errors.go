@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +34,11 @@ func consulError(c *api.Client, err error) error {
 			if u, perr := url.Parse(uerr.URL); perr == nil {
 				addr = u.Scheme + "://" + u.Host
 			}
+		}
+		// Not an outage: retrying will not make the certificate trusted.
+		var cerr *tls.CertificateVerificationError
+		if errors.As(err, &cerr) {
+			return fmt.Errorf("TLS: the certificate of Consul at %s is not trusted: %w (CONSUL_CACERT names the CA to trust)", addr, cerr.Err)
 		}
 		return &UnreachableError{Addr: addr, Err: rootCause(err)}
 	}

@@ -19,6 +19,9 @@ type Verdict struct {
 // Every agent and `rollagent status` compute the same answer from the same
 // state; no process owns the decision.
 func (g *GroupState) Gate() Verdict {
+	if g.DesiredUnreadable() {
+		return Verdict{Reason: "the desired record is unreadable (see problems)"}
+	}
 	if g.Desired == nil {
 		return Verdict{Reason: "nothing committed"}
 	}

@@ -67,6 +67,9 @@ func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	h, err := lockstep.ParseHolders(k.Slot(), pairs)
 	if g.note(err) {
 		g.Holders = h
+		if msg := staleHolders(k, pairs, h); msg != "" {
+			g.Problems = append(g.Problems, msg)
+		}
 	}
 	return g
 }
@@ -133,6 +136,10 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	}
 	sort.Slice(g.Failures, func(i, j int) bool { return g.Failures[i].Node < g.Failures[j].Node })
 }
+
+// DesiredUnreadable reports whether the desired key exists but does not
+// decode: someone else wrote it, and nothing may act on it.
+func (g *GroupState) DesiredUnreadable() bool { return g.DesiredPair != nil && g.Desired == nil }
 
 // Cancelled reports whether sha has a CANCEL record.
 func (g *GroupState) Cancelled(sha string) bool { return g.cancelledSHA[sha] }

@@ -154,8 +154,11 @@ func (c *StatusCmd) print(out io.Writer, gs *coordinator.GroupState, now time.Ti
 
 func printTable(out io.Writer, s statusJSON) error {
 	if s.Desired == nil {
-		_, err := fmt.Fprintf(out, "group %s: nothing committed\n", s.Group)
-		return err
+		// The gate says "nothing committed", or that desired is unreadable:
+		// then the problems below say why.
+		fmt.Fprintf(out, "group %s: %s\n", s.Group, s.Gate.Reason)
+		printProblems(out, s.Problems)
+		return nil
 	}
 	fmt.Fprintf(out, "group %s  desired %s  committed %s by %s\n", s.Group, short(s.Desired.SHA),
 		ago(s.Desired.CommittedAt, s.At), s.Desired.Author)
@@ -182,10 +185,14 @@ func printTable(out io.Writer, s statusJSON) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, pr := range s.Problems {
+	printProblems(out, s.Problems)
+	return nil
+}
+
+func printProblems(out io.Writer, problems []string) {
+	for _, pr := range problems {
 		fmt.Fprintf(out, "problem: %s\n", pr)
 	}
-	return nil
 }
 
 func bar(done, total, width int) string {
