@@ -90,8 +90,10 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 	return resp, conflict, fmt.Errorf("consul rejected the transaction: %v", msgs)
 }
 
+// mustJSON indents, since these values are read by people in the Consul
+// UI's Key/Value page as much as by agents; the bytes cost is small.
 func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		panic(fmt.Sprintf("coordinator: marshal %T: %v", v, err)) // our own record types always marshal
 	}
