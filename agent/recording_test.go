@@ -90,7 +90,7 @@ func (r *recordingRuntime) WaitHealthy(context.Context, *hashspec.Spec) error {
 	return nil
 }
 
-func (r *recordingRuntime) Finish(context.Context) error         { r.record("Finish"); return nil }
+func (r *recordingRuntime) Finish(context.Context) error          { r.record("Finish"); return nil }
 func (r *recordingRuntime) Restore(context.Context, string) error { r.record("Restore"); return nil }
 func (r *recordingRuntime) Healthy(context.Context) (bool, string) {
 	return true, "" // not recorded: the service check calls it on a timer
