@@ -66,7 +66,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Store and Runtime are required")
 	}
 	if err := hashspec.ValidateName(cfg.Node); err != nil {
-		return nil, fmt.Errorf("node %q: %w", cfg.Node, err)
+		return nil, fmt.Errorf("node: %w", err) // the error quotes the name, shortened
 	}
 	k, err := cfg.Store.Keys(cfg.Group)
 	if err != nil {

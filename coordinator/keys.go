@@ -19,7 +19,7 @@ type Keys struct {
 // name, so that no key can escape its group's tree.
 func NewKeys(prefix, group string) (Keys, error) {
 	if err := hashspec.ValidateName(group); err != nil {
-		return Keys{}, fmt.Errorf("group %q: %w", group, err)
+		return Keys{}, fmt.Errorf("group: %w", err) // the error quotes the name, shortened
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix

@@ -19,7 +19,7 @@ type CommitCmd struct {
 // Run validates, stores and commits.
 func (c *CommitCmd) Run(ctx context.Context, g *Globals, out io.Writer, log hclog.Logger) error {
 	if err := hashspec.ValidateName(c.Group); err != nil {
-		return fmt.Errorf("group %q: %w", c.Group, err)
+		return fmt.Errorf("group: %w", err) // the error quotes the name, shortened
 	}
 	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
 	if err != nil {

@@ -1,0 +1,74 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+// A running agent refuses a committed spec that asks for more than its host
+// allows: its node fails with the flag to pass, nothing is replaced, and no
+// failure is counted against the rollout. The same agent started with that
+// flag rolls the spec out.
+func TestAgentRefusesPrivilegedSpecsWithoutTheFlag(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	tests := []struct {
+		name, extra, flag string
+		allow             agent.Allow
+	}{
+		{"privileged", `,"privileged":true`, "--allow-privileged", agent.Allow{Privileged: true}},
+		{"host network", `,"network_mode":"host"`, "--allow-host-network", agent.Allow{HostNetwork: true}},
+		{"host pid", `,"pid_mode":"host"`, "--allow-host-pid", agent.Allow{HostPID: true}},
+		{"bind outside the allow-list", `,"volumes":[{"type":"bind","source":"/etc","target":"/data"}]`,
+			"outside --allow-bind", agent.Allow{BindPrefixes: []string{"/etc"}}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			group := fleettest.Group(fmt.Sprintf("allow%d", i))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", tc.extra), "test", "commit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := &recordingRuntime{}
+			// Allowing the other things is not enough: only the matching flag is.
+			a := startAgent(t, st, group, "n1", rt, allBut(tc.allow))
+			waitNode(t, st, group, "n1", "failed", func(n *coordinator.NodeState) bool {
+				return n.State == coordinator.StateFailed && strings.Contains(n.Error, tc.flag)
+			})
+			a.stop(t)
+			calls := rt.Calls()
+			noDestructiveCalls(t, calls)
+			if strings.Contains(strings.Join(calls, " "), "Prepare") {
+				t.Fatalf("the agent prepared a refused spec: %v", calls)
+			}
+			if gs, err := st.Read(ctx, group, nil); err != nil || len(gs.Failures) != 0 || !gs.Gate().Open {
+				t.Fatalf("a refusal must not count as a failure of the rollout: %v, gate %+v", err, gs.Gate())
+			}
+			startAgent(t, st, group, "n1", rt, tc.allow)
+			waitNode(t, st, group, "n1", "converged with "+tc.flag, func(n *coordinator.NodeState) bool {
+				return n.State == coordinator.StateConverged && n.SHA == res.SHA
+			})
+		})
+	}
+}
+
+// allBut allows everything a spec can ask for except what want allows.
+func allBut(want agent.Allow) agent.Allow {
+	all := agent.Allow{Privileged: !want.Privileged, HostNetwork: !want.HostNetwork, HostPID: !want.HostPID}
+	if len(want.BindPrefixes) > 0 {
+		all.BindPrefixes = []string{"/srv", "/var/lib/app"}
+	} else {
+		all.BindPrefixes = []string{"/"}
+	}
+	return all
+}
