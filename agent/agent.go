@@ -23,6 +23,8 @@ const (
 	DefaultResync = 5 * time.Minute
 	// DefaultRetry bounds the backoff after an error.
 	DefaultRetry = 10 * time.Second
+	// retryMin is the first backoff after Consul could not be reached.
+	retryMin = 250 * time.Millisecond
 	// shutdownGrace bounds finishing or restoring a step after SIGTERM.
 	shutdownGrace = 2 * time.Minute
 )
@@ -55,6 +57,8 @@ type Agent struct {
 	log  hclog.Logger
 	pub  *publisher
 	sess *lockstep.Session
+	// consulRetry paces reads of the group while Consul is unreachable.
+	consulRetry backoff
 	// problems is what was last logged of the group state's problems, so
 	// that each distinct set is logged once, not on every look.
 	problems string
@@ -113,9 +117,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			a.log.Warn("cannot read group state", "error", err)
-			a.sleep(ctx, jitter(DefaultRetry))
+			a.sleep(ctx, a.consulRetry.next())
 			continue
 		}
+		a.consulRetry.reset()
 		a.logProblems(gs.Problems)
 		retry := a.reconcile(ctx, gs)
 		var seen uint64 // desired's ModifyIndex, 0 while nothing is committed
@@ -157,9 +162,10 @@ func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duratio
 		p, meta, err := a.c.KV().Get(a.keys.Desired(), q)
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
-			a.sleep(ctx, jitter(DefaultRetry))
+			a.sleep(ctx, a.consulRetry.next())
 			continue
 		}
+		a.consulRetry.reset()
 		var cur uint64
 		if p != nil {
 			cur = p.ModifyIndex
@@ -180,6 +186,22 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) {
 
 // jitter spreads a fleet's retries after a shared outage.
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+
+// backoff is a jittered exponential backoff: a Consul away for a leader
+// election is tried again within a fraction of a second, one down for
+// longer at most every DefaultRetry, and a fleet's retries spread out.
+type backoff struct{ n int }
+
+// next is the wait before the next try: retryMin doubled per failure so
+// far, up to DefaultRetry, drawn from its upper half.
+func (b *backoff) next() time.Duration {
+	d := min(retryMin<<min(b.n, 8), DefaultRetry)
+	b.n++
+	return jitter(d)
+}
+
+// reset starts over after a success.
+func (b *backoff) reset() { b.n = 0 }
 
 func (a *Agent) session(ctx context.Context) (*lockstep.Session, error) {
 	if a.sess != nil {

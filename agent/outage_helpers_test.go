@@ -145,12 +145,14 @@ type census struct {
 	maxDown   int // most nodes without a healthy running container at once
 	bad       []string
 	stop      chan struct{}
+	stopOnce  sync.Once
 	done      chan struct{}
 }
 
 func (f *fleet) census(nodes []string, stopFirst bool) *census {
 	c := &census{nodes: nodes, stop: make(chan struct{}), done: make(chan struct{})}
 	c.stopFirst.Store(stopFirst)
+	f.t.Cleanup(c.halt) // a test that fails early leaves no sampler behind
 	go func() {
 		defer close(c.done)
 		for {
@@ -201,6 +203,11 @@ func (c *census) observe(f *fleet) {
 	c.maxDown = max(c.maxDown, down)
 }
 
+func (c *census) halt() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	<-c.done
+}
+
 func (c *census) note(s string) {
 	if len(c.bad) < 10 {
 		c.bad = append(c.bad, time.Now().Format("15:04:05.000 ")+s)
@@ -211,12 +218,7 @@ func (c *census) note(s string) {
 // than maxDown nodes were down at once.
 func (c *census) finish(t *testing.T, maxDown int) {
 	t.Helper()
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
-	<-c.done
+	c.halt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t.Logf("census: %d samples (%d unanswered), at most %d nodes down at once", c.samples, c.errors, c.maxDown)
