@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// kvSnapshot is every key under rollagent/ with its value, flags and
+// ModifyIndex: two equal snapshots mean nothing was written, not even the
+// same value again.
+func kvSnapshot(t *testing.T, c *api.Client) string {
+	t.Helper()
+	pairs, _, err := c.KV().List("rollagent/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range pairs {
+		fmt.Fprintf(&b, "%s flags=%d index=%d %q\n", p.Key, p.Flags, p.ModifyIndex, p.Value)
+	}
+	return b.String()
+}
+
+// kvUnchanged fails the test if the KV snapshot differs from before.
+func kvUnchanged(t *testing.T, c *api.Client, before string) {
+	t.Helper()
+	if after := kvSnapshot(t, c); after != before {
+		t.Fatalf("KV changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// refused runs args and wants a non-zero exit whose stderr names want,
+// carries no stack trace, and stays short, and no change to KV.
+func refused(t *testing.T, srv *consultest.Server, want string, args ...string) string {
+	t.Helper()
+	before := kvSnapshot(t, srv.Client())
+	code, _, errs := runCLI(t, srv.HTTPAddr, args...)
+	if code == 0 {
+		t.Fatalf("%v: exit code 0", args)
+	}
+	if !strings.Contains(errs, want) {
+		t.Fatalf("stderr %q does not name %q", errs, want)
+	}
+	if strings.Contains(errs, "goroutine ") || len(errs) > 2000 {
+		t.Fatalf("stderr is a dump, not a message (%d bytes): %.2000s", len(errs), errs)
+	}
+	kvUnchanged(t, srv.Client(), before)
+	return errs
+}
+
+// writeSpec writes body into a temp file called name and returns its path.
+func writeSpec(t *testing.T, name string, body []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A bad spec committed over a group with a rollout in KV leaves that KV
+// exactly as it was, and the error names the field.
+func TestBadSpecIsRefusedAndKVUnchanged(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	huge := append([]byte(`{"name":"web","container":{"image":"x:1"}}`), bytes.Repeat([]byte(" "), 10<<20)...)
+	tests := []struct {
+		name, file, body, want string
+	}{
+		{"invalid JSON", "s.json", `{"name": "web", "container": {"image": "x:1",}}`, "syntax error"},
+		{"truncated JSON", "s.json", `{"name": "web", "container": `, "unexpected end of input"},
+		{"invalid HCL", "s.hcl", "container {\n  image = \n}\n", "s.hcl:2"},
+		{"unknown JSON field", "s.json", `{"container": {"image": "x:1", "imagе": "y"}}`, "container.imag"},
+		{"unknown HCL block", "s.hcl", "container {\n image = \"x:1\"\n}\nupdates {\n}\n", "updates"},
+		{"wrong type JSON", "s.json", `{"container": {"image": "x:1"}, "update": {"max_parallel": "2"}}`, "update.max_parallel"},
+		{"wrong type HCL", "s.hcl", "container {\n image = \"x:1\"\n}\nupdate {\n max_parallel = \"two\"\n}\n", "update.max_parallel"},
+		{"list for string", "s.json", `{"container": {"image": ["x:1"]}}`, "container.image"},
+		{"10 MB spec", "s.json", string(huge), "larger than"},
+		{"missing image", "s.json", `{"container": {"cmd": ["serve"]}}`, "container.image: is required"},
+		{"bad duration", "s.json", `{"container": {"image": "x:1"}, "update": {"healthy_deadline": "5 minutes"}}`, "update.healthy_deadline"},
+		{"negative duration", "s.hcl", "container {\n image = \"x:1\"\n}\nupdate {\n min_healthy_time = \"-1s\"\n}\n", "update.min_healthy_time"},
+		{"negative max_parallel", "s.json", `{"container": {"image": "x:1"}, "update": {"max_parallel": -1}}`, "update.max_parallel"},
+		{"env value with newline", "s.json", `{"container": {"image": "x:1", "env": {"FOO": "a\nb"}}}`, "container.env.FOO"},
+		{"env value with NUL", "s.json", `{"container": {"image": "x:1", "env": {"FOO": "a\u0000b"}}}`, "container.env.FOO"},
+		{"env value with newline in HCL", "s.hcl", "container {\n image = \"x:1\"\n env = { FOO = \"a\\nb\" }\n}\n", "container.env.FOO"},
+		{"env value with NUL in HCL", "s.hcl", "container {\n image = \"x:1\"\n env = { FOO = \"a\\u0000b\" }\n}\n", "container.env.FOO"},
+		{"empty file", "s.json", "", "empty input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			refused(t, srv, tc.want, "commit", "web", "-f", writeSpec(t, tc.file, []byte(tc.body)))
+		})
+	}
+	if hashspec.MaxSpecBytes >= len(huge) {
+		t.Fatalf("the 10 MB case is under the %d-byte limit", hashspec.MaxSpecBytes)
+	}
+}
+
+// Names that could leave their group's tree in KV, or pass for another
+// group, are refused by every command that takes one, before any write.
+func TestBadNamesAreRefusedByEveryCommand(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	dir := t.TempDir()
+	run := func(group, node string) []string {
+		return []string{"run", "--group=" + group, "--node=" + node, "--runtime=exec", "--state-dir=" + dir,
+			"--replace-cmd=true", "--health-cmd=true"}
+	}
+	names := []struct{ name, in string }{
+		{"parent", "../x"},
+		{"slash", "a/b"},
+		{"empty", ""},
+		{"300 chars", strings.Repeat("g", 300)},
+		{"cyrillic e", "w\u0435b"},
+		{"cyrillic a", "\u0430pi"},
+		{"trailing dot", "web."},
+	}
+	for _, n := range names {
+		commands := map[string][]string{
+			"commit":   {"commit", n.in, "-f", "testdata/noname.json"},
+			"cancel":   {"cancel", n.in},
+			"resume":   {"resume", n.in},
+			"rollback": {"rollback", n.in},
+			"status":   {"status", n.in},
+			"history":  {"history", n.in},
+			"hash":     {"hash", "-f", "testdata/noname.json", "--group", n.in},
+			"run group": run(n.in, "n1"),
+			"run node":  run("web", n.in),
+		}
+		if n.in == "" {
+			// Empty means not given: --node then defaults to the host
+			// name, and hash --group to the name in the file.
+			delete(commands, "run node")
+			delete(commands, "hash")
+		}
+		for cmd, args := range commands {
+			t.Run(n.name+"/"+cmd, func(t *testing.T) {
+				want := "invalid name"
+				if cmd == "hash" {
+					want = "noname.json: name: " // the field of the spec the name went into
+				}
+				refused(t, srv, want, args...)
+			})
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("run wrote into its state dir: %v", entries)
+	}
+}
