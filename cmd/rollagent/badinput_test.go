@@ -125,13 +125,13 @@ func TestBadNamesAreRefusedByEveryCommand(t *testing.T) {
 	}
 	for _, n := range names {
 		commands := map[string][]string{
-			"commit":   {"commit", n.in, "-f", "testdata/noname.json"},
-			"cancel":   {"cancel", n.in},
-			"resume":   {"resume", n.in},
-			"rollback": {"rollback", n.in},
-			"status":   {"status", n.in},
-			"history":  {"history", n.in},
-			"hash":     {"hash", "-f", "testdata/noname.json", "--group", n.in},
+			"commit":    {"commit", n.in, "-f", "testdata/noname.json"},
+			"cancel":    {"cancel", n.in},
+			"resume":    {"resume", n.in},
+			"rollback":  {"rollback", n.in},
+			"status":    {"status", n.in},
+			"history":   {"history", n.in},
+			"hash":      {"hash", "-f", "testdata/noname.json", "--group", n.in},
 			"run group": run(n.in, "n1"),
 			"run node":  run("web", n.in),
 		}
