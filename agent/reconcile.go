@@ -49,6 +49,7 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 	}
 	if state, why := a.blocked(gs); state != "" {
 		a.pub.set(ctx, a.pub.state(obs.SHA, desired, state, why))
+		a.closeSession() // nothing to contend for until desired moves
 		return 0
 	}
 	if err := rt.Prepare(ctx, gs.Spec, desired); err != nil {
@@ -125,6 +126,9 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 		// next look waits on it; if Consul was out of reach, look again soon.
 		return jitter(2 * time.Second)
 	}
+	// Replaced or failed: nothing to contend for until desired moves, which
+	// may not be before the next resync, so the session goes now.
+	a.closeSession()
 	return 0
 }
 

@@ -1,0 +1,112 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+// An agent with nothing to contend for holds no session: a session's TTL
+// check is passed every second, which an idle fleet must not pay for. A
+// waiter that is cancelled, and then nodes that finish a rollout, must not
+// keep their sessions until desired moves again or the next resync.
+func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	st := coordinator.NewStore(c, "")
+	group := fleettest.Group("idle-session")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	for _, n := range []string{"n1", "n2"} {
+		d := t.TempDir()
+		inst := filepath.Join(d, "installed")
+		rt := &agent.Exec{StateDir: d, Group: group, Node: n,
+			ReplaceCmd: []string{"sh", "-c", `sleep 2 && echo "$ROLLAGENT_SHA" >'` + inst + `'`},
+			HealthCmd:  []string{"sh", "-c", `grep -qx "$ROLLAGENT_SHA" '` + inst + `'`}}
+		a, err := agent.New(agent.Config{Group: group, Node: n, Store: st, Runtime: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- a.Run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	commit := func(release string) string {
+		spec, _, err := hashspec.Load([]byte(fmt.Sprintf(`{"name":%q,"container":{"image":"example.com/app:%s"},
+			"update":{"max_parallel":1,"min_healthy_time":"1s"}}`, group, release)), hashspec.FormatJSON, "spec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Commit(ctx, group, spec, "test", "commit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SHA
+	}
+	v1 := commit("1")
+	fleettest.WaitFor(t, time.Minute, "one holder and one waiter", func() bool {
+		gs, err := st.Read(ctx, group, nil)
+		return err == nil && gs.Holders != nil && len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == 1
+	})
+	if _, err := st.Cancel(ctx, group, v1, "test", "test"); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.WaitFor(t, time.Minute, "the holder converged and the waiter cancelled", func() bool {
+		gs, err := st.Read(ctx, group, nil)
+		return err == nil && gs.Progress().Converged == 1 && nodeIn(gs, coordinator.StateCancelled)
+	})
+	noSessions(t, c, group, "once the waiter is cancelled")
+	commit("2")
+	fleettest.WaitFor(t, time.Minute, "the rollout of 2", func() bool {
+		gs, err := st.Read(ctx, group, nil)
+		return err == nil && gs.Progress().Converged == 2
+	})
+	noSessions(t, c, group, "once the rollout is done")
+}
+
+// noSessions waits, bounded, for the group's agents to have no session.
+func noSessions(t *testing.T, c *api.Client, group, when string) {
+	t.Helper()
+	last := ""
+	fleettest.WaitFor(t, 30*time.Second, "no session left to the idle agents "+when, func() bool {
+		left, err := agentSessions(c, group)
+		if now := fmt.Sprint(left, err); now != last {
+			t.Logf("sessions of the group's agents %s: %s", when, now)
+			last = now
+		}
+		return err == nil && len(left) == 0
+	})
+}
+
+func nodeIn(gs *coordinator.GroupState, state string) bool {
+	for _, n := range gs.Nodes {
+		if n.State == state {
+			return true
+		}
+	}
+	return false
+}
+
+// agentSessions names the sessions of group's agents.
+func agentSessions(c *api.Client, group string) ([]string, error) {
+	all, _, err := c.Session().List(nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range all {
+		if strings.HasPrefix(s.Name, "rollagent-"+group+"-") {
+			out = append(out, s.Name)
+		}
+	}
+	return out, nil
+}
