@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -42,6 +43,12 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	pairs, meta, err := s.c.KV().List(k.Root(), q.WithContext(ctx))
 	if err != nil {
 		return nil, consulError(s.c, err)
+	}
+	// Consul answers a listing the token may not fully read with what it
+	// may read, which could be nothing: that must not pass for a group with
+	// nothing committed.
+	if meta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("consul: permission denied: the token may not read everything under %q, so Consul left keys out of the listing", k.Root())
 	}
 	return Parse(k, group, pairs, meta.LastIndex), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -87,7 +88,7 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		}
 		msgs = append(msgs, e.What)
 	}
-	return resp, conflict, fmt.Errorf("consul rejected the transaction: %v", msgs)
+	return resp, conflict, fmt.Errorf("consul rejected the transaction: %s", strings.Join(msgs, "; "))
 }
 
 // mustJSON indents, since these values are read by people in the Consul

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// tokenWith makes a token with rules as its only policy.
+func tokenWith(t *testing.T, c *api.Client, name, rules string) string {
+	t.Helper()
+	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := c.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.SecretID
+}
+
+// rolloutOf commits two specs to group as root and pauses the second, so
+// that commit, cancel, resume and rollback would each write.
+func rolloutOf(t *testing.T, srv *consultest.Server, group string) {
+	t.Helper()
+	v4 := writeSpec(t, "v4.json", []byte(`{"container": {"image": "rollagent-demo/web:v4"}}`))
+	for _, f := range []string{"testdata/noname.json", v4} {
+		if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", group, "-f", f); code != 0 {
+			t.Fatalf("root commit %s to %s: %s", f, group, errs)
+		}
+	}
+	st := coordinator.NewStore(srv.Client(), "")
+	gs, err := st.Read(t.Context(), group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := st.Keys(group)
+	p := `{"sha":"` + gs.Desired.SHA + `","failures":1,"reason":"test","at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`
+	if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.Pause(gs.Desired.SHA), Value: []byte(p)}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writes are the commands that change a group's KV; each would succeed
+// with the rights it needs.
+func writes(t *testing.T, group string) map[string][]string {
+	v5 := writeSpec(t, "v5.json", []byte(`{"container": {"image": "rollagent-demo/web:v5"}}`))
+	return map[string][]string{
+		"commit":   {"commit", group, "-f", v5, "--author=op"},
+		"cancel":   {"cancel", group, "--reason=test"},
+		"resume":   {"resume", group},
+		"rollback": {"rollback", group},
+	}
+}
+
+// A token without the rights a command needs gets Consul's permission
+// denied, naming what it lacks, and the command writes nothing at all: not
+// even the keys the token may write.
+func TestDeniedCommandsWriteNothing(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	rolloutOf(t, srv, "web")
+	tokens := map[string]string{
+		"no policy": tokenWith(t, c, "nothing", `key_prefix "other/" { policy = "write" }`),
+		"read only": tokenWith(t, c, "read", `key_prefix "rollagent/" { policy = "read" }`),
+		// Each half of a two-key transaction, without the other half.
+		"desired only": tokenWith(t, c, "desired", `key_prefix "rollagent/" { policy = "read" }
+			key "rollagent/groups/web/desired" { policy = "write" }`),
+		"all but desired": tokenWith(t, c, "nodesired", `key_prefix "rollagent/groups/web/" { policy = "write" }
+			key "rollagent/groups/web/desired" { policy = "read" }`),
+	}
+	for tname, tok := range tokens {
+		for cmd, args := range writes(t, "web") {
+			if tname == "desired only" && cmd == "rollback" {
+				continue // a rollback to a spec in history writes desired alone: allowed
+			}
+			t.Run(tname+"/"+cmd, func(t *testing.T) {
+				errs := refused(t, srv, "ermission denied", append([]string{"--token=" + tok}, args...)...)
+				if !strings.Contains(errs, "rollagent/") && !strings.Contains(errs, "key:") && !strings.Contains(errs, "key ") {
+					t.Fatalf("stderr %q does not name the key or right it lacks", errs)
+				}
+				t.Logf("refused: %s", strings.TrimSpace(errs))
+			})
+		}
+	}
+}
+
+// An operator token scoped to one group can change nothing in another,
+// even where that group has a rollout to cancel, resume or roll back.
+func TestGroupTokenCannotTouchAnotherGroup(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	rolloutOf(t, srv, "web")
+	rolloutOf(t, srv, "api")
+	webOp := tokenFor(t, c, "acl-operator.hcl", "web")
+	for cmd, args := range writes(t, "api") {
+		t.Run(cmd, func(t *testing.T) {
+			refused(t, srv, "ermission denied", append([]string{"--token=" + webOp}, args...)...)
+		})
+	}
+	// The same token can do each in its own group, so the refusals above are
+	// about the group and not about the commands.
+	own := writes(t, "web")
+	for _, cmd := range []string{"resume", "rollback", "cancel", "commit"} {
+		if code, _, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + webOp}, own[cmd]...)...); code != 0 {
+			t.Fatalf("%s of its own group: %s", cmd, errs)
+		}
+	}
+}
