@@ -27,3 +27,23 @@ func NewCluster(t testing.TB, n int) []*Server {
 	}
 	return servers
 }
+
+// NewClients starts n client agents on loopback joined to server, each with
+// its own HTTP address, and stops them when the test ends: a node each, for
+// tests that kill a node by killing its agent.
+func NewClients(t testing.TB, server *Server, n int) []*Server {
+	t.Helper()
+	clients := make([]*Server, n)
+	for i := range clients {
+		clients[i] = prepare(t, Options{Client: true, Join: []string{server.SerfAddr}})
+		if err := clients[i].Start(); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+	for _, c := range clients {
+		if err := c.WaitReady(StartTimeout); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+	return clients
+}

@@ -34,6 +34,11 @@ type Options struct {
 	HCL string
 	// Token is the ACL token the returned client uses.
 	Token string
+	// Client makes a client agent, neither -dev nor -server, with a data
+	// dir that survives Restart; Join must name a server. Killing one is
+	// how a test kills a node: its serfHealth, and every session bound to
+	// it, fails.
+	Client bool
 }
 
 // Server is one consul agent process on loopback.
@@ -124,9 +129,12 @@ func (s *Server) args() []string {
 		"-http-port=" + strconv.Itoa(s.ports[0]), "-serf-lan-port=" + strconv.Itoa(s.ports[1]),
 		"-serf-wan-port=" + strconv.Itoa(s.ports[2]), "-server-port=" + strconv.Itoa(s.ports[3]),
 		"-dns-port=-1", "-grpc-port=-1", "-log-level=debug", "-disable-host-node-id"}
-	if !s.opts.Persistent {
+	switch {
+	case s.opts.Client:
+		a = append(a, "-data-dir="+s.dataDir)
+	case !s.opts.Persistent:
 		a = append(a, "-dev")
-	} else {
+	default:
 		n := s.opts.BootstrapExpect
 		if n == 0 {
 			n = 1
@@ -196,6 +204,14 @@ func (s *Server) Restart() error {
 		return err
 	}
 	return s.WaitReady(StartTimeout)
+}
+
+// PID is the agent's process ID, 0 when it is not running.
+func (s *Server) PID() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Client returns an api client for this agent.
