@@ -21,7 +21,7 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 		return err
 	}
 	if p.prev != nil {
-		return fmt.Errorf("%s still exists from an interrupted replacement; recover first", d.prevName())
+		return fmt.Errorf("%s still exists: %w", d.prevName(), errInterrupted)
 	}
 	cfg, host, err := containerConfig(spec, sha, d.group, d.node, d.labels)
 	if err != nil {

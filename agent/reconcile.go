@@ -192,8 +192,19 @@ func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) e
 	}
 }
 
+// Errors a runtime wraps for a replacement that failed through no fault of
+// the release: failed does not record them, and the next look tries again.
+var (
+	// errInterrupted means the runtime found what an interrupted
+	// replacement left: an agent killed in the middle of a call that the
+	// runtime finished after the restarted agent had looked. The next look
+	// recovers it.
+	errInterrupted = errors.New("agent: an interrupted replacement must be recovered first")
+)
+
 // failed restores the old workload and, unless the replacement was merely
-// stopped by its fence, records the failure and applies failure_action.
+// stopped by its fence or by a fault of the node rather than of the
+// release, records the failure and applies failure_action.
 func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Observed, err error) string {
 	sha := gs.Desired.SHA
 	if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
@@ -208,6 +219,11 @@ func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Obse
 	var fe *fenceError
 	if errors.As(err, &fe) {
 		a.log.Info("replacement stopped by its fence", "step", fe.step, "reason", fe.err)
+		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
+		return "aborted"
+	}
+	if errors.Is(err, errInterrupted) {
+		a.log.Warn("replacement stopped by a fault of the node, not of the release; trying again", "error", err)
 		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
 		return "aborted"
 	}
