@@ -95,9 +95,15 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 	switch {
 	case strings.HasPrefix(rel, "nodes/"):
 		var n NodeState
-		if g.note(decode(p.Key, p.Value, &n)) {
-			g.Nodes = append(g.Nodes, n)
+		if !g.note(decode(p.Key, p.Value, &n)) {
+			return
 		}
+		// A record under another node's key would count that node twice.
+		if want := strings.TrimPrefix(rel, "nodes/"); n.Node != want {
+			g.Problems = append(g.Problems, fmt.Sprintf("%s: names node %q, not %q", p.Key, n.Node, want))
+			return
+		}
+		g.Nodes = append(g.Nodes, n)
 	case strings.HasPrefix(rel, "history/"):
 		var h HistoryEntry
 		if g.note(decode(p.Key, p.Value, &h)) {
