@@ -1,0 +1,336 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+const (
+	cancelAgents    = 10
+	cancelTries     = 5
+	cancelHookSleep = 3 * time.Second
+)
+
+// cancelTimes is one try, each measured from `rollagent cancel` returning.
+type cancelTimes struct {
+	cli      time.Duration // the CLI's own run, start to exit
+	seen     time.Duration // the CANCEL key visible to a watcher (negative: before the CLI exited)
+	dequeued time.Duration // every waiter's contender key gone
+	states   time.Duration // every waiter's node state "cancelled"
+	sessions time.Duration // every waiter's session destroyed
+	waiters  int
+}
+
+// BenchmarkAgentCancel runs 10 agents, starts a rollout at max_parallel=1
+// whose replacements take cancelHookSleep, and once one node holds the slot
+// and the other nine wait in line, runs `rollagent cancel`. It times the
+// CLI's return to every waiter having left the line (its contender key
+// gone: it no longer contends) and to every waiter publishing "cancelled",
+// and checks from the records that nothing started after the CANCEL.
+func BenchmarkAgentCancel(b *testing.B) {
+	srv := consultest.NewDev(b)
+	ba := newBenchAgents(b, srv.Client(), "cancel", cancelHookSleep)
+	ns := nodes(cancelAgents)
+	for _, n := range ns {
+		ba.start(n, srv.HTTPAddr)
+	}
+	v0 := ba.commit("v0", cancelAgents)
+	fleettest.WaitFor(b, 2*time.Minute, "first install on every node", func() bool { return ba.converged(ns, v0) })
+	var tries []cancelTimes
+	for i := range cancelTries {
+		ct := cancelTry(b, ba, srv, ns, fmt.Sprintf("v%d", i+1))
+		b.Logf("try %d: %d waiters; cli %s; from its exit: cancel seen %s, all dequeued %s, all states %s, all sessions gone %s",
+			i, ct.waiters, ct.cli.Round(time.Millisecond), ct.seen.Round(time.Millisecond),
+			ct.dequeued.Round(time.Millisecond), ct.states.Round(time.Millisecond), ct.sessions.Round(time.Millisecond))
+		tries = append(tries, ct)
+	}
+	pick := func(f func(cancelTimes) time.Duration) []time.Duration {
+		var out []time.Duration
+		for _, t := range tries {
+			out = append(out, f(t))
+		}
+		return out
+	}
+	deq, _, deqMax := durStats(pick(func(t cancelTimes) time.Duration { return t.dequeued }))
+	st, _, stMax := durStats(pick(func(t cancelTimes) time.Duration { return t.states }))
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(deq)/1e6, "dequeued-p50-ms")
+	b.ReportMetric(float64(deqMax)/1e6, "dequeued-max-ms")
+	b.ReportMetric(float64(st)/1e6, "cancelled-state-p50-ms")
+	b.ReportMetric(float64(stMax)/1e6, "cancelled-state-max-ms")
+	publishBench(b, "cancel", cancelMarkdown(tries, pick))
+}
+
+// cancelTry commits release, waits for one holder in its step and every
+// other node in line, cancels with the CLI and measures; it returns once
+// the holder has finished its step, so that the next try starts clean.
+func cancelTry(b *testing.B, ba *benchAgents, srv *consultest.Server, ns []string, release string) cancelTimes {
+	b.Helper()
+	sha := ba.commit(release, 1)
+	var holder string
+	fleettest.WaitFor(b, time.Minute, "one holder in its step and the others in line", func() bool {
+		gs, bs := ba.state(), ba.beginsOf(ns, sha)
+		if gs == nil || gs.Holders == nil || len(bs) != 1 {
+			return false
+		}
+		holder = bs[0].node
+		return len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == len(ns)-1
+	})
+	waiters := slices.DeleteFunc(slices.Clone(ns), func(n string) bool { return n == holder })
+	w := watchGroup(b, srv.Client(), ba.store, ba.group)
+	sessionsGone := watchSessionsGone(srv.Client(), ba.group, waiters)
+	start := time.Now()
+	out, err := exec.Command(ba.bin, "--consul-addr="+srv.HTTPAddr, "cancel", ba.group, "--sha="+sha,
+		"--reason=bench").CombinedOutput()
+	returned := time.Now()
+	if err != nil {
+		b.Fatalf("rollagent cancel: %v: %s", err, out)
+	}
+	ct := cancelTimes{cli: returned.Sub(start), waiters: len(waiters)}
+	fleettest.WaitFor(b, 30*time.Second, "every waiter out of line and cancelled", func() bool {
+		return w.first(func(s groupSnap) bool { return s.dequeued() && s.allIn(waiters, coordinator.StateCancelled) }) != nil
+	})
+	fleettest.WaitFor(b, time.Minute, "the holder to finish its step", func() bool { return ba.converged([]string{holder}, sha) })
+	w.stop()
+	seen := w.first(func(s groupSnap) bool { return s.gs.Cancel != nil })
+	ct.seen = seen.at.Sub(returned)
+	ct.dequeued = w.first(groupSnap.dequeued).at.Sub(returned)
+	ct.states = w.first(func(s groupSnap) bool { return s.allIn(waiters, coordinator.StateCancelled) }).at.Sub(returned)
+	gone := <-sessionsGone
+	if gone.IsZero() {
+		b.Fatalf("the waiters' sessions outlived the cancel by 30s")
+	}
+	ct.sessions = gone.Sub(returned)
+	checkNothingAfterCancel(b, ba, w, ns, sha, holder, start)
+	return ct
+}
+
+// checkNothingAfterCancel checks the records: no slot granted, no node
+// fenced into "replacing" and no failure recorded at a KV index past the
+// CANCEL's, and no replace hook begun for sha but the holder's, which began
+// before the CLI started.
+func checkNothingAfterCancel(b *testing.B, ba *benchAgents, w *groupWatch, ns []string, sha, holder string, start time.Time) {
+	b.Helper()
+	final := w.last()
+	cancelIndex := final.createIndex(ba.keys().Cancel(sha))
+	if cancelIndex == 0 {
+		b.Fatalf("no CANCEL of %.12s in the records", sha)
+	}
+	holding := map[string]bool{}
+	for _, s := range w.snaps() {
+		if s.index < cancelIndex {
+			for id := range s.gs.Holders.Holding {
+				holding[id] = true
+			}
+			continue
+		}
+		for id, e := range s.gs.Holders.Holding {
+			if !holding[id] {
+				b.Errorf("%s was granted a slot at index %d, after the CANCEL at %d", e.Name, s.index, cancelIndex)
+			}
+		}
+		for _, n := range s.gs.Nodes {
+			if n.Desired == sha && n.State == coordinator.StateReplacing && s.modifyIndex(ba.keys().Node(n.Node)) > cancelIndex {
+				b.Errorf("%s fenced into %q at index %d, after the CANCEL at %d", n.Node, n.State, s.modifyIndex(ba.keys().Node(n.Node)), cancelIndex)
+			}
+		}
+	}
+	if len(final.gs.Failures) > 0 {
+		b.Errorf("failures recorded for %.12s: %+v", sha, final.gs.Failures)
+	}
+	for _, hb := range ba.beginsOf(ns, sha) {
+		if hb.node != holder || !hb.at.Before(start) {
+			b.Errorf("%s began replacing to %.12s at %s, the CLI started at %s", hb.node, sha,
+				hb.at.Format(time.StampMicro), start.Format(time.StampMicro))
+		}
+	}
+}
+
+func (ba *benchAgents) keys() coordinator.Keys {
+	k, err := ba.store.Keys(ba.group)
+	if err != nil {
+		ba.tb.Fatal(err)
+	}
+	return k
+}
+
+func cancelMarkdown(tries []cancelTimes, pick func(func(cancelTimes) time.Duration) []time.Duration) string {
+	var sb strings.Builder
+	sb.WriteString(benchHeader("BenchmarkAgentCancel"))
+	fmt.Fprintf(&sb, "%d `rollagent run` processes (exec runtime) on one Consul dev agent; a rollout at max_parallel=1 "+
+		"with one node in its %s step and %d in line, then `rollagent cancel`; %d tries. Times are from the CLI "+
+		"returning, taken from a blocking-query watch of the group's KV tree (negative: before the CLI had exited).\n\n",
+		cancelAgents, cancelHookSleep, cancelAgents-1, len(tries))
+	sb.WriteString("| Measured from `rollagent cancel` returning | Median (ms) | Min (ms) | Max (ms) |\n|---|---:|---:|---:|\n")
+	rows := []struct {
+		what string
+		f    func(cancelTimes) time.Duration
+	}{
+		{"the CLI's own run (start → exit), for scale", func(t cancelTimes) time.Duration { return t.cli }},
+		{"CANCEL key visible to the watcher", func(t cancelTimes) time.Duration { return t.seen }},
+		{"**every waiter stopped contending** (its contender key `slot/c/<session>` gone)", func(t cancelTimes) time.Duration { return t.dequeued }},
+		{"every waiter's `nodes/<node>` state is `cancelled`", func(t cancelTimes) time.Duration { return t.states }},
+		{"every waiter's session destroyed (polled every 10 ms)", func(t cancelTimes) time.Duration { return t.sessions }},
+	}
+	for _, r := range rows {
+		med, lo, hi := durStats(pick(r.f))
+		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %.1f |\n", r.what, millis(med), millis(lo), millis(hi))
+	}
+	sb.WriteString("\nChecked in every try, from the records: no slot granted, no node fenced into `replacing` and no " +
+		"failure recorded at a KV index past the CANCEL's CreateIndex, and no replace hook begun for the cancelled " +
+		"SHA but the holder's, which began before the CLI started. The holder's step runs to its end.\n")
+	return sb.String()
+}
+
+// watchSessionsGone polls, every 10 ms for at most 30 s, for the moment no
+// session of nodes is left, and sends that time (zero on timeout).
+func watchSessionsGone(c *api.Client, group string, nodes []string) <-chan time.Time {
+	out := make(chan time.Time, 1)
+	go func() {
+		var at time.Time
+		benchPoll(30*time.Second, func() bool {
+			all, _, err := c.Session().List(nil)
+			if err != nil {
+				return false
+			}
+			for _, s := range all {
+				if slices.ContainsFunc(nodes, func(n string) bool { return s.Name == "rollagent-"+group+"-"+n }) {
+					return false
+				}
+			}
+			at = time.Now()
+			return true
+		})
+		out <- at
+	}()
+	return out
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// groupSnap is the group's KV tree as one blocking read returned it.
+type groupSnap struct {
+	at    time.Time
+	index uint64
+	pairs map[string]*api.KVPair
+	gs    *coordinator.GroupState
+}
+
+// dequeued says no contender waits in line.
+func (s groupSnap) dequeued() bool { return s.gs.Holders == nil || len(s.gs.Holders.Waiting) == 0 }
+
+// allIn says every node in ns publishes state.
+func (s groupSnap) allIn(ns []string, state string) bool {
+	n := 0
+	for _, x := range s.gs.Nodes {
+		if slices.Contains(ns, x.Node) && x.State == state {
+			n++
+		}
+	}
+	return n == len(ns)
+}
+
+func (s groupSnap) createIndex(key string) uint64 {
+	if p := s.pairs[key]; p != nil {
+		return p.CreateIndex
+	}
+	return 0
+}
+
+func (s groupSnap) modifyIndex(key string) uint64 {
+	if p := s.pairs[key]; p != nil {
+		return p.ModifyIndex
+	}
+	return 0
+}
+
+// groupWatch records every state of a group's KV tree, with the time a
+// blocking query returned it, until stopped.
+type groupWatch struct {
+	mu     sync.Mutex
+	all    []groupSnap
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// watchGroup reads the tree once, so that the watch starts from now, and
+// then follows it with blocking queries.
+func watchGroup(b *testing.B, c *api.Client, st *coordinator.Store, group string) *groupWatch {
+	b.Helper()
+	k, err := st.Keys(group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &groupWatch{cancel: cancel, done: make(chan struct{})}
+	read := func(index uint64) (uint64, error) {
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Minute}).WithContext(ctx)
+		pairs, meta, err := c.KV().List(k.Root(), q)
+		if err != nil {
+			return index, err
+		}
+		s := groupSnap{at: time.Now(), index: meta.LastIndex, pairs: map[string]*api.KVPair{},
+			gs: coordinator.Parse(k, group, pairs, meta.LastIndex)}
+		for _, p := range pairs {
+			s.pairs[p.Key] = p
+		}
+		if s.gs.Holders == nil {
+			s.gs.Holders = &lockstep.Holders{}
+		}
+		w.mu.Lock()
+		w.all = append(w.all, s)
+		w.mu.Unlock()
+		return meta.LastIndex, nil
+	}
+	index, err := read(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if next, err := read(index); err == nil {
+				index = next
+			} else if ctx.Err() == nil {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	b.Cleanup(w.stop)
+	return w
+}
+
+func (w *groupWatch) stop() { w.cancel(); <-w.done }
+
+func (w *groupWatch) snaps() []groupSnap {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.all)
+}
+
+func (w *groupWatch) last() groupSnap {
+	s := w.snaps()
+	return s[len(s)-1]
+}
+
+// first returns the earliest snapshot for which cond holds, or nil.
+func (w *groupWatch) first(cond func(groupSnap) bool) *groupSnap {
+	for _, s := range w.snaps() {
+		if cond(s) {
+			return &s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+package agent_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+const (
+	// idleWindow is how long the idle processes are observed.
+	idleWindow = 60 * time.Second
+	// idleSettle lets the converged agent's last service update land
+	// before the window opens.
+	idleSettle = 5 * time.Second
+	// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on
+	// every Linux platform Go supports.
+	clockTick = 10 * time.Millisecond
+)
+
+// idleProc is one observed process: max RSS over 1 s samples and CPU time
+// over the window.
+type idleProc struct {
+	name    string
+	pid     int
+	maxRSS  int64 // kB
+	cpu     time.Duration
+	childCP time.Duration // CPU of reaped children (the agent's health hooks)
+}
+
+// BenchmarkAgentIdle observes, over idleWindow, one converged `rollagent
+// run` (exec runtime) that talks to its node's Consul client agent through
+// a counting reverse proxy, next to two baselines in the same run: that
+// idle Consul client agent, and an idle minimal Go HTTP server (demoapp).
+func BenchmarkAgentIdle(b *testing.B) {
+	srv := consultest.NewDev(b)
+	client := consultest.NewClients(b, srv, 1)[0]
+	px := newCountingProxy(b, client.HTTPAddr)
+	ba := newBenchAgents(b, srv.Client(), "idle", 0)
+	p := ba.start("n1", px.addr)
+	v1 := ba.commit("v1", 1)
+	fleettest.WaitFor(b, time.Minute, "the agent to converge", func() bool { return ba.converged([]string{"n1"}, v1) })
+	app := startDemoapp(b)
+	time.Sleep(idleSettle) // an observation window opens, nothing to wait for
+	procs := []*idleProc{{name: "rollagent run (converged, exec runtime)", pid: p.cmd.Process.Pid},
+		{name: "consul client agent (baseline)", pid: client.PID()},
+		{name: "demoapp: idle Go HTTP server (baseline)", pid: app.Process.Pid}}
+	reqs, inFlight := observeIdle(b, procs, px)
+	agent, consul, demo := procs[0], procs[1], procs[2]
+	perMin := func(n int) float64 { return float64(n) / idleWindow.Minutes() }
+	blocking, other := splitBlocking(reqs)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(agent.maxRSS)/1024, "rss-MB")
+	b.ReportMetric(cpuPercent(agent.cpu), "cpu-%")
+	b.ReportMetric(perMin(blocking), "blocking-req/min")
+	b.ReportMetric(perMin(other), "other-req/min")
+	b.ReportMetric(float64(agent.maxRSS)/float64(consul.maxRSS), "rss-vs-consul")
+	b.ReportMetric(float64(agent.maxRSS)/float64(demo.maxRSS), "rss-vs-demoapp")
+	publishBench(b, "idle", idleMarkdown(procs, reqs, inFlight))
+}
+
+// observeIdle samples procs every second over idleWindow and returns the
+// requests the proxy saw start in it, and those in flight at its end, by
+// class.
+func observeIdle(b *testing.B, procs []*idleProc, px *countingProxy) (started, inFlight map[string]int) {
+	b.Helper()
+	type cpu struct{ self, children time.Duration }
+	start := make([]cpu, len(procs))
+	for i, p := range procs {
+		st, err := readProcStat(p.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start[i] = cpu{st.cpu, st.children}
+	}
+	before, _ := px.counts()
+	end := time.Now().Add(idleWindow)
+	for time.Now().Before(end) {
+		for _, p := range procs {
+			st, err := readProcStat(p.pid)
+			if err != nil {
+				b.Fatalf("%s: %v", p.name, err)
+			}
+			p.maxRSS = max(p.maxRSS, st.rssKB)
+		}
+		time.Sleep(min(time.Second, time.Until(end)))
+	}
+	after, inFlight := px.counts()
+	for i, p := range procs {
+		st, err := readProcStat(p.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.cpu, p.childCP = st.cpu-start[i].self, st.children-start[i].children
+	}
+	started = map[string]int{}
+	for k, n := range after {
+		if d := n - before[k]; d > 0 {
+			started[k] = d
+		}
+	}
+	return started, inFlight
+}
+
+// splitBlocking sums requests by whether they were blocking queries.
+func splitBlocking(reqs map[string]int) (blocking, other int) {
+	for k, n := range reqs {
+		if strings.HasSuffix(k, "(blocking)") {
+			blocking += n
+		} else {
+			other += n
+		}
+	}
+	return blocking, other
+}
+
+func cpuPercent(d time.Duration) float64 { return 100 * d.Seconds() / idleWindow.Seconds() }
+
+func idleMarkdown(procs []*idleProc, reqs, inFlight map[string]int) string {
+	var sb strings.Builder
+	sb.WriteString(benchHeader("BenchmarkAgentIdle"))
+	fmt.Fprintf(&sb, "One converged `rollagent run` (exec runtime) observed for %s, talking to its node's Consul client "+
+		"agent through a counting loopback reverse proxy; RSS is the max of 1 s samples of VmRSS, CPU is "+
+		"utime+stime over the window (/proc, in 10 ms ticks). Targets: < 20 MB RSS, < 0.5%% of a core, only blocking-query renewals.\n\n", idleWindow)
+	agent := procs[0]
+	sb.WriteString("| Process | Max RSS (MB) | CPU (s) | CPU (% of a core) | RSS vs agent | CPU vs agent |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, p := range procs {
+		fmt.Fprintf(&sb, "| %s | %.1f | %.3f | %.3f | %s | %s |\n", p.name, float64(p.maxRSS)/1024, p.cpu.Seconds(),
+			cpuPercent(p.cpu), idleRatio(float64(agent.maxRSS), float64(p.maxRSS)), idleRatio(agent.cpu.Seconds(), p.cpu.Seconds()))
+	}
+	fmt.Fprintf(&sb, "\nThe agent's health hooks (reaped children) used %.3f s of CPU on top.\n\n", agent.childCP.Seconds())
+	sb.WriteString("| Consul HTTP request (agent → its Consul client) | Started per minute | In flight at the end |\n|---|---:|---:|\n")
+	var keys []string
+	for k := range reqs {
+		keys = append(keys, k)
+	}
+	for k := range inFlight {
+		if reqs[k] == 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "| `%s` | %.1f | %d |\n", k, float64(reqs[k])/idleWindow.Minutes(), inFlight[k])
+	}
+	if len(keys) == 0 {
+		sb.WriteString("| (none) | 0 | 0 |\n")
+	}
+	blocking, other := splitBlocking(reqs)
+	fmt.Fprintf(&sb, "\nBlocking queries started: %.1f/min; other requests: %.1f/min. The agent's blocking query on `desired` "+
+		"waits up to its 5 min resync; `PUT /v1/agent/check/update/…` is the TTL check of its `rollagent-<group>` "+
+		"service, passed every 10 s from the workload's health and answered by the local client agent.\n",
+		float64(blocking)/idleWindow.Minutes(), float64(other)/idleWindow.Minutes())
+	return sb.String()
+}
+
+// ratio formats a/b as "agent is N× this", or "–" when either is zero.
+func idleRatio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// procStat is what /proc says of one process.
+type procStat struct {
+	rssKB    int64
+	cpu      time.Duration // utime + stime
+	children time.Duration // cutime + cstime
+}
+
+func readProcStat(pid int) (procStat, error) {
+	var ps procStat
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ps, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			ps.rssKB, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ps, err
+	}
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: state is field 3, utime..cstime are 14..17.
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return ps, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	tick := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(f[i-3], 10, 64)
+		return time.Duration(n) * clockTick
+	}
+	ps.cpu, ps.children = tick(14)+tick(15), tick(16)+tick(17)
+	return ps, nil
+}
+
+// countingProxy is a loopback reverse proxy to a Consul agent that counts
+// requests by method, path class and whether they block (an index=
+// parameter other than 0).
+type countingProxy struct {
+	addr     string
+	mu       sync.Mutex
+	n        map[string]int // started
+	inFlight map[string]int
+}
+
+func newCountingProxy(tb testing.TB, target string) *countingProxy {
+	tb.Helper()
+	u, err := url.Parse("http://" + target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	px := &countingProxy{n: map[string]int{}, inFlight: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	// A request the agent gives up on (it is killed at the end) is no
+	// error worth a log line.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := ""
+		if idx := r.URL.Query().Get("index"); idx != "" && idx != "0" {
+			kind = " (blocking)"
+		}
+		class := r.Method + " " + pathClass(r.URL.Path) + kind
+		px.mu.Lock()
+		px.n[class]++
+		px.inFlight[class]++
+		px.mu.Unlock()
+		rp.ServeHTTP(w, r)
+		px.mu.Lock()
+		px.inFlight[class]--
+		px.mu.Unlock()
+	}))
+	tb.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
+	px.addr = hs.Listener.Addr().String()
+	return px
+}
+
+// counts returns the requests started so far, and those in flight now.
+func (px *countingProxy) counts() (started, inFlight map[string]int) {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	started, inFlight = map[string]int{}, map[string]int{}
+	for k, v := range px.n {
+		started[k] = v
+	}
+	for k, v := range px.inFlight {
+		if v > 0 {
+			inFlight[k] = v
+		}
+	}
+	return started, inFlight
+}
+
+// pathClass drops the key or ID at the end of a Consul API path.
+func pathClass(p string) string {
+	for _, prefix := range []string{"/v1/kv/", "/v1/agent/check/update/", "/v1/agent/check/pass/",
+		"/v1/agent/check/deregister/", "/v1/agent/service/deregister/", "/v1/session/renew/",
+		"/v1/session/destroy/", "/v1/session/info/"} {
+		if strings.HasPrefix(p, prefix) {
+			return prefix + "…"
+		}
+	}
+	return p
+}
+
+// startDemoapp runs an idle demoapp on a free loopback port, until the
+// benchmark ends.
+func startDemoapp(tb testing.TB) *exec.Cmd {
+	tb.Helper()
+	bin := dockertest.BuildBinary(tb, "./internal/demoapp")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	fleettest.WaitFor(tb, 10*time.Second, "demoapp to listen", func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return cmd
+}
