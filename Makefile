@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep demo demo-down compose-images clean
+.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep demo demo-down compose-images vulncheck clean
 
 all: build
 
@@ -30,11 +30,24 @@ test-unit: consul
 test-integration: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
 
-# A short pass of every fuzz target; go test -fuzz takes one target at a time.
+FUZZTIME ?= 10s
+
+# A short pass of every fuzz target in every package; go test -fuzz takes one
+# target of one package at a time. Only packages with fuzz targets are
+# listed, so no other package's TestMain runs.
 fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./hashspec/ | grep ^Fuzz); do \
-		$(GO) test ./hashspec/ -run '^$$' -fuzz "^$$t\$$" -fuzztime 10s || exit 1; \
+	@for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for t in $$($(GO) test -list '^Fuzz' $$d | grep '^Fuzz'); do \
+			echo "fuzz $$d $$t"; \
+			$(GO) test $$d -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
 	done
+
+# govulncheck against a database built from the golang.org/x/vulndb module,
+# cached in the user cache dir: needs nothing but the Go module proxy. Not
+# part of make test: see the note in scripts/vulncheck.sh.
+vulncheck:
+	scripts/vulncheck.sh
 
 test: vet test-unit test-integration fuzz
 
