@@ -1,0 +1,205 @@
+package agent_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Request classes of the fleet benchmark. Liveness (TTL check passes and
+// session renewals) is kept apart: it grows with how long a node waits in
+// line, not with what it does, so it is per node O(N) at K=1 by design of
+// TTL-bound sessions.
+const (
+	fleetCoord = iota // KV and txn: the rollout's own reads and writes
+	fleetLive         // TTL check passes, session renewals
+	fleetSetup        // sessions, checks and services made or removed, agent reads
+	fleetClasses
+)
+
+// fleetEvent is one request sent while a fleetTraffic records.
+type fleetEvent struct {
+	at      time.Duration // since recording started
+	class   uint8
+	read    bool // GET
+	enqueue bool // a contender key taken: someone joined the line
+}
+
+// fleetTraffic counts the requests of every agent of one fleet. Each agent
+// has its own client and transport (fleetClient); only this tally is
+// shared.
+type fleetTraffic struct {
+	total [fleetClasses]atomic.Int64 // always counted, to tell when the fleet is quiet
+
+	recording atomic.Bool
+	slowLive  atomic.Int64 // longest liveness request while recording, in ns
+	mu        sync.Mutex
+	start     time.Time
+	events    []fleetEvent
+}
+
+func fleetClassOf(path string) int {
+	switch {
+	case strings.HasPrefix(path, "/v1/kv/"), path == "/v1/txn":
+		return fleetCoord
+	case strings.HasPrefix(path, "/v1/agent/check/update/"), strings.HasPrefix(path, "/v1/agent/check/pass/"),
+		strings.HasPrefix(path, "/v1/session/renew/"):
+		return fleetLive
+	}
+	return fleetSetup
+}
+
+func (t *fleetTraffic) note(r *http.Request) {
+	class := fleetClassOf(r.URL.Path)
+	t.total[class].Add(1)
+	if !t.recording.Load() {
+		return
+	}
+	_, acquire := r.URL.Query()["acquire"]
+	t.mu.Lock()
+	t.events = append(t.events, fleetEvent{at: time.Since(t.start), class: uint8(class),
+		read: r.Method == http.MethodGet, enqueue: acquire && strings.Contains(r.URL.Path, "/slot/c/")})
+	t.mu.Unlock()
+}
+
+// record starts keeping events, timed from start.
+func (t *fleetTraffic) record(start time.Time) {
+	t.mu.Lock()
+	t.start, t.events = start, nil
+	t.mu.Unlock()
+	t.slowLive.Store(0)
+	t.recording.Store(true)
+}
+
+// stop ends recording and returns the events.
+func (t *fleetTraffic) stop() []fleetEvent {
+	t.recording.Store(false)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events
+}
+
+// busy is the count of requests that are not periodic liveness.
+func (t *fleetTraffic) busy() int64 { return t.total[fleetCoord].Load() + t.total[fleetSetup].Load() }
+
+// waitQuiet waits until the fleet sent no request but liveness for quiet,
+// polling, for at most limit.
+func (t *fleetTraffic) waitQuiet(quiet, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	last, since := t.busy(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet / 10)
+		if n := t.busy(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return nil
+		}
+	}
+	return fmt.Errorf("the fleet did not go quiet for %s within %s", quiet, limit)
+}
+
+// countingRT counts each request into the fleet's tally.
+type countingRT struct {
+	base http.RoundTripper
+	t    *fleetTraffic
+}
+
+func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.t.note(r)
+	if fleetClassOf(r.URL.Path) != fleetLive || !c.t.recording.Load() {
+		return c.base.RoundTrip(r)
+	}
+	start := time.Now()
+	resp, err := c.base.RoundTrip(r)
+	d := int64(time.Since(start))
+	for cur := c.t.slowLive.Load(); d > cur && !c.t.slowLive.CompareAndSwap(cur, d); cur = c.t.slowLive.Load() {
+	}
+	return resp, err
+}
+
+// fleetClient is one agent's own Consul client, as a real agent would make
+// it (a pooled cleanhttp transport), with its requests counted into t.
+func fleetClient(addr string, t *fleetTraffic) (*api.Client, error) {
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme = addr, "http"
+	cfg.HttpClient = &http.Client{Transport: countingRT{base: cleanhttp.DefaultPooledTransport(), t: t}}
+	return api.NewClient(cfg)
+}
+
+// raftIndex is the leader's last raft log index: every raft write, from
+// any client, moves it by one.
+func raftIndex(c *api.Client) (uint64, error) {
+	self, err := c.Agent().Self()
+	if err != nil {
+		return 0, err
+	}
+	raft, _ := self["Stats"]["raft"].(map[string]any)
+	s, _ := raft["last_log_index"].(string)
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("agent/self has no raft last_log_index: %w", err)
+	}
+	return n, nil
+}
+
+// fleetCounts sums events by class and by read or write.
+type fleetCounts struct {
+	reads, writes [fleetClasses]int64
+}
+
+func (c fleetCounts) all() (n int64) {
+	for i := range fleetClasses {
+		n += c.reads[i] + c.writes[i]
+	}
+	return n
+}
+
+func countEvents(evs []fleetEvent) fleetCounts {
+	var c fleetCounts
+	for _, e := range evs {
+		if e.read {
+			c.reads[e.class]++
+		} else {
+			c.writes[e.class]++
+		}
+	}
+	return c
+}
+
+// readsPerRelease is the reads sent while the whole line waits, from the
+// last contender joining it to the last release, per release in that span:
+// near N would be a herd woken by every release, a small constant is one
+// waiter woken. ok is false when too few releases fell in the span.
+func readsPerRelease(evs []fleetEvent, releases []time.Duration) (float64, int, bool) {
+	var from time.Duration
+	for _, e := range evs {
+		if e.enqueue {
+			from = max(from, e.at)
+		}
+	}
+	var to time.Duration
+	n := 0
+	for _, r := range releases {
+		to = max(to, r)
+		if r > from {
+			n++
+		}
+	}
+	reads := 0
+	for _, e := range evs {
+		if e.read && e.at > from && e.at <= to {
+			reads++
+		}
+	}
+	if n < 5 {
+		return 0, n, false
+	}
+	return float64(reads) / float64(n), n, true
+}

@@ -1,0 +1,402 @@
+package agent_test
+
+// BenchmarkFleet rolls a new SHA across 100, 300 and 1,000 in-process
+// agents (agent.New, each with its own Consul client and a runtime that
+// replaces at once) against one Consul dev agent on loopback, and measures
+// what the rollout costs Consul per node as N grows:
+//
+//	go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./agent/
+//
+// Each case rolls once, whatever b.N is. The Markdown table of results is
+// printed at the end; set FLEET_BENCH_MD to a file to have it written there
+// too, as the block fleetMDName.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+// fleetCase is one rollout: n agents at max_parallel k.
+type fleetCase struct{ n, k int }
+
+var fleetCases = []fleetCase{{100, 1}, {300, 1}, {1000, 1}, {1000, 10}}
+
+const (
+	// fleetHCL lifts the agent's cap of 200 HTTP connections per client
+	// IP: every agent here connects from 127.0.0.1, with up to three
+	// blocking queries open each. It also quiets the agent's log: at debug
+	// level its anti-entropy logs every service and check it holds, here
+	// thousands, on every sync.
+	fleetHCL = `limits { http_max_conns_per_client = 16384 }
+log_level = "warn"
+enable_debug = true`
+	// fleetNoFile is the open-file limit the benchmark (and the Consul
+	// agent it starts, which inherits it) asks for: a few connections per
+	// agent on both ends.
+	fleetNoFile = 16384
+	// fleetSessionTTL replaces the default 3s session TTL (the agent's
+	// --session-ttl). All N agents share one Consul agent here, and its
+	// anti-entropy syncs every service and check change to the catalog
+	// while it holds the lock that TTL passes, check and service
+	// registrations all wait on: at N=300 a pass waited up to 6s, and
+	// sessions lost that way re-register checks and stall it further. In
+	// production each node has a Consul agent of its own.
+	fleetSessionTTL = 30 * time.Second
+	// fleetRolloutCap bounds one rollout.
+	fleetRolloutCap = 15 * time.Minute
+)
+
+func BenchmarkFleet(b *testing.B) {
+	raiseNoFile(b, fleetNoFile)
+	srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
+	rep := &fleetReport{started: time.Now()}
+	for _, fc := range fleetCases {
+		b.Run(fmt.Sprintf("N=%d/K=%d", fc.n, fc.k), func(b *testing.B) {
+			rep.add(b, runFleetCase(b, srv, fc))
+		})
+	}
+	rep.publish(b)
+}
+
+// fleetLogger logs the agents at warn level to the file FLEET_BENCH_LOG
+// names, if set.
+func fleetLogger(b *testing.B) hclog.Logger {
+	path := os.Getenv("FLEET_BENCH_LOG")
+	if path == "" {
+		return hclog.NewNullLogger()
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return hclog.New(&hclog.LoggerOptions{Output: f, Level: hclog.LevelFromString(os.Getenv("FLEET_BENCH_LOG_LEVEL"))})
+}
+
+// raiseNoFile lifts the soft open-file limit towards want, within the hard
+// limit.
+func raiseNoFile(b *testing.B, want uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur >= want {
+		return
+	}
+	lim.Cur = min(want, lim.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Logf("cannot raise RLIMIT_NOFILE to %d: %v", lim.Cur, err)
+	}
+}
+
+// instantRuntime replaces at once and is always healthy: the benchmark
+// measures coordination, not workloads.
+type instantRuntime struct {
+	mu  sync.Mutex
+	sha string
+}
+
+func (r *instantRuntime) Inspect(context.Context) (agent.Observed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return agent.Observed{SHA: r.sha}, nil
+}
+
+func (r *instantRuntime) Recover(context.Context, string) error { return nil }
+
+func (r *instantRuntime) Prepare(context.Context, *hashspec.Spec, string) error { return nil }
+
+func (r *instantRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step agent.StepFunc) error {
+	if err := step(ctx, "replace"); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sha = sha
+	return nil
+}
+
+func (r *instantRuntime) WaitHealthy(context.Context, *hashspec.Spec) error { return nil }
+func (r *instantRuntime) Finish(context.Context) error                      { return nil }
+func (r *instantRuntime) Restore(context.Context, string) error             { return nil }
+func (r *instantRuntime) Healthy(context.Context) (bool, string)            { return true, "" }
+
+// fleetMetrics reports each agent's turns to the fleet: SlotWait comes
+// when Acquire returns, Replacement once the slot is released. One agent
+// calls them one after the other, from one goroutine.
+type fleetMetrics struct {
+	f       *benchFleet
+	granted time.Time
+}
+
+func (m *fleetMetrics) SlotWait(time.Duration)    { m.granted = time.Now() }
+func (m *fleetMetrics) Replacement(result string) { m.f.turnDone(m.granted, result) }
+func (*fleetMetrics) SlotHold(time.Duration)      {}
+func (*fleetMetrics) Converged(bool)              {}
+func (*fleetMetrics) ConsulError()                {}
+
+// fleetTurn is one slot held: granted and released, since the commit.
+type fleetTurn struct{ granted, released time.Duration }
+
+// benchFleet is n agents of one group in this process.
+type benchFleet struct {
+	b       *testing.B
+	srv     *consultest.Server
+	fc      fleetCase
+	group   string
+	store   *coordinator.Store // the harness's own, uncounted
+	traffic *fleetTraffic
+	log     hclog.Logger
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+
+	mu     sync.Mutex
+	start  time.Time
+	turns  []fleetTurn   // successful ones
+	bad    []string      // results of turns that did not succeed
+	turned chan struct{} // one send per turn, buffered
+}
+
+func (f *benchFleet) turnDone(granted time.Time, result string) {
+	f.mu.Lock()
+	if result == "success" {
+		f.turns = append(f.turns, fleetTurn{granted.Sub(f.start), time.Since(f.start)})
+	} else {
+		f.bad = append(f.bad, result)
+	}
+	f.mu.Unlock()
+	select {
+	case f.turned <- struct{}{}:
+	default:
+	}
+}
+
+// fleetSpec is the group's spec for release, at max_parallel k.
+func fleetSpec(b *testing.B, group, release string, k int) *hashspec.Spec {
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":"fleet-bench:%s"},"update":{"max_parallel":%d,"min_healthy_time":"1s"}}`,
+		group, release, k)
+	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "fleet spec")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func (f *benchFleet) commit(release string) string {
+	f.b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.store.Commit(ctx, f.group, fleetSpec(f.b, f.group, release, f.fc.k), "bench", release)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return res.SHA
+}
+
+// startAgents starts the fleet's agents, each already running sha.
+func (f *benchFleet) startAgents(sha string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	for i := range f.fc.n {
+		c, err := fleetClient(f.srv.HTTPAddr, f.traffic)
+		if err != nil {
+			f.b.Fatal(err)
+		}
+		a, err := agent.New(agent.Config{Group: f.group, Node: fmt.Sprintf("n%04d", i), Store: coordinator.NewStore(c, ""),
+			Runtime: &instantRuntime{sha: sha}, Metrics: &fleetMetrics{f: f}, Logger: f.log, SessionTTL: fleetSessionTTL})
+		if err != nil {
+			f.b.Fatal(err)
+		}
+		f.running.Add(1)
+		go func() { defer f.running.Done(); _ = a.Run(ctx) }()
+	}
+}
+
+// stopAgents stops every agent, which removes its service and session.
+func (f *benchFleet) stopAgents() {
+	f.cancel()
+	done := make(chan struct{})
+	go func() { f.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		f.b.Error("agents did not stop within 2m")
+	}
+	_, _ = f.srv.Client().KV().DeleteTree(coordinator.DefaultPrefix+"/groups/"+f.group+"/", nil)
+}
+
+// converged waits until every node reports sha converged.
+func (f *benchFleet) converged(sha string, limit time.Duration) {
+	f.b.Helper()
+	fleettest.WaitFor(f.b, limit, fmt.Sprintf("%d agents to converge", f.fc.n), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gs, err := f.store.Read(ctx, f.group, nil)
+		if err != nil {
+			return false
+		}
+		p := gs.Progress()
+		return p.Total == f.fc.n && p.Done && gs.Desired.SHA == sha
+	})
+}
+
+// awaitTurns waits for n successful turns, for at most limit. A turn that
+// fails (stopped by its fence, say) is tried again by its agent.
+func (f *benchFleet) awaitTurns(n int, limit time.Duration) error {
+	deadline := time.After(limit)
+	for {
+		f.mu.Lock()
+		got := len(f.turns)
+		f.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-f.turned:
+		case <-deadline:
+			return fmt.Errorf("%d of %d turns done after %s", got, n, limit)
+		}
+	}
+}
+
+// fleetResult is one case's row.
+type fleetResult struct {
+	fleetCase
+	wall, bound time.Duration
+	turns       int
+	counts      fleetCounts
+	raft        uint64
+	perRelease  float64
+	steady      int // releases in the span perRelease is measured over
+	steadyOK    bool
+	note        string
+	// handoff is the median of release → next grant, hold of grant →
+	// release: where a K=1 rollout's time goes.
+	handoff, hold time.Duration
+	// slowLive is the longest TTL check pass: the shared Consul agent
+	// stalls its local endpoints while its anti-entropy syncs.
+	slowLive time.Duration
+}
+
+// turnTimes returns the median hold and, in grant order, the median time
+// from one release to the next grant, which at K=1 is the handoff.
+func turnTimes(turns []fleetTurn) (handoff, hold time.Duration) {
+	slices.SortFunc(turns, func(a, b fleetTurn) int { return int(a.granted - b.granted) })
+	var hs, ho []time.Duration
+	for i, t := range turns {
+		ho = append(ho, t.released-t.granted)
+		if i > 0 {
+			hs = append(hs, t.granted-turns[i-1].released)
+		}
+	}
+	return median(hs), median(ho)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// runFleetCase times the lower bound, brings up the fleet converged on v1,
+// and rolls it to v2.
+func runFleetCase(b *testing.B, srv *consultest.Server, fc fleetCase) *fleetResult {
+	f := &benchFleet{b: b, srv: srv, fc: fc, group: fmt.Sprintf("fleet-%d-k%d", fc.n, fc.k),
+		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
+		log: fleetLogger(b)}
+	r := &fleetResult{fleetCase: fc}
+	r.bound = casBound(b, srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
+	v1 := f.commit("v1")
+	f.startAgents(v1)
+	defer f.stopAgents()
+	f.converged(v1, 5*time.Minute)
+	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	f.roll(r)
+	return r
+}
+
+// roll commits v2 and counts every request and raft write from the commit
+// until every node has had its turn and the fleet is quiet again.
+func (f *benchFleet) roll(r *fleetResult) {
+	c := f.srv.Client()
+	raft0, err := raftIndex(c)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	f.mu.Lock()
+	f.start = time.Now()
+	f.mu.Unlock()
+	f.traffic.record(f.start)
+	f.commit("v2")
+	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
+		r.note = err.Error()
+		f.b.Error(err)
+	}
+	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
+		f.b.Error(err)
+	}
+	evs := f.traffic.stop()
+	raft1, err := raftIndex(c)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	f.mu.Lock()
+	turns, bad := slices.Clone(f.turns), slices.Clone(f.bad)
+	f.mu.Unlock()
+	if len(bad) > 0 {
+		// Stopped by their fence (a lost session, say) and tried again: safe,
+		// but worth seeing.
+		r.note = strings.TrimSpace(fmt.Sprintf("%s %d turns did not succeed and were tried again: %v", r.note, len(bad), bad))
+	}
+	r.raft, r.slowLive = raft1-raft0, time.Duration(f.traffic.slowLive.Load())
+	r.fill(turns, evs)
+}
+
+// fill derives the row's times and counts from the turns and requests.
+func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
+	releases := make([]time.Duration, len(turns))
+	for i, t := range turns {
+		releases[i] = t.released
+		r.wall = max(r.wall, t.released)
+	}
+	r.turns, r.counts = len(turns), countEvents(evs)
+	r.perRelease, r.steady, r.steadyOK = readsPerRelease(evs, releases)
+	r.handoff, r.hold = turnTimes(turns)
+}
+
+// casBound times n CAS writes of one key, one after another by one client:
+// the rollout's lower bound when n is three per node.
+func casBound(b *testing.B, c *api.Client, key string, n int) time.Duration {
+	var index uint64
+	start := time.Now()
+	for range n {
+		ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: []byte("x"), Index: index}}}
+		ok, resp, _, err := c.Txn().Txn(ops, nil)
+		if err != nil || !ok {
+			b.Fatalf("bound CAS: ok=%v err=%v", ok, err)
+		}
+		index = resp.Results[0].KV.ModifyIndex
+	}
+	d := time.Since(start)
+	_, _ = c.KV().Delete(key, nil)
+	return d
+}
