@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -56,16 +58,30 @@ func (d *Docker) Name() string { return "rollagent-" + d.group + "-" + d.node }
 
 func (d *Docker) prevName() string { return d.Name() + "-prev" }
 
-// dockerErr makes an unreachable daemon say so, with its address.
+// dockerErr makes an unreachable daemon say so, with its address, and
+// marks it as errUnreachable: a fault of the node, not of a release.
 func (d *Docker) dockerErr(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if client.IsErrConnectionFailed(err) {
-		return fmt.Errorf("%s: cannot reach the Docker daemon at %s: %w", what, d.api.DaemonHost(), err)
+	if isUnreachable(err) {
+		return unreachable{fmt.Errorf("%s: cannot reach the Docker daemon at %s: %w", what, d.api.DaemonHost(), err)}
 	}
 	return fmt.Errorf("%s: docker: %w", what, err)
 }
+
+// isUnreachable says err is the daemon's absence, not its answer: nothing
+// listens on its socket, or it went away in the middle of a request.
+func isUnreachable(err error) bool {
+	return client.IsErrConnectionFailed(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET)
+}
+
+// unreachable marks an error as errUnreachable and keeps its message.
+type unreachable struct{ error }
+
+func (unreachable) Is(target error) bool { return target == errUnreachable }
+func (u unreachable) Unwrap() error      { return u.error }
 
 // pair is the managed container and the one set aside, either may be nil.
 type pair struct{ cur, prev *container.Summary }

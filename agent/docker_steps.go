@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -84,11 +85,15 @@ func (d *Docker) Restore(ctx context.Context, sha string) error {
 	if p.prev == nil || p.cur != nil {
 		return nil
 	}
-	if err := d.api.ContainerRename(ctx, p.prev.ID, d.Name()); err != nil {
-		return d.dockerErr("rename old container back", err)
-	}
+	// Started before it gets its name back: if the start fails (its daemon
+	// going away, say), it is still set aside, and the next look finds it
+	// and restores again, rather than take a stopped container for the
+	// node's workload.
 	if err := d.api.ContainerStart(ctx, p.prev.ID, container.StartOptions{}); err != nil {
 		return d.dockerErr("start old container", err)
+	}
+	if err := d.api.ContainerRename(ctx, p.prev.ID, d.Name()); err != nil {
+		return d.dockerErr("rename old container back", err)
 	}
 	d.log.Info("restored the old container", "sha", coordinator.ShortSHA(p.prev.Labels[LabelSHA]))
 	return nil
@@ -132,20 +137,29 @@ func lastProbe(h *container.Health) string {
 // WaitHealthy polls the new container until it has been healthy (or, with
 // no health check, running) for min_healthy_time, and gives up at
 // healthy_deadline or as soon as it exits (restarting counts) or turns
-// unhealthy.
+// unhealthy. While its daemon is away, or has just stopped it on its way
+// down, its health is unknown, which is not ill health: it keeps polling,
+// and an error at the deadline then says errUnreachable.
 func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
 	u := spec.Update
 	ctx, cancel := context.WithTimeout(ctx, u.HealthyDeadline.Std())
 	defer cancel()
 	var since time.Time
+	var away error // why the health is unknown now
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		insp, err := d.api.ContainerInspect(ctx, d.Name())
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil && isUnreachable(err):
+			away, since = d.dockerErr("inspect new container", err), time.Time{}
+		case err != nil:
 			return d.dockerErr("inspect new container", err)
-		}
-		if err == nil {
+		case stoppedByDaemon(insp):
+			away, since = unreachable{errors.New("its daemon stopped it, and its restart policy starts it again")}, time.Time{}
+		default:
+			away = nil
 			ok, why := healthNow(insp)
 			if !ok && (insp.State == nil || !insp.State.Running || insp.State.Restarting ||
 				insp.State.Health != nil && insp.State.Health.Status == container.Unhealthy) {
@@ -161,10 +175,26 @@ func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("new container not healthy for %s within healthy_deadline %s", u.MinHealthyTime, u.HealthyDeadline)
+			err := fmt.Errorf("new container not healthy for %s within healthy_deadline %s", u.MinHealthyTime, u.HealthyDeadline)
+			if away != nil {
+				return fmt.Errorf("%w: %w", err, away)
+			}
+			return err
 		case <-tick.C:
 		}
 	}
+}
+
+// stoppedByDaemon says the container exited and will not be restarted now
+// although its policy restarts it whatever its exit: Docker does that only
+// for a container stopped on purpose, by its daemon shutting down or by
+// someone's docker stop, never for one that exited by itself.
+func stoppedByDaemon(insp container.InspectResponse) bool {
+	if insp.State == nil || insp.HostConfig == nil || insp.State.Running || insp.State.Restarting || insp.State.Status != "exited" {
+		return false
+	}
+	p := insp.HostConfig.RestartPolicy.Name
+	return p == container.RestartPolicyAlways || p == container.RestartPolicyUnlessStopped
 }
 
 // logPull logs the pull's progress messages and returns its error message.

@@ -200,6 +200,10 @@ var (
 	// runtime finished after the restarted agent had looked. The next look
 	// recovers it.
 	errInterrupted = errors.New("agent: an interrupted replacement must be recovered first")
+	// errUnreachable means the runtime could not reach what runs the
+	// workload (the Docker daemon), or saw it stop the workload as it went
+	// away.
+	errUnreachable = errors.New("agent: runtime unreachable")
 )
 
 // failed restores the old workload and, unless the replacement was merely
@@ -222,7 +226,7 @@ func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Obse
 		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
 		return "aborted"
 	}
-	if errors.Is(err, errInterrupted) {
+	if errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) {
 		a.log.Warn("replacement stopped by a fault of the node, not of the release; trying again", "error", err)
 		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
 		return "aborted"
