@@ -1,6 +1,12 @@
 package agent_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,4 +69,92 @@ func TestOutageDockerDaemonRestartMidReplacement(t *testing.T) {
 	t.Logf("rollout completed %s after the restart began", time.Since(start).Round(100*time.Millisecond))
 	cen.finish(t, 1)
 	f.checkKV(v2, 2)
+}
+
+// The node's disk fills up (the private daemon's data root is a small
+// tmpfs) when a release comes whose image is already there. Filled to the
+// last byte, not even the first step (setting the old container aside)
+// can be taken; with a little room left, the old container is set aside
+// and stopped, the new one cannot be created, and the copy that failed
+// leaves no room to start the old one again. Either way the failure is
+// recorded, naming the cause (max_failures=1: the rollout pauses); the
+// agent keeps trying to restore, and once there is room again the node is
+// back on its old container, the very same one, by itself. Resume then
+// completes the rollout.
+func TestOutageDiskFullMidReplacement(t *testing.T) {
+	f, d := newDaemonFleet(t, "diskfull", dockertest.DaemonOptions{DataSize: 160 << 20})
+	ns := nodes(1)
+	f.startDocker(ns[0])
+	v1 := f.commit(f.offline(f.image("v1", nil)))
+	f.waitFor(90*time.Second, "first deploy of v1", func() bool { return f.converged(ns, v1) })
+	spec := f.offline(f.image("v2", nil)) // built, so present, before the disk fills
+	before := f.containerIDs()
+	cen := f.census(ns, true)
+	var v2 string
+	for _, c := range []struct {
+		room  int64  // bytes left free
+		cause string // the step that fails
+	}{{0, "rename old container"}, {2 << 20, "create container"}} {
+		free := fillDisk(t, d.DataRoot, c.room)
+		if v2 == "" {
+			v2 = f.commit(spec)
+		} else {
+			f.resume()
+		}
+		// What `rollagent status -o json` shows: the pause and the
+		// failure with its cause.
+		f.waitFor(60*time.Second, "a failure naming "+c.cause, func() bool {
+			gs := f.state()
+			return gs.Pause != nil && len(gs.Failures) == 1 && strings.Contains(gs.Failures[0].Error, c.cause) &&
+				strings.Contains(gs.Failures[0].Error, "no space left on device")
+		})
+		n := f.state().Nodes[0]
+		t.Logf("%d bytes free: n1 %s: %.200s", c.room, n.State, n.Error)
+		free()
+		f.waitFor(30*time.Second, "n1 back on its old container", func() bool {
+			return f.running(ns, v1) && slices.Equal(f.containerIDs(), before)
+		})
+	}
+	cen.finish(t, 1)
+	f.resume()
+	f.waitFor(time.Minute, "rollout to v2 after resume", func() bool { return f.converged(ns, v2) })
+}
+
+func (f *fleet) resume() {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.store.Resume(ctx, f.group); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// fillDisk fills the filesystem at dir with one file up to room bytes from
+// full, and returns a func that removes the file.
+func fillDisk(t *testing.T, dir string, room int64) func() {
+	t.Helper()
+	path := filepath.Join(dir, "fill")
+	fh, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var written int64
+	for _, size := range []int{1 << 20, 4 << 10, 1} {
+		buf := make([]byte, size)
+		for i := 0; i < 1<<20; i++ { // bounded: 1 TiB at the largest size
+			n, err := fh.Write(buf)
+			written += int64(n)
+			if err != nil {
+				break
+			}
+		}
+	}
+	if err := fh.Truncate(max(written-room, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { _ = os.Remove(path) }) }
+	t.Cleanup(free)
+	return free
 }

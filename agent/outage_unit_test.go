@@ -136,3 +136,43 @@ func noDaemon(ctx context.Context, t *testing.T) error {
 	}
 	return err
 }
+
+// restoreFake lists a new container and the old one set aside, and fails
+// every start, as a daemon on its way down does.
+type restoreFake struct {
+	DockerAPI
+	list    []container.Summary
+	renamed bool
+}
+
+func (f *restoreFake) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return f.list, nil
+}
+func (f *restoreFake) ContainerRemove(context.Context, string, container.RemoveOptions) error {
+	return nil
+}
+func (f *restoreFake) ContainerStart(context.Context, string, container.StartOptions) error {
+	return errors.New("Error response from daemon: failed to update store")
+}
+func (f *restoreFake) ContainerRename(context.Context, string, string) error {
+	f.renamed = true
+	return nil
+}
+func (f *restoreFake) DaemonHost() string { return "unix:///test.sock" }
+
+// A restore whose start fails must leave the old container set aside, so
+// that the next look finds the leftover and restores again; named back but
+// stopped, it would pass for the node's workload and never be started.
+func TestRestoreThatCannotStartLeavesTheLeftover(t *testing.T) {
+	f := &restoreFake{list: []container.Summary{
+		{ID: "new", Names: []string{"/rollagent-web-n1"}, Labels: map[string]string{LabelSHA: "v2"}},
+		{ID: "old", Names: []string{"/rollagent-web-n1-prev"}, Labels: map[string]string{LabelSHA: "v1"}},
+	}}
+	d := NewDocker(f, "web", "n1", nil, hclog.NewNullLogger())
+	if err := d.Restore(context.Background(), "v2"); err == nil {
+		t.Fatal("Restore = nil, want the start's error")
+	}
+	if f.renamed {
+		t.Fatal("the old container was named back although it could not be started")
+	}
+}
