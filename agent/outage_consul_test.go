@@ -99,7 +99,7 @@ func checkOutageEvents(t *testing.T, during []dockerEvent, victim, old, sha stri
 			t.Errorf("container event on waiting node %s while Consul was down: %s", e.node, e)
 		case e.sha == sha || e.action == "create" || e.action == "destroy":
 			t.Errorf("the holder %s acted without a fence while Consul was down: %s", victim, e)
-		case e.action == "start" && e.sha == old && !e.aside():
+		case e.action == "start" && e.sha == old:
 			restarted = true
 		}
 	}

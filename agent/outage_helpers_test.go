@@ -141,8 +141,9 @@ type census struct {
 	stopFirst atomic.Bool
 	mu        sync.Mutex
 	samples   int
-	errors    int // samples the engine did not answer (a daemon restart, say)
-	maxDown   int // most nodes without a healthy running container at once
+	errors    int    // samples the engine did not answer (a daemon restart, say)
+	maxDown   int    // most nodes without a healthy running container at once
+	worst     string // what they had then
 	bad       []string
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -179,18 +180,21 @@ func (c *census) observe(f *fleet) {
 		return
 	}
 	all, running, healthy := map[string]int{}, map[string]int{}, map[string]bool{}
+	seen := map[string][]string{}
 	for _, ct := range list {
 		n := ct.Labels[agent.LabelNode]
 		all[n]++
+		seen[n] = append(seen[n], fmt.Sprintf("%s %s %q", strings.Join(ct.Names, ","), ct.State, ct.Status))
 		if ct.State == "running" {
 			running[n]++
 			healthy[n] = healthy[n] || strings.Contains(ct.Status, "(healthy)")
 		}
 	}
-	down := 0
+	down, why := 0, []string{}
 	for _, n := range c.nodes {
 		if !healthy[n] {
 			down++
+			why = append(why, fmt.Sprintf("%s: %v", n, seen[n]))
 		}
 		switch {
 		case all[n] == 0 || all[n] > 2:
@@ -200,7 +204,9 @@ func (c *census) observe(f *fleet) {
 		}
 	}
 	c.samples++
-	c.maxDown = max(c.maxDown, down)
+	if down > c.maxDown {
+		c.maxDown, c.worst = down, time.Now().Format("15:04:05.000 ")+strings.Join(why, "; ")
+	}
 }
 
 func (c *census) halt() {
@@ -229,7 +235,7 @@ func (c *census) finish(t *testing.T, maxDown int) {
 		t.Fatalf("census: %d violations, the first:\n%s", len(c.bad), strings.Join(c.bad, "\n"))
 	}
 	if c.maxDown > maxDown {
-		t.Fatalf("census: %d nodes were down at once, want at most %d", c.maxDown, maxDown)
+		t.Fatalf("census: %d nodes were down at once, want at most %d: %s", c.maxDown, maxDown, c.worst)
 	}
 }
 
