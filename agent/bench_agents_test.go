@@ -52,6 +52,7 @@ type benchAgents struct {
 	dir, logs string
 	store     *coordinator.Store
 	hookSleep time.Duration
+	logLevel  string
 	mu        sync.Mutex
 	procs     map[string]*benchProc
 }
@@ -67,7 +68,7 @@ func newBenchAgents(tb testing.TB, c *api.Client, group string, hookSleep time.D
 	tb.Helper()
 	ba := &benchAgents{tb: tb, bin: dockertest.BuildBinary(tb, "./cmd/rollagent"), group: fleettest.Group(group),
 		dir: tb.TempDir(), logs: tb.TempDir(), store: coordinator.NewStore(c, ""), hookSleep: hookSleep,
-		procs: map[string]*benchProc{}}
+		logLevel: "debug", procs: map[string]*benchProc{}}
 	tb.Cleanup(ba.stopAll)
 	return ba
 }
@@ -90,8 +91,8 @@ func (ba *benchAgents) start(node, consulAddr string) *benchProc {
 	if err != nil {
 		ba.tb.Fatal(err)
 	}
-	cmd := exec.Command(ba.bin, "--consul-addr="+consulAddr, "run", "--group="+ba.group, "--node="+node,
-		"--runtime=exec", "--state-dir="+filepath.Join(d, "state"),
+	cmd := exec.Command(ba.bin, "--consul-addr="+consulAddr, "--log-level="+ba.logLevel,
+		"run", "--group="+ba.group, "--node="+node, "--runtime=exec", "--state-dir="+filepath.Join(d, "state"),
 		"--replace-cmd=sh", "--replace-cmd=-c", "--replace-cmd="+replace,
 		"--health-cmd=sh", "--health-cmd=-c", "--health-cmd="+health)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -138,6 +139,12 @@ func (ba *benchAgents) stopAll() {
 	}
 	if !ba.tb.Failed() {
 		return
+	}
+	if gs := ba.state(); gs != nil {
+		ba.tb.Logf("group %s: desired %+v, holders %+v, problems %q", ba.group, gs.Desired, gs.Holders, gs.Problems)
+		for _, n := range gs.Nodes {
+			ba.tb.Logf("node %+v", n)
+		}
 	}
 	for _, n := range ns {
 		b, _ := os.ReadFile(filepath.Join(ba.logs, n+".log"))

@@ -73,7 +73,7 @@ func BenchmarkAgentFailover(b *testing.B) {
 }
 
 func benchFailover(b *testing.B, srv *consultest.Server, clients []*consultest.Server, k failoverKind) *failoverRow {
-	ba := newBenchAgents(b, srv.Client(), "failover", failoverHookSleep)
+	ba := newBenchAgents(b, srv.Client(), "failover-"+k.name, failoverHookSleep)
 	ns := nodes(failoverAgents)
 	client := map[string]*consultest.Server{}
 	for i, n := range ns {

@@ -39,7 +39,7 @@ const (
 type idleProc struct {
 	name    string
 	pid     int
-	maxRSS  int64 // kB
+	maxRSS  int64         // kB
 	cpu     time.Duration // utime + stime, in clock ticks
 	onCPU   time.Duration // its threads' time on a CPU, in ns (schedstat)
 	childCP time.Duration // CPU of reaped children (the agent's health hooks)
@@ -54,6 +54,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	client := consultest.NewClients(b, srv, 1)[0]
 	px := newCountingProxy(b, client.HTTPAddr)
 	ba := newBenchAgents(b, srv.Client(), "idle", 0)
+	ba.logLevel = "info" // as deployed: debug lines would cost CPU the window measures
 	p := ba.start("n1", px.addr)
 	v1 := ba.commit("v1", 1)
 	fleettest.WaitFor(b, time.Minute, "the agent to converge", func() bool { return ba.converged([]string{"n1"}, v1) })
