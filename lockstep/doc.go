@@ -8,9 +8,11 @@
 // Semaphore.Acquire waits in FIFO order (by the CreateIndex of each
 // contender's key) and takes a slot in one transaction that also checks a
 // Gate: the desired key is still at the index the caller saw, and none of the
-// gate's closing keys (a CANCEL, a pause) exist. While it waits, only the head
-// of the queue watches the holders; every other waiter watches just its
-// predecessor, so a release wakes one waiter, not all of them.
+// gate's closing keys (a CANCEL, a pause) exist. A waiter lists the line once,
+// when it joins; from then on it watches just the last waiter ahead of it
+// (whose grant marks its key "holding"), and once it heads the line, just the
+// holders (the record and their holder keys, O(K) bytes). So a release wakes
+// one waiter, not all of them, and no wake reads the whole line.
 //
 // A Hold is fenced: Hold.Fence re-checks the gate and the hold in one
 // transaction together with the caller's own writes, and fails once the
@@ -19,6 +21,9 @@
 //
 // KV layout under the semaphore prefix P:
 //
-//	P/.holders      JSON {"holders": {"<session>": {...}}}, CAS on every change
-//	P/c/<session>   one contender key per waiter or holder, locked by its session
+//	P/.holders            JSON {"holders": {"<session>": {...}}}, CAS on every change
+//	P/.holders/<session>  one holder key per holder, locked by its session: a
+//	                      holder in the record without one is dead and does not count
+//	P/c/<session>         one contender key per waiter or holder, locked by its
+//	                      session; the grant marks it "holding"
 package lockstep

@@ -9,27 +9,27 @@ import (
 )
 
 // FuzzParseHolders feeds any bytes as the holders record, beside
-// contender keys for the comma-separated sessions. Parsing must not panic;
-// a record it accepts yields a view where only a session that locks a
-// contender key holds, every other contender waits exactly once, in
-// CreateIndex order, and a session in the record without a key is ignored.
+// contender keys for the comma-separated waiting sessions and holder keys
+// for the comma-separated holding ones. Parsing must not panic; a record it
+// accepts yields a view where only a session that locks a holder key holds,
+// every other contender waits exactly once, in CreateIndex order, and a
+// session in the record without a holder key is ignored.
 func FuzzParseHolders(f *testing.F) {
-	f.Add([]byte(`{"holders":{"s1":{"name":"n1","state":"holding","since":"2026-01-01T00:00:00Z"}}}`), "s1,s2")
-	f.Add([]byte(`{"holders":{"ghost":{"name":"x"}}}`), "s1")
-	f.Add([]byte(`{"holders":null}`), "")
-	f.Add([]byte(`{holders`), "s1")
-	f.Add([]byte(`null`), "s2,s1")
-	f.Fuzz(func(t *testing.T, record []byte, sessions string) {
+	f.Add([]byte(`{"holders":{"s1":{"name":"n1","state":"holding","since":"2026-01-01T00:00:00Z"}}}`), "s2", "s1")
+	f.Add([]byte(`{"holders":{"s1":{"name":"n1","state":"holding","since":"2026-01-01T00:00:00Z"}}}`), "s1,s2", "")
+	f.Add([]byte(`{"holders":{"ghost":{"name":"x"}}}`), "s1", "")
+	f.Add([]byte(`{"holders":null}`), "", "s1")
+	f.Add([]byte(`{holders`), "s1", "s1")
+	f.Add([]byte(`null`), "s2,s1", "s3")
+	f.Fuzz(func(t *testing.T, record []byte, sessions, holding string) {
 		const prefix = "rollagent/groups/web/slot/"
-		var ids []string
-		for _, s := range strings.Split(sessions, ",") {
-			if s != "" && !slices.Contains(ids, s) {
-				ids = append(ids, s)
-			}
-		}
+		ids, locked := splitIDs(sessions), splitIDs(holding)
 		pairs := api.KVPairs{{Key: prefix + holdersKey, Value: record, ModifyIndex: 3}}
 		for i, id := range ids {
 			pairs = append(pairs, &api.KVPair{Key: prefix + contenderPrefix + id, Session: id, CreateIndex: uint64(10 + i)})
+		}
+		for _, id := range locked {
+			pairs = append(pairs, &api.KVPair{Key: prefix + holderPrefix + id, Session: id, CreateIndex: 5})
 		}
 		h, err := ParseHolders(prefix, pairs)
 		if err != nil {
@@ -39,8 +39,8 @@ func FuzzParseHolders(f *testing.F) {
 			return
 		}
 		for id := range h.Holding {
-			if !slices.Contains(ids, id) {
-				t.Fatalf("%q holds without a contender key", id)
+			if !slices.Contains(locked, id) {
+				t.Fatalf("%q holds without a holder key", id)
 			}
 		}
 		var want []string
@@ -53,4 +53,15 @@ func FuzzParseHolders(f *testing.F) {
 			t.Fatalf("waiting %q, want %q (holding %v)", h.Waiting, want, h.Holding)
 		}
 	})
+}
+
+// splitIDs splits a comma-separated list, dropping empty and repeated IDs.
+func splitIDs(s string) []string {
+	var ids []string
+	for _, id := range strings.Split(s, ",") {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -18,14 +18,14 @@ const DefaultReleaseAttempts = 20
 type Hold struct {
 	m     *Semaphore
 	g     Gate
-	index uint64 // ModifyIndex of our key when granted
+	index uint64 // ModifyIndex of our holder key when granted
 	since time.Time
 	// rec and recIndex are the holders record as the grant wrote it, so
 	// that Release can CAS it without reading it first. recIndex is 0 when
 	// unknown (an adopted hold).
 	rec       holders
 	recIndex  uint64
-	releasing atomic.Bool // our own release deletes our key: not a loss
+	releasing atomic.Bool // our own release deletes our holder key: not a loss
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -40,7 +40,7 @@ func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse, rec holders) *Hold {
 	for _, r := range resp.Results {
 		switch {
 		case r.KV == nil:
-		case r.KV.Key == m.key:
+		case r.KV.Key == m.hkey:
 			index = r.KV.ModifyIndex
 		case r.KV.Key == m.opts.Prefix+holdersKey:
 			recIndex = r.KV.ModifyIndex
@@ -64,13 +64,13 @@ func startHold(m *Semaphore, g Gate, index uint64) *Hold {
 func (h *Hold) Gate() Gate { return h.g }
 
 // Lost closes when the hold is gone without Release: the session ended or
-// our key was removed. A holder must stop acting when it closes; Fence fails
+// our holder key was removed. A holder must stop acting when it closes; Fence fails
 // from then on in any case.
 func (h *Hold) Lost() <-chan struct{} { return h.lost }
 
 func (h *Hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
 
-// watch blocks on our own key, which exists for as long as we hold, so it
+// watch blocks on our holder key, which exists for as long as we hold, so it
 // wakes only for us.
 func (h *Hold) watch(ctx context.Context) {
 	m := h.m
@@ -83,7 +83,7 @@ func (h *Hold) watch(ctx context.Context) {
 			return
 		default:
 		}
-		p, meta, err := m.c.KV().Get(m.key, m.blocking(ctx, idx))
+		p, meta, err := m.c.KV().Get(m.hkey, m.blocking(ctx, idx))
 		if err != nil {
 			r.wait(ctx, "watch hold", err)
 			continue
@@ -101,7 +101,8 @@ func (h *Hold) watch(ctx context.Context) {
 
 // Fence runs ops only if the gate is still open and this hold is still
 // held, all in one transaction. Call it right before every destructive step,
-// with the step's own bookkeeping writes as ops. The error is ErrSuperseded,
+// with the step's own bookkeeping writes as ops; a step taken right after
+// Acquire may instead pass them to Acquire, whose grant is a fence. The error is ErrSuperseded,
 // one wrapping ErrCancelled, ErrSessionLost, ErrNotHeld, a *TxnError for a
 // failed op of the caller's, or a Consul error; on any of them nothing was
 // written.
@@ -117,7 +118,7 @@ func (h *Hold) Fence(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, 
 	m := h.m
 	all := h.g.checkOps()
 	base := len(all)
-	all = append(all, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}})
+	all = append(all, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.hkey, Session: m.s.ID()}})
 	all = append(all, ops...)
 	ok, resp, _, err := m.c.Txn().Txn(all, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
@@ -146,10 +147,17 @@ func (h *Hold) isReleased() bool {
 }
 
 // Release gives the slot back: one transaction removes us from the holders
-// record and deletes our key, which wakes the next in line. It works whether
-// or not the gate is still open, and retries Consul errors with backoff until
-// ctx ends. If it fails, close the Session: that frees the slot too.
-func (h *Hold) Release(ctx context.Context) error {
+// record and deletes our holder key, which wakes the head of the line. It
+// works whether or not the gate is still open, and retries Consul errors
+// with backoff until ctx ends. If it fails, close the Session: that frees
+// the slot too.
+//
+// ops go into the same transaction, which saves the last step's own write a
+// round trip of its own. They are not fenced (a release must work once the
+// gate is closed or the session lost), so use them only for records that are
+// true whatever the gate says, such as what now runs. If Consul refuses one,
+// Release returns a *TxnError naming it and the slot is still held.
+func (h *Hold) Release(ctx context.Context, ops ...*api.TxnOp) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.released {
@@ -164,7 +172,7 @@ func (h *Hold) Release(ctx context.Context) error {
 		}
 	}()
 	for i := 0; i < DefaultReleaseAttempts; i++ {
-		err = h.releaseOnce(ctx, i == 0)
+		err = h.releaseOnce(ctx, i == 0, ops)
 		if err == nil {
 			h.released = true
 			h.stop()
@@ -196,7 +204,7 @@ func (m *Semaphore) forget(h *Hold) {
 // releaseOnce tries one release transaction. The first try uses the
 // holders record as our grant left it; a CAS race means it moved, and later
 // tries read it.
-func (h *Hold) releaseOnce(ctx context.Context, first bool) error {
+func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) error {
 	m := h.m
 	hk := m.opts.Prefix + holdersKey
 	rec, index := h.rec, h.recIndex
@@ -213,7 +221,8 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool) error {
 			index = p.ModifyIndex
 		}
 	}
-	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
+	// Deleting our holder key wakes the head of the line.
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
 	if index != 0 {
 		others := holders{Holders: map[string]Entry{}}
 		for id, e := range rec.Holders {
@@ -224,13 +233,19 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool) error {
 		b, _ := json.Marshal(others)
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: hk, Value: b, Index: index}})
 	}
+	base := len(ops)
+	ops = append(ops, extra...)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return consulErr{err}
 	}
 	if !ok {
-		if _, what := firstTxnError(resp); isDenied(what) {
-			return &TxnError{What: what}
+		op, what := firstTxnError(resp)
+		switch {
+		case isDenied(what):
+			return &TxnError{Op: op, What: what}
+		case op >= base:
+			return &TxnError{Op: op - base, What: what}
 		}
 		return errRace
 	}

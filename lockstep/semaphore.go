@@ -39,7 +39,8 @@ type Semaphore struct {
 	c    *api.Client
 	s    *Session
 	opts Options
-	key  string // this contender's key
+	key  string // this contender's key, P/c/<session>, while it waits
+	hkey string // its holder key, P/.holders/<session>, while it holds
 	log  hclog.Logger
 
 	mu     sync.Mutex
@@ -62,7 +63,7 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	return &Semaphore{c: c, s: s, opts: opts, key: opts.Prefix + contenderPrefix + s.ID(),
-		log: opts.Logger.With("contender", opts.Name)}, nil
+		hkey: opts.Prefix + holderPrefix + s.ID(), log: opts.Logger.With("contender", opts.Name)}, nil
 }
 
 // Acquire waits in line until a slot is free and the gate is open, and takes
@@ -70,7 +71,15 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 // ErrCancelled as soon as the gate closes, ErrSessionLost when the session
 // goes, and ctx.Err() when ctx ends; it never returns a nil Hold with a nil
 // error. On any error the contender key is removed again.
-func (m *Semaphore) Acquire(ctx context.Context, g Gate) (*Hold, error) {
+//
+// The grant is a fence: it checks what Fence checks, and ops, the first
+// step's own writes, go into the same transaction. So the holder may take
+// its first step as soon as Acquire returns, without a Fence of its own.
+// Make them plain sets: a grant whose reply was lost to a Consul failure is
+// adopted, and its ops are written again. A *TxnError names an op of the
+// caller's that Consul refused; nothing was written then and the caller is
+// out of line.
+func (m *Semaphore) Acquire(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
@@ -87,7 +96,7 @@ func (m *Semaphore) Acquire(ctx context.Context, g Gate) (*Hold, error) {
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g)
+	h, err := m.waitTurn(wctx, g, ops)
 	if err != nil {
 		m.dequeue()
 		return nil, err

@@ -163,18 +163,22 @@ func TestCancelStopsEveryWaiter(t *testing.T) {
 	assertNoGrantAfter(t, c, cancelIdx, holder)
 }
 
-// assertNoGrantAfter checks from the records that only want still holds and
-// no contender key was rewritten as holding after index.
+// assertNoGrantAfter checks from the records that only want still holds,
+// that no holder key and no holders record was written after index, and
+// that no contender key was rewritten after it (a grant deletes its key).
 func assertNoGrantAfter(t *testing.T, c *api.Client, index uint64, want *Hold) {
 	t.Helper()
-	pairs, _, err := c.KV().List(testPrefix+"/c/", nil)
+	pairs, _, err := c.KV().List(testPrefix+"/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pairs {
-		if p.Key != want.m.key && p.ModifyIndex > index {
+		if p.ModifyIndex > index {
 			t.Fatalf("%s changed at %d, after the cancel at %d", p.Key, p.ModifyIndex, index)
 		}
+	}
+	if p, _, err := c.KV().Get(want.m.hkey, nil); err != nil || p == nil || p.Session != want.m.s.ID() {
+		t.Fatalf("the holder's key %s is not locked by its session: %+v, %v", want.m.hkey, p, err)
 	}
 	h, err := ReadHolders(c, testPrefix, nil)
 	if err != nil {

@@ -3,7 +3,6 @@ package lockstep
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 const (
 	holdersKey      = ".holders"
+	holderPrefix    = holdersKey + "/"
 	contenderPrefix = "c/"
 )
 
@@ -29,26 +29,35 @@ type holders struct {
 	Holders map[string]Entry `json:"holders"`
 }
 
-// contender is one key under P/c/.
+// contender is one key under P/c/: a session in line, waiting or, once
+// granted, holding.
 type contender struct {
 	Session     string
 	Key         string
 	CreateIndex uint64
+	ModifyIndex uint64
+	holding     bool // its key says it was granted
 }
 
-// snapshot is the semaphore's state from one recursive read of its prefix.
+// snapshot is the semaphore's state from one read: of the whole prefix, or
+// of the holders alone (P/.holders and the keys under P/.holders/), which is
+// all the head of the line watches.
 type snapshot struct {
-	index        uint64 // X-Consul-Index of the read, for blocking on the prefix
+	index        uint64 // X-Consul-Index of the read, for blocking on it
 	holders      holders
 	holdersIndex uint64 // ModifyIndex of the record, 0 when absent
-	contenders   []contender
-	// unknown lists holders whose contender key is gone: their session died
-	// or they released and the record has not caught up. They do not count.
+	// live are the record's holders whose holder key their session still
+	// locks; only they count against K.
+	live       map[string]Entry
+	contenders []contender // in CreateIndex order; empty in a holders-only read
+	// unknown lists the record's holders without a holder key: their
+	// session died, or they released and the record has not caught up.
 	unknown []string
 }
 
 func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) (*snapshot, error) {
 	s := &snapshot{index: index, holders: holders{Holders: map[string]Entry{}}}
+	locked := map[string]bool{} // sessions that lock their holder key
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, prefix)
 		switch {
@@ -60,17 +69,19 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) (*snapshot, e
 			if s.holders.Holders == nil {
 				s.holders.Holders = map[string]Entry{}
 			}
+		case strings.HasPrefix(rel, holderPrefix) && p.Session != "" && p.Session == rel[len(holderPrefix):]:
+			locked[p.Session] = true
 		case strings.HasPrefix(rel, contenderPrefix) && p.Session != "":
-			s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key, CreateIndex: p.CreateIndex})
+			s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key,
+				CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex, holding: isHolding(p.Value)})
 		}
 	}
 	sort.Slice(s.contenders, func(i, j int) bool { return s.contenders[i].CreateIndex < s.contenders[j].CreateIndex })
-	present := make(map[string]bool, len(s.contenders))
-	for _, c := range s.contenders {
-		present[c.Session] = true
-	}
-	for id := range s.holders.Holders {
-		if !present[id] {
+	s.live = make(map[string]Entry, len(s.holders.Holders))
+	for id, e := range s.holders.Holders {
+		if locked[id] {
+			s.live[id] = e
+		} else {
 			s.unknown = append(s.unknown, id)
 		}
 	}
@@ -78,34 +89,19 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) (*snapshot, e
 	return s, nil
 }
 
-// live returns the holders whose session still locks a contender key.
-func (s *snapshot) live() map[string]Entry {
-	out := make(map[string]Entry, len(s.holders.Holders))
-	for id, e := range s.holders.Holders {
-		if !slices.Contains(s.unknown, id) {
-			out[id] = e
-		}
-	}
-	return out
-}
-
-// position returns where session waits among the contenders that do not
-// hold, and its predecessor's key ("" for the head). ok is false when
-// session has no contender key.
-func (s *snapshot) position(session string) (pos int, pred string, ok bool) {
-	live := s.live()
-	pos = 0
+// ahead returns the contenders in line before session that do not hold,
+// oldest first. ok is false when session has no contender key.
+func (s *snapshot) ahead(session string) (out []contender, ok bool) {
 	for _, c := range s.contenders {
-		if _, holds := live[c.Session]; holds {
+		if _, holds := s.live[c.Session]; holds || c.holding {
 			continue
 		}
 		if c.Session == session {
-			return pos, pred, true
+			return out, true
 		}
-		pred = c.Key
-		pos++
+		out = append(out, c)
 	}
-	return 0, "", false
+	return nil, false
 }
 
 // Holders is a read-only view for status displays: who holds, and who waits
@@ -138,7 +134,7 @@ func ParseHolders(prefix string, pairs api.KVPairs) (*Holders, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Holders{Holding: snap.live()}
+	h := &Holders{Holding: snap.live}
 	for _, ct := range snap.contenders {
 		if _, ok := h.Holding[ct.Session]; !ok {
 			h.Waiting = append(h.Waiting, ct.Session)

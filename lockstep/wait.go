@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -15,91 +16,148 @@ import (
 // read and our transaction: re-read and try again at once.
 var errRace = errors.New("lockstep: holders record changed")
 
-// waitTurn loops until this contender holds a slot. The head of the line
-// watches the whole prefix; everyone else watches only its predecessor, so
-// one release or death wakes one or two waiters, never the whole line.
-func (m *Semaphore) waitTurn(ctx context.Context, g Gate) (*Hold, error) {
+// waitTurn waits in line until this contender holds a slot. It lists the
+// prefix when it joins, to learn who is ahead; from then on it watches only
+// the last waiter ahead of it, and once it heads the line, only the holders
+// (the record and the keys under P/.holders/). So a release or a death
+// wakes one or two waiters, never the whole line, and what they read is
+// O(K) bytes, not the line. It lists the line again only when the waiter
+// ahead leaves it without a grant (it gave up or died).
+func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+	for {
+		snap, ahead, err := m.joinLine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, holds := snap.live[m.s.ID()]; holds {
+			return m.adopt(ctx, g, ops)
+		}
+		head, err := m.waitAhead(ctx, ahead)
+		if err != nil {
+			return nil, err
+		}
+		if head {
+			return m.headTurn(ctx, g, ops)
+		}
+	}
+}
+
+// joinLine reads the whole prefix, retrying Consul errors, and returns it
+// with the waiters ahead of us.
+func (m *Semaphore) joinLine(ctx context.Context) (*snapshot, []contender, error) {
 	r := retry{log: m.log}
-	var next *snapshot // what the last wait already read, if it read the whole prefix
 	for {
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			return nil, nil, context.Cause(ctx)
 		}
-		snap := next
-		if snap == nil {
-			var err error
-			if snap, err = m.read(ctx, 0); err != nil {
-				r.wait(ctx, "read semaphore", err)
-				continue
-			}
-		}
-		if _, holds := snap.live()[m.s.ID()]; holds {
-			return m.adopt(g)
-		}
-		pos, pred, ok := snap.position(m.s.ID())
-		if !ok {
-			m.s.lost("contender key is gone", nil)
-			return nil, ErrSessionLost
-		}
-		if pos == 0 && len(snap.live()) < g.limit() {
-			next = nil
-			h, err := m.take(ctx, g, snap)
-			switch {
-			case err == nil:
-				return h, nil
-			case errors.Is(err, errRace):
-			case isConsulErr(err):
-				r.wait(ctx, "take slot", err)
-			default:
-				return nil, err
-			}
+		snap, err := m.read(ctx, m.opts.Prefix, 0)
+		if err != nil {
+			r.wait(ctx, "read semaphore", err)
 			continue
 		}
-		var err error
-		if next, err = m.waitChange(ctx, pred, snap.index); err != nil {
+		if _, holds := snap.live[m.s.ID()]; holds {
+			return snap, nil, nil
+		}
+		ahead, ok := snap.ahead(m.s.ID())
+		if !ok {
+			m.s.lost("contender key is gone", nil)
+			return nil, nil, ErrSessionLost
+		}
+		return snap, ahead, nil
+	}
+}
+
+// waitAhead blocks on the last waiter ahead of us until it is granted a
+// slot, which the grant writes into its key: FIFO means everyone ahead of
+// it went first, so we head the line. If instead its key goes (it gave up
+// or died) or comes back under the same name with a new CreateIndex (it
+// left and joined again, behind us), it reports false unless no one else
+// was ahead: the line must be read again.
+func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool, err error) {
+	if len(ahead) == 0 {
+		return true, nil
+	}
+	pred := ahead[len(ahead)-1]
+	r := retry{log: m.log}
+	for {
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		p, _, err := m.c.KV().Get(pred.Key, m.blocking(ctx, pred.ModifyIndex))
+		if err != nil {
 			r.wait(ctx, "wait in line", err)
 			continue
 		}
 		r.reset()
+		switch {
+		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
+			return len(ahead) == 1, nil
+		case isHolding(p.Value):
+			return true, nil
+		}
+		pred.ModifyIndex = p.ModifyIndex
 	}
 }
 
-// read lists the prefix, blocking while its index is still index.
-func (m *Semaphore) read(ctx context.Context, index uint64) (*snapshot, error) {
-	pairs, meta, err := m.c.KV().List(m.opts.Prefix, m.blocking(ctx, index))
+func isHolding(v []byte) bool {
+	var e Entry
+	return json.Unmarshal(v, &e) == nil && e.State == "holding"
+}
+
+// headTurn runs at the head of the line: it watches the holders and takes
+// a slot as soon as fewer than K of them are live.
+func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+	r := retry{log: m.log}
+	var index uint64
+	for {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, index)
+		if err != nil {
+			r.wait(ctx, "read holders", err)
+			continue
+		}
+		if _, holds := snap.live[m.s.ID()]; holds {
+			return m.adopt(ctx, g, ops)
+		}
+		if len(snap.live) >= g.limit() {
+			index = snap.index
+			r.reset()
+			continue
+		}
+		h, err := m.take(ctx, g, snap, ops)
+		switch {
+		case err == nil:
+			return h, nil
+		case errors.Is(err, errRace):
+		case isConsulErr(err):
+			r.wait(ctx, "take slot", err)
+		default:
+			return nil, err
+		}
+		index = 0
+	}
+}
+
+// read lists prefix (the semaphore's, or its holders'), blocking while its
+// index is still index.
+func (m *Semaphore) read(ctx context.Context, prefix string, index uint64) (*snapshot, error) {
+	pairs, meta, err := m.c.KV().List(prefix, m.blocking(ctx, index))
 	if err != nil {
 		return nil, consulErr{err}
 	}
 	return parseSnapshot(m.opts.Prefix, pairs, meta.LastIndex)
 }
 
-// waitChange blocks until pred changes, or for the head (pred == ""), until
-// anything under the prefix changes. The head's wait reads the whole prefix,
-// and returns it as the next snapshot, which saves a read per handoff.
-func (m *Semaphore) waitChange(ctx context.Context, pred string, index uint64) (*snapshot, error) {
-	if pred != "" {
-		_, _, err := m.c.KV().Get(pred, m.blocking(ctx, index))
-		if err != nil && ctx.Err() == nil {
-			return nil, consulErr{err}
-		}
-		return nil, nil
-	}
-	snap, err := m.read(ctx, index)
-	if err != nil && ctx.Err() == nil && isConsulErr(err) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, nil // unreadable record or ctx done: the loop reads afresh or returns
-	}
-	return snap, nil
-}
-
 // take grants this contender a slot in one transaction: the gate is open,
-// our session still locks our key, and the holders record is unchanged since
-// we counted fewer than K live holders in it. It also rewrites our own key,
-// which is what wakes our successor.
-func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot) (*Hold, error) {
-	rec := holders{Holders: snap.live()}
+// our session still locks our contender key, and the holders record is
+// unchanged since we counted fewer than K live holders in it. It creates
+// our holder key, whose end wakes the next head when we release or die, and
+// marks our contender key as holding, which tells the waiter behind us that
+// it heads the line now. The caller's ops come last.
+func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.TxnOps) (*Hold, error) {
+	rec := holders{Holders: maps.Clone(snap.live)}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: time.Now().UTC()}
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
@@ -110,8 +168,10 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot) (*Hold, er
 	ops = append(ops,
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}},
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: m.opts.Prefix + holdersKey, Value: recJSON, Index: snap.holdersIndex}},
+		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}},
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("holding"), Session: m.s.ID()}},
 	)
+	ops = append(ops, extra...)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, consulErr{err}
@@ -130,20 +190,45 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot) (*Hold, er
 		return nil, ErrSessionLost
 	case op == base+1:
 		return nil, errRace
+	case op == base+2:
+		// Our holder key is ours alone: it can only be refused (a lock
+		// delay, an invalid session) once Consul has dropped our session.
+		m.s.lost("session cannot lock its holder key", errors.New(what))
+		return nil, ErrSessionLost
+	case op >= base+4:
+		return nil, &TxnError{Op: op - base - 4, What: what}
 	}
 	return nil, &TxnError{Op: op, What: what}
 }
 
 // adopt takes over a slot the records say this session holds: a grant whose
 // reply was lost to a Consul failure, or a release that never landed. Only
-// one live Hold per Semaphore is allowed, so a second is an error.
-func (m *Semaphore) adopt(g Gate) (*Hold, error) {
+// one live Hold per Semaphore is allowed, so a second is an error. The
+// grant that is adopted may not have carried ops, so a Fence writes them.
+func (m *Semaphore) adopt(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+	h, err := m.adoptHold(g)
+	if err != nil || len(ops) == 0 {
+		return h, err
+	}
+	if _, err := h.Fence(ctx, ops...); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := h.Release(rctx); rerr != nil {
+			m.log.Warn("could not release an adopted slot; the session's end frees it", "error", rerr)
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+func (m *Semaphore) adoptHold(g Gate) (*Hold, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active != nil {
 		return nil, errors.New("lockstep: this contender already holds a slot; release it first")
 	}
 	m.log.Info("adopting a slot the records say we hold")
+	m.dequeue() // our key says "waiting": the one behind us reads the line again
 	m.active = startHold(m, g, 0)
 	return m.active, nil
 }
