@@ -133,6 +133,8 @@ func (s *Session) keepPassing(ctx context.Context) {
 		switch {
 		case err == nil:
 			lastOK = start
+		case ctx.Err() != nil:
+			return // Close stopped us mid-pass: not a lost session
 		case isMissingCheck(err):
 			s.lost("ttl check is gone from the agent", err)
 			return
