@@ -14,29 +14,21 @@ import (
 )
 
 // benchLockstepHandoff runs n in-process contenders, each with its own
-// Session, that acquire once, fence, hold benchHoldTime and release.
+// Session, that acquire once (the grant writes the turn's first record, as
+// a fence would), hold benchHoldTime and release.
 func benchLockstepHandoff(b *testing.B, srv *consultest.Server, n int) *benchResult {
-	run := fmt.Sprintf("lockstep-%d", n)
 	c, ctr, closeIdle := benchClient(b, srv.HTTPAddr)
 	defer closeIdle()
-	g := benchGate(b, c, run)
-	prefix := "bench/" + run + "/slot"
-	before := ctr.counts()
-	ctx, cancel := context.WithTimeout(context.Background(), benchRunCap)
-	defer cancel()
-	hs, errs, wall := benchContend(ctx, n, func(ctx context.Context, i int) (benchHold, error) {
-		return lockstepTurn(ctx, c, g, prefix, name(i))
+	r := benchRun(b, c, ctr, "lockstep", "lockstep", n, benchHoldTime, func(ctx context.Context, run string) ([]benchHold, []error, time.Duration) {
+		g := benchGate(b, c, run)
+		prefix := "bench/" + run + "/slot"
+		return benchContend(ctx, n, func(ctx context.Context, i int) (benchHold, error) {
+			return lockstepTurn(ctx, c, g, prefix, name(i))
+		})
 	})
-	after := ctr.counts()
-	r := summarize("lockstep", n, benchHoldTime, hs, wall)
-	for i := range r.reqs {
-		r.reqs[i] = after[i] - before[i]
-	}
-	benchNoteErrors(ctx, b, r, errs)
 	if r.overlap > 1 {
 		b.Errorf("lockstep: %d fenced turns overlapped with K=1", r.overlap)
 	}
-	_, _ = c.KV().DeleteTree("bench/"+run+"/", nil)
 	return r
 }
 
@@ -54,8 +46,9 @@ func benchNoteErrors(ctx context.Context, b *testing.B, r *benchResult, errs []e
 	}
 }
 
-// lockstepTurn is one contender: its own session, one Acquire, a Fence,
-// the work, and Release.
+// lockstepTurn is one contender: its own session, one Acquire whose grant
+// writes the turn's record (what a Fence before the first step would
+// write), the work, and Release.
 func lockstepTurn(ctx context.Context, c *api.Client, g Gate, prefix, who string) (benchHold, error) {
 	var hd benchHold
 	s, err := NewSession(ctx, c, SessionOptions{})
@@ -71,20 +64,17 @@ func lockstepTurn(ctx context.Context, c *api.Client, g Gate, prefix, who string
 	if err != nil {
 		return hd, err
 	}
-	h, err := m.Acquire(ctx, g)
+	step := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: prefix + "-steps/" + who, Value: []byte("started")}}
+	h, err := m.Acquire(ctx, g, step)
 	if err != nil {
 		return hd, err
 	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer rcancel()
 	hd.acq = time.Now()
-	if _, err := h.Fence(ctx); err != nil {
-		_ = h.Release(rctx)
-		return benchHold{}, err
-	}
-	hd.start = time.Now()
+	hd.start = hd.acq
 	time.Sleep(benchHoldTime)
 	hd.end = time.Now()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
 	return hd, h.Release(rctx)
 }
 

@@ -22,24 +22,14 @@ import (
 // benchAPISemHandoff runs n in-process api.Semaphore contenders with limit
 // 1, each with the session api.Semaphore makes for itself.
 func benchAPISemHandoff(b *testing.B, srv *consultest.Server, n int) *benchResult {
-	run := fmt.Sprintf("apisem-%d", n)
 	c, ctr, closeIdle := benchClient(b, srv.HTTPAddr)
 	defer closeIdle()
-	prefix := "bench/" + run + "/slot"
-	before := ctr.counts()
-	ctx, cancel := context.WithTimeout(context.Background(), benchRunCap)
-	defer cancel()
-	hs, errs, wall := benchContend(ctx, n, func(ctx context.Context, _ int) (benchHold, error) {
-		return apiSemTurn(ctx, c, prefix)
+	return benchRun(b, c, ctr, "api.Semaphore", "apisem", n, benchHoldTime, func(ctx context.Context, run string) ([]benchHold, []error, time.Duration) {
+		prefix := "bench/" + run + "/slot"
+		return benchContend(ctx, n, func(ctx context.Context, _ int) (benchHold, error) {
+			return apiSemTurn(ctx, c, prefix)
+		})
 	})
-	after := ctr.counts()
-	r := summarize("api.Semaphore", n, benchHoldTime, hs, wall)
-	for i := range r.reqs {
-		r.reqs[i] = after[i] - before[i]
-	}
-	benchNoteErrors(ctx, b, r, errs)
-	_, _ = c.KV().DeleteTree("bench/"+run+"/", nil)
-	return r
 }
 
 // apiSemTurn acquires once, holds benchHoldTime and releases. Once ctx
@@ -117,25 +107,22 @@ func readStamps(file string) (start, end time.Time, err error) {
 // for `sleep 0.2`. Requests come from the agent's own metrics.
 func benchCLIHandoff(b *testing.B, srv *consultest.Server, n int) *benchResult {
 	dir := b.TempDir()
-	prefix := fmt.Sprintf("bench/cli-%d/slot", n)
-	ctx, cancel := context.WithTimeout(context.Background(), benchRunCap)
-	defer cancel()
 	scrape := startMetricsScrape(srv.Client())
 	defer scrape.stop()
-	hs, errs, wall := benchContend(ctx, n, func(ctx context.Context, i int) (benchHold, error) {
-		file := filepath.Join(dir, name(i))
-		cmd := cliCmd(ctx, srv.HTTPAddr, prefix, "bench-"+name(i), "sh", "-c", stampScript(file, "0.2"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return benchHold{}, fmt.Errorf("consul lock: %w: %s", err, out)
-		}
-		start, end, err := readStamps(file)
-		return benchHold{acq: start, start: start, end: end}, err
+	runStart := time.Now()
+	r := benchRun(b, srv.Client(), nil, "consul lock -n 1", "cli", n, benchCLIHoldTime, func(ctx context.Context, run string) ([]benchHold, []error, time.Duration) {
+		prefix := "bench/" + run + "/slot"
+		return benchContend(ctx, n, func(ctx context.Context, i int) (benchHold, error) {
+			file := filepath.Join(dir, run+"-"+name(i))
+			cmd := cliCmd(ctx, srv.HTTPAddr, prefix, "bench-"+name(i), "sh", "-c", stampScript(file, "0.2"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return benchHold{}, fmt.Errorf("consul lock: %w: %s", err, out)
+			}
+			start, end, err := readStamps(file)
+			return benchHold{acq: start, start: start, end: end}, err
+		})
 	})
-	runEnd := time.Now()
-	r := summarize("consul lock -n 1", n, benchCLIHoldTime, hs, wall)
-	benchNoteErrors(ctx, b, r, errs)
-	r.reqs, r.reqNote = scrape.window(runEnd.Add(-wall), runEnd)
-	_, _ = srv.Client().KV().DeleteTree(fmt.Sprintf("bench/cli-%d/", n), nil)
+	r.reqs, r.reqNote = scrape.window(runStart, time.Now())
 	return r
 }
 

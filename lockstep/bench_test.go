@@ -148,7 +148,8 @@ func benchClient(tb testing.TB, addr string) (*api.Client, *benchCounter, func()
 }
 
 // benchHold is one holder's turn: acq when Acquire returned, start once it
-// may act (after Fence for lockstep), end right before it released.
+// may act, end right before it released. For lockstep start is acq: its
+// grant is a fence, and it carries the turn's first write.
 type benchHold struct{ acq, start, end time.Time }
 
 // benchContend runs n contenders at once and waits for all of them.
@@ -167,11 +168,20 @@ func benchContend(ctx context.Context, n int, f func(ctx context.Context, i int)
 	return holds, errs, time.Since(start)
 }
 
+// benchMinHandoffs is how many handoffs a row is measured over at least: at
+// small N a run is repeated, in rounds of fresh contenders, so that its
+// median is not the middle of nine.
+const benchMinHandoffs = 45
+
+// benchRounds is how many runs of n contenders make benchMinHandoffs.
+func benchRounds(n int) int { return max(1, (benchMinHandoffs+n-2)/max(n-1, 1)) }
+
 // benchResult is one row: a system at one N.
 type benchResult struct {
 	system  string
 	n       int
 	hold    time.Duration
+	rounds  int             // runs of n contenders
 	holds   int             // turns completed
 	gaps    []time.Duration // sorted; end of one turn -> start of the next
 	acqGaps []time.Duration // sorted; end of one turn -> Acquire returning
@@ -182,9 +192,40 @@ type benchResult struct {
 	note    string
 }
 
+// benchRound is one run of a system's n contenders, named run (its keys
+// live under bench/<run>/).
+type benchRound func(ctx context.Context, run string) ([]benchHold, []error, time.Duration)
+
+// benchRun runs benchRounds(n) rounds and sums them into one row, with the
+// requests ctr counted meanwhile (a nil ctr counts none).
+func benchRun(b *testing.B, c *api.Client, ctr *benchCounter, system, slug string, n int, hold time.Duration, round benchRound) *benchResult {
+	var before reqCounts
+	if ctr != nil {
+		before = ctr.counts()
+	}
+	var r *benchResult
+	for i := range benchRounds(n) {
+		run := fmt.Sprintf("%s-%d-r%d", slug, n, i)
+		ctx, cancel := context.WithTimeout(context.Background(), benchRunCap)
+		hs, errs, wall := round(ctx, run)
+		one := summarize(system, n, hold, hs, wall)
+		benchNoteErrors(ctx, b, one, errs)
+		cancel()
+		_, _ = c.KV().DeleteTree("bench/"+run+"/", nil)
+		r = r.merge(one)
+	}
+	if ctr != nil {
+		after := ctr.counts()
+		for i := range r.reqs {
+			r.reqs[i] = after[i] - before[i]
+		}
+	}
+	return r
+}
+
 // summarize turns the turns of one run into a row.
 func summarize(system string, n int, hold time.Duration, hs []benchHold, wall time.Duration) *benchResult {
-	r := &benchResult{system: system, n: n, hold: hold, wall: wall}
+	r := &benchResult{system: system, n: n, hold: hold, wall: wall, rounds: 1}
 	var done []benchHold
 	var ivs []interval
 	for i, h := range hs {
@@ -205,7 +246,25 @@ func summarize(system string, n int, hold time.Duration, hs []benchHold, wall ti
 	return r
 }
 
-func (r *benchResult) handoffs() int { return max(r.holds-1, 0) }
+// merge adds round o to r, which may be nil; it returns the sum.
+func (r *benchResult) merge(o *benchResult) *benchResult {
+	if r == nil {
+		return o
+	}
+	r.rounds += o.rounds
+	r.holds += o.holds
+	r.wall += o.wall
+	r.overlap = max(r.overlap, o.overlap)
+	r.gaps = append(r.gaps, o.gaps...)
+	r.acqGaps = append(r.acqGaps, o.acqGaps...)
+	slices.Sort(r.gaps)
+	slices.Sort(r.acqGaps)
+	r.note = strings.Join(nonEmpty(r.note, o.note), "; ")
+	return r
+}
+
+// handoffs counts, in each round, every turn but the first.
+func (r *benchResult) handoffs() int { return max(r.holds-r.rounds, 0) }
 
 // perHandoff is requests of class c (or all, c < 0) per handoff.
 func (r *benchResult) perHandoff(c int) float64 {
