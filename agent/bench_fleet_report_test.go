@@ -60,6 +60,7 @@ func (rep *fleetReport) add(b *testing.B, r *fleetResult) {
 	b.ReportMetric(float64(r.handoff)/1e6, "handoff-p50-ms")
 	b.ReportMetric(float64(r.hold)/1e6, "hold-p50-ms")
 	b.ReportMetric(r.slowLive.Seconds(), "slowest-ttl-pass-s")
+	b.ReportMetric(r.firstGrant.Seconds(), "first-grant-s")
 	if r.note != "" {
 		b.Log(r.note)
 	}
@@ -79,16 +80,16 @@ func (rep *fleetReport) markdown() string {
 	fmt.Fprintf(&sb, "One Consul %s dev agent; N in-process agents, each with its own client and an instant runtime; "+
 		"%s, %s/%s, GOMAXPROCS=%d.\n\n", consultest.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
 	sb.WriteString("| N | K | Wall (s) | Bound: 3 CAS/node (s) | Wall / bound | Req/node | Reads/node | Writes/node " +
-		"| Liveness/node | Raft writes/node | Reads/release (steady) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Note |\n")
-	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		"| Liveness/node | Raft writes/node | Reads/release (steady) | First grant (s) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Note |\n")
+	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.rows {
 		per := "n/a"
 		if r.steadyOK {
 			per = fmt.Sprintf("%.1f (%d releases)", r.perRelease, r.steady)
 		}
-		fmt.Fprintf(&sb, "| %d | %d | %.2f | %.2f | %.2f× | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %s |\n",
+		fmt.Fprintf(&sb, "| %d | %d | %.2f | %.2f | %.2f× | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.2f | %.1f | %.1f | %.2f | %s |\n",
 			r.n, r.k, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
-			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), per,
+			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), per, r.firstGrant.Seconds(),
 			float64(r.handoff)/1e6, float64(r.hold)/1e6, r.slowLive.Seconds(), r.note)
 	}
 	sb.WriteString("\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, " +

@@ -12,8 +12,11 @@ package agent_test
 // too, as the block fleetMDName.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -288,6 +291,9 @@ type fleetResult struct {
 	// handoff is the median of release → next grant, hold of grant →
 	// release: where a K=1 rollout's time goes.
 	handoff, hold time.Duration
+	// firstGrant is when the first slot was granted, after the commit:
+	// the time every agent needs to notice the commit and line up.
+	firstGrant time.Duration
 	// slowLive is the longest TTL check pass: the shared Consul agent
 	// stalls its local endpoints while its anti-entropy syncs.
 	slowLive time.Duration
@@ -346,6 +352,7 @@ func (f *benchFleet) roll(r *fleetResult) {
 	f.start = time.Now()
 	f.mu.Unlock()
 	f.traffic.record(f.start)
+	prof := profileConsul(f.b, f.srv.HTTPAddr)
 	f.commit("v2")
 	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
 		r.note = err.Error()
@@ -354,6 +361,7 @@ func (f *benchFleet) roll(r *fleetResult) {
 	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
 		f.b.Error(err)
 	}
+	prof()
 	evs := f.traffic.stop()
 	raft1, err := raftIndex(c)
 	if err != nil {
@@ -374,13 +382,45 @@ func (f *benchFleet) roll(r *fleetResult) {
 // fill derives the row's times and counts from the turns and requests.
 func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
 	releases := make([]time.Duration, len(turns))
+	r.firstGrant = fleetRolloutCap
 	for i, t := range turns {
 		releases[i] = t.released
 		r.wall = max(r.wall, t.released)
+		r.firstGrant = min(r.firstGrant, t.granted)
 	}
 	r.turns, r.counts = len(turns), countEvents(evs)
 	r.perRelease, r.steady, r.steadyOK = readsPerRelease(evs, releases)
 	r.handoff, r.hold = turnTimes(turns)
+}
+
+// profileConsul starts a CPU profile of the Consul agent, when
+// FLEET_BENCH_CONSUL_PROFILE names a file to write it to, for
+// FLEET_BENCH_CONSUL_PROFILE_SECONDS (default 10). The func returned waits
+// for it. It needs enable_debug, which fleetHCL sets.
+func profileConsul(b *testing.B, addr string) (wait func()) {
+	path := os.Getenv("FLEET_BENCH_CONSUL_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	secs := cmp.Or(os.Getenv("FLEET_BENCH_CONSUL_PROFILE_SECONDS"), "10")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			b.Errorf("consul profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		if err != nil {
+			b.Errorf("consul profile: %v", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // casBound times n CAS writes of one key, one after another by one client:
