@@ -2,15 +2,18 @@ package agent_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/rollagent/rollagent/coordinator"
 )
 
 // Request classes of the fleet benchmark. Liveness (TTL check passes and
@@ -23,6 +26,41 @@ const (
 	fleetSetup        // sessions, checks and services made or removed, agent reads
 	fleetClasses
 )
+
+// What the bytes of a response were read for: the agent's read of its
+// group's whole tree (coordinator.Store.Read), lockstep's reads of the
+// slot, and everything else.
+const (
+	bytesGroup = iota
+	bytesSlot
+	bytesOther
+	bytesKinds
+)
+
+func bytesKindOf(path string) int {
+	rest, ok := strings.CutPrefix(path, "/v1/kv/"+coordinator.DefaultPrefix+"groups/")
+	switch {
+	case !ok:
+		return bytesOther
+	case strings.Contains(rest, "/slot/"):
+		return bytesSlot
+	case strings.Count(rest, "/") == 1 && strings.HasSuffix(rest, "/"):
+		return bytesGroup
+	}
+	return bytesOther
+}
+
+// countingBody counts the bytes read from a response body.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
 
 // fleetEvent is one request sent while a fleetTraffic records.
 type fleetEvent struct {
@@ -40,9 +78,11 @@ type fleetTraffic struct {
 
 	recording atomic.Bool
 	slowLive  atomic.Int64 // longest liveness request while recording, in ns
-	mu        sync.Mutex
-	start     time.Time
-	events    []fleetEvent
+	// bytes read while recording, by bytesKindOf, decompressed
+	bytes  [bytesKinds]atomic.Int64
+	mu     sync.Mutex
+	start  time.Time
+	events []fleetEvent
 }
 
 func fleetClassOf(path string) int {
@@ -75,6 +115,9 @@ func (t *fleetTraffic) record(start time.Time) {
 	t.start, t.events = start, nil
 	t.mu.Unlock()
 	t.slowLive.Store(0)
+	for i := range t.bytes {
+		t.bytes[i].Store(0)
+	}
 	t.recording.Store(true)
 }
 
@@ -113,13 +156,17 @@ type countingRT struct {
 
 func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.t.note(r)
-	if fleetClassOf(r.URL.Path) != fleetLive || !c.t.recording.Load() {
+	if !c.t.recording.Load() {
 		return c.base.RoundTrip(r)
 	}
 	start := time.Now()
 	resp, err := c.base.RoundTrip(r)
-	d := int64(time.Since(start))
-	for cur := c.t.slowLive.Load(); d > cur && !c.t.slowLive.CompareAndSwap(cur, d); cur = c.t.slowLive.Load() {
+	if d := int64(time.Since(start)); fleetClassOf(r.URL.Path) == fleetLive {
+		for cur := c.t.slowLive.Load(); d > cur && !c.t.slowLive.CompareAndSwap(cur, d); cur = c.t.slowLive.Load() {
+		}
+	}
+	if err == nil {
+		resp.Body = countingBody{resp.Body, &c.t.bytes[bytesKindOf(r.URL.Path)]}
 	}
 	return resp, err
 }
@@ -173,33 +220,66 @@ func countEvents(evs []fleetEvent) fleetCounts {
 	return c
 }
 
-// readsPerRelease is the reads sent while the whole line waits, from the
-// last contender joining it to the last release, per release in that span:
-// near N would be a herd woken by every release, a small constant is one
-// waiter woken. ok is false when too few releases fell in the span.
-func readsPerRelease(evs []fleetEvent, releases []time.Duration) (float64, int, bool) {
-	var from time.Duration
+// readsPerRelease is the reads sent per release while the line waits:
+// near N would be a herd woken by every release, a small constant one
+// waiter woken. It counts from the last contender joining the line to the
+// last release, when only handoffs happen; when fewer than 5 releases fall
+// in that span (agents joined late), it counts from the first grant, which
+// adds each late joiner's own reads (a constant per node), and says so
+// with whole.
+func readsPerRelease(evs []fleetEvent, turns []fleetTurn) (perRelease float64, n int, whole bool) {
+	var joined time.Duration
 	for _, e := range evs {
 		if e.enqueue {
-			from = max(from, e.at)
+			joined = max(joined, e.at)
 		}
 	}
-	var to time.Duration
-	n := 0
-	for _, r := range releases {
-		to = max(to, r)
-		if r > from {
-			n++
-		}
+	first, last := fleetRolloutCap, time.Duration(0)
+	for _, t := range turns {
+		first, last = min(first, t.granted), max(last, t.released)
+	}
+	from := joined
+	if n = releasesAfter(turns, from); n < 5 {
+		from, whole = first, true
+		n = releasesAfter(turns, from)
 	}
 	reads := 0
 	for _, e := range evs {
-		if e.read && e.at > from && e.at <= to {
+		if e.read && e.at > from && e.at <= last {
 			reads++
 		}
 	}
-	if n < 5 {
-		return 0, n, false
+	return float64(reads) / float64(max(n, 1)), n, whole
+}
+
+func releasesAfter(turns []fleetTurn, from time.Duration) (n int) {
+	for _, t := range turns {
+		if t.released > from {
+			n++
+		}
 	}
-	return float64(reads) / float64(n), n, true
+	return n
+}
+
+func TestBytesKindOf(t *testing.T) {
+	tests := []struct {
+		path string
+		want int
+	}{
+		{"/v1/kv/rollagent/groups/web/", bytesGroup},
+		{"/v1/kv/rollagent/groups/web/slot/", bytesSlot},
+		{"/v1/kv/rollagent/groups/web/slot/.holders", bytesSlot},
+		{"/v1/kv/rollagent/groups/web/slot/c/abc", bytesSlot},
+		{"/v1/kv/rollagent/groups/web/desired", bytesOther},
+		{"/v1/kv/rollagent/groups/web/nodes/", bytesOther},
+		{"/v1/txn", bytesOther},
+		{"/v1/agent/self", bytesOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			if got := bytesKindOf(tt.path); got != tt.want {
+				t.Fatalf("bytesKindOf(%q) = %d, want %d", tt.path, got, tt.want)
+			}
+		})
+	}
 }

@@ -3,7 +3,11 @@ package agent_test
 // BenchmarkFleet rolls a new SHA across 100, 300 and 1,000 in-process
 // agents (agent.New, each with its own Consul client and a runtime that
 // replaces at once) against one Consul dev agent on loopback, and measures
-// what the rollout costs Consul per node as N grows:
+// what the rollout costs Consul per node as N grows. The shared agent holds
+// every node's session checks and service, which a real fleet spreads over
+// a Consul agent per node; its anti-entropy then does O(N) work per change
+// under one lock. So the 1,000-node cases run a second time with the nodes
+// spread over fleetClientAgents client agents joined to the dev agent:
 //
 //	go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./agent/
 //
@@ -34,10 +38,23 @@ import (
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
-// fleetCase is one rollout: n agents at max_parallel k.
-type fleetCase struct{ n, k int }
+// fleetCase is one rollout: n agents at max_parallel k, talking to the dev
+// agent, or when clients is set, spread evenly over that many client agents.
+type fleetCase struct{ n, k, clients int }
 
-var fleetCases = []fleetCase{{100, 1}, {300, 1}, {1000, 1}, {1000, 10}}
+var fleetCases = []fleetCase{{100, 1, 0}, {300, 1, 0}, {1000, 1, 0}, {1000, 10, 0},
+	{1000, 1, fleetClientAgents}, {1000, 10, fleetClientAgents}}
+
+// fleetClientAgents is how many client agents the spread cases use: 100
+// nodes each, about what one shared agent carried well at N=100.
+const fleetClientAgents = 10
+
+func (fc fleetCase) name() string {
+	if fc.clients == 0 {
+		return fmt.Sprintf("N=%d/K=%d/shared", fc.n, fc.k)
+	}
+	return fmt.Sprintf("N=%d/K=%d/clients=%d", fc.n, fc.k, fc.clients)
+}
 
 const (
 	// fleetHCL lifts the agent's cap of 200 HTTP connections per client
@@ -48,6 +65,9 @@ const (
 	fleetHCL = `limits { http_max_conns_per_client = 16384 }
 log_level = "warn"
 enable_debug = true`
+	// fleetClientHCL is fleetHCL for the client agents.
+	fleetClientHCL = `limits { http_max_conns_per_client = 16384 }
+log_level = "warn"`
 	// fleetNoFile is the open-file limit the benchmark (and the Consul
 	// agent it starts, which inherits it) asks for: a few connections per
 	// agent on both ends.
@@ -68,9 +88,15 @@ func BenchmarkFleet(b *testing.B) {
 	raiseNoFile(b, fleetNoFile)
 	srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
 	rep := &fleetReport{started: time.Now()}
+	var clients []*consultest.Server
 	for _, fc := range fleetCases {
-		b.Run(fmt.Sprintf("N=%d/K=%d", fc.n, fc.k), func(b *testing.B) {
-			rep.add(b, runFleetCase(b, srv, fc))
+		b.Run(fc.name(), func(b *testing.B) {
+			for len(clients) < fc.clients {
+				// Started once, on first use, and kept for the benchmark.
+				clients = append(clients, consultest.New(b, consultest.Options{Client: true,
+					Join: []string{srv.SerfAddr}, HCL: fleetClientHCL}))
+			}
+			rep.add(b, runFleetCase(b, srv, clients[:fc.clients], fc))
 		})
 	}
 	rep.publish(b)
@@ -160,6 +186,7 @@ type fleetTurn struct{ granted, released time.Duration }
 type benchFleet struct {
 	b       *testing.B
 	srv     *consultest.Server
+	clients []*consultest.Server // the agents' Consul agents; srv when empty
 	fc      fleetCase
 	group   string
 	store   *coordinator.Store // the harness's own, uncounted
@@ -216,7 +243,11 @@ func (f *benchFleet) startAgents(sha string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	for i := range f.fc.n {
-		c, err := fleetClient(f.srv.HTTPAddr, f.traffic)
+		addr := f.srv.HTTPAddr
+		if len(f.clients) > 0 {
+			addr = f.clients[i%len(f.clients)].HTTPAddr
+		}
+		c, err := fleetClient(addr, f.traffic)
 		if err != nil {
 			f.b.Fatal(err)
 		}
@@ -240,7 +271,9 @@ func (f *benchFleet) stopAgents() {
 	case <-time.After(2 * time.Minute):
 		f.b.Error("agents did not stop within 2m")
 	}
-	_, _ = f.srv.Client().KV().DeleteTree(coordinator.DefaultPrefix+"/groups/"+f.group+"/", nil)
+	if k, err := f.store.Keys(f.group); err == nil {
+		_, _ = f.srv.Client().KV().DeleteTree(k.Root(), nil)
+	}
 }
 
 // converged waits until every node reports sha converged.
@@ -286,14 +319,18 @@ type fleetResult struct {
 	raft        uint64
 	perRelease  float64
 	steady      int // releases in the span perRelease is measured over
-	steadyOK    bool
-	note        string
+	// perReleaseWhole says that span starts at the first grant, not once
+	// every agent was in line.
+	perReleaseWhole bool
+	note            string
 	// handoff is the median of release → next grant, hold of grant →
 	// release: where a K=1 rollout's time goes.
 	handoff, hold time.Duration
 	// firstGrant is when the first slot was granted, after the commit:
 	// the time every agent needs to notice the commit and line up.
 	firstGrant time.Duration
+	// kb is the JSON read per node, in KB, by bytesKindOf.
+	kb [bytesKinds]float64
 	// slowLive is the longest TTL check pass: the shared Consul agent
 	// stalls its local endpoints while its anti-entropy syncs.
 	slowLive time.Duration
@@ -323,8 +360,8 @@ func median(ds []time.Duration) time.Duration {
 
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
-func runFleetCase(b *testing.B, srv *consultest.Server, fc fleetCase) *fleetResult {
-	f := &benchFleet{b: b, srv: srv, fc: fc, group: fmt.Sprintf("fleet-%d-k%d", fc.n, fc.k),
+func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase) *fleetResult {
+	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d", fc.n, fc.k, fc.clients),
 		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
 		log: fleetLogger(b)}
 	r := &fleetResult{fleetCase: fc}
@@ -376,20 +413,21 @@ func (f *benchFleet) roll(r *fleetResult) {
 		r.note = strings.TrimSpace(fmt.Sprintf("%s %d turns did not succeed and were tried again: %v", r.note, len(bad), bad))
 	}
 	r.raft, r.slowLive = raft1-raft0, time.Duration(f.traffic.slowLive.Load())
+	for i := range r.kb {
+		r.kb[i] = float64(f.traffic.bytes[i].Load()) / 1024 / float64(f.fc.n)
+	}
 	r.fill(turns, evs)
 }
 
 // fill derives the row's times and counts from the turns and requests.
 func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
-	releases := make([]time.Duration, len(turns))
 	r.firstGrant = fleetRolloutCap
-	for i, t := range turns {
-		releases[i] = t.released
+	for _, t := range turns {
 		r.wall = max(r.wall, t.released)
 		r.firstGrant = min(r.firstGrant, t.granted)
 	}
 	r.turns, r.counts = len(turns), countEvents(evs)
-	r.perRelease, r.steady, r.steadyOK = readsPerRelease(evs, releases)
+	r.perRelease, r.steady, r.perReleaseWhole = readsPerRelease(evs, turns)
 	r.handoff, r.hold = turnTimes(turns)
 }
 
