@@ -220,14 +220,17 @@ func countEvents(evs []fleetEvent) fleetCounts {
 	return c
 }
 
-// readsPerRelease is the reads sent per release while the line waits:
-// near N would be a herd woken by every release, a small constant one
-// waiter woken. It counts from the last contender joining the line to the
-// last release, when only handoffs happen; when fewer than 5 releases fall
-// in that span (agents joined late), it counts from the first grant, which
-// adds each late joiner's own reads (a constant per node), and says so
-// with whole.
-func readsPerRelease(evs []fleetEvent, turns []fleetTurn) (perRelease float64, n int, whole bool) {
+// fleetSpan is the part of a rollout measured per release: from the last
+// contender joining the line to the last release, when only handoffs
+// happen; or, when fewer than 5 releases fall in that span (agents joined
+// late), from the first grant, and whole says so.
+type fleetSpan struct {
+	from, to time.Duration
+	releases int
+	whole    bool
+}
+
+func lineSpan(evs []fleetEvent, turns []fleetTurn) fleetSpan {
 	var joined time.Duration
 	for _, e := range evs {
 		if e.enqueue {
@@ -238,18 +241,31 @@ func readsPerRelease(evs []fleetEvent, turns []fleetTurn) (perRelease float64, n
 	for _, t := range turns {
 		first, last = min(first, t.granted), max(last, t.released)
 	}
-	from := joined
-	if n = releasesAfter(turns, from); n < 5 {
-		from, whole = first, true
-		n = releasesAfter(turns, from)
+	sp := fleetSpan{from: joined, to: last, releases: releasesAfter(turns, joined)}
+	if sp.releases < 5 {
+		sp.from, sp.whole = first, true
+		sp.releases = releasesAfter(turns, first)
 	}
+	return sp
+}
+
+// perRelease is the span's time per release.
+func (sp fleetSpan) perRelease() time.Duration {
+	return (sp.to - sp.from) / time.Duration(max(sp.releases, 1))
+}
+
+// readsPerRelease is the reads sent per release in sp: near N would be a
+// herd woken by every release, a small constant one waiter woken. A span
+// from the first grant also counts each late joiner's own reads, a constant
+// per node.
+func readsPerRelease(evs []fleetEvent, sp fleetSpan) float64 {
 	reads := 0
 	for _, e := range evs {
-		if e.read && e.at > from && e.at <= last {
+		if e.read && e.at > sp.from && e.at <= sp.to {
 			reads++
 		}
 	}
-	return float64(reads) / float64(max(n, 1)), n, whole
+	return float64(reads) / float64(max(sp.releases, 1))
 }
 
 func releasesAfter(turns []fleetTurn, from time.Duration) (n int) {

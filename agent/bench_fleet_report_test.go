@@ -56,6 +56,9 @@ func (rep *fleetReport) add(b *testing.B, r *fleetResult) {
 	b.ReportMetric(r.perNode(int64(r.raft)), "raft/node")
 	b.ReportMetric(r.kb[bytesGroup]+r.kb[bytesSlot]+r.kb[bytesOther], "json-kb/node")
 	b.ReportMetric(r.perRelease, "reads/release")
+	if !r.span.whole {
+		b.ReportMetric(ms(r.span.perRelease()), "turn-in-line-ms")
+	}
 	if r.k == 1 {
 		b.ReportMetric(float64(r.handoff)/1e6, "handoff-p50-ms")
 	}
@@ -81,24 +84,26 @@ func (rep *fleetReport) markdown() string {
 	fmt.Fprintf(&sb, "One Consul %s dev agent; N in-process agents, each with its own client and an instant runtime; "+
 		"%s, %s/%s, GOMAXPROCS=%d.\n\n", consultest.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
 	sb.WriteString("| N | K | Consul | Wall (s) | Bound: 3 CAS/node (s) | Wall / bound | Req/node | Reads/node | Writes/node " +
-		"| Liveness/node | Raft writes/node | JSON read/node, KB: group tree / slot / other | Reads/release (steady) | First grant (s) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Note |\n")
-	sb.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		"| Liveness/node | Raft writes/node | JSON read/node, KB: group tree / slot / other | Reads/release (steady) | Turn once all in line, ms (vs bound/N) | First grant (s) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Note |\n")
+	sb.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.rows {
 		handoff := "–" // release → next grant pairs up only at K=1
 		if r.k == 1 {
 			handoff = fmt.Sprintf("%.1f", float64(r.handoff)/1e6)
 		}
-		per := fmt.Sprintf("%.1f (%d releases)", r.perRelease, r.steady)
-		if r.perReleaseWhole {
-			per = fmt.Sprintf("%.1f (%d releases, from the first grant)", r.perRelease, r.steady)
+		per := fmt.Sprintf("%.1f (%d releases)", r.perRelease, r.span.releases)
+		turn := fmt.Sprintf("%.1f (%.1f×)", ms(r.span.perRelease()), r.span.perRelease().Seconds()/(r.bound.Seconds()/float64(r.n)))
+		if r.span.whole {
+			per = fmt.Sprintf("%.1f (%d releases, from the first grant)", r.perRelease, r.span.releases)
+			turn = "– (joined late)"
 		}
 		consul := "1 shared agent"
 		if r.clients > 0 {
 			consul = fmt.Sprintf("%d client agents", r.clients)
 		}
-		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %.2f | %s | %.1f | %.2f | %s |\n",
+		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %.2f | %s |\n",
 			r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
-			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, r.firstGrant.Seconds(),
+			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
 			handoff, float64(r.hold)/1e6, r.slowLive.Seconds(), r.note)
 	}
 	fmt.Fprintf(&sb, "\nConsul: the nodes' agents all talk to the one dev agent (the only server), or are spread evenly over "+
@@ -111,7 +116,8 @@ func (rep *fleetReport) markdown() string {
 		"JSON read: response bodies, decompressed, of the agent's read of its group's whole tree (coordinator.Store.Read), " +
 		"of lockstep's reads of the slot, and of the rest. " +
 		"Reads/release: reads sent from the last node joining the line to the last release, per release in that span " +
-		"(from the first grant instead when nodes joined so late that fewer than 5 releases came after).\n")
+		"(from the first grant instead when nodes joined so late that fewer than 5 releases came after). " +
+		"Turn once all in line: that span's time per release, against the bound's time per node.\n")
 	return sb.String()
 }
 
@@ -130,3 +136,5 @@ func (rep *fleetReport) publish(b *testing.B) {
 		}
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -88,15 +88,16 @@ func BenchmarkFleet(b *testing.B) {
 	raiseNoFile(b, fleetNoFile)
 	srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
 	rep := &fleetReport{started: time.Now()}
-	var clients []*consultest.Server
 	for _, fc := range fleetCases {
 		b.Run(fc.name(), func(b *testing.B) {
-			for len(clients) < fc.clients {
-				// Started once, on first use, and kept for the benchmark.
-				clients = append(clients, consultest.New(b, consultest.Options{Client: true,
-					Join: []string{srv.SerfAddr}, HCL: fleetClientHCL}))
+			// Fresh client agents for each case, stopped at its end: one
+			// that has just seen 1,000 services and checks go is slow for a
+			// while.
+			clients := make([]*consultest.Server, fc.clients)
+			for i := range clients {
+				clients[i] = consultest.New(b, consultest.Options{Client: true, Join: []string{srv.SerfAddr}, HCL: fleetClientHCL})
 			}
-			rep.add(b, runFleetCase(b, srv, clients[:fc.clients], fc))
+			rep.add(b, runFleetCase(b, srv, clients, fc))
 		})
 	}
 	rep.publish(b)
@@ -318,11 +319,8 @@ type fleetResult struct {
 	counts      fleetCounts
 	raft        uint64
 	perRelease  float64
-	steady      int // releases in the span perRelease is measured over
-	// perReleaseWhole says that span starts at the first grant, not once
-	// every agent was in line.
-	perReleaseWhole bool
-	note            string
+	span        fleetSpan // what perRelease is measured over
+	note        string
 	// handoff is the median of release → next grant, hold of grant →
 	// release: where a K=1 rollout's time goes.
 	handoff, hold time.Duration
@@ -427,7 +425,8 @@ func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
 		r.firstGrant = min(r.firstGrant, t.granted)
 	}
 	r.turns, r.counts = len(turns), countEvents(evs)
-	r.perRelease, r.steady, r.perReleaseWhole = readsPerRelease(evs, turns)
+	r.span = lineSpan(evs, turns)
+	r.perRelease = readsPerRelease(evs, r.span)
 	r.handoff, r.hold = turnTimes(turns)
 }
 
