@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep demo demo-down compose-images vulncheck clean
+.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep bench-agent bench-fleet demo demo-down compose-images vulncheck clean
 
 all: build
 
@@ -54,9 +54,15 @@ test: vet test-unit test-integration fuzz
 bench-lockstep: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./lockstep/
 
+bench-agent: consul
+	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" AGENT_BENCH_MD="$(CURDIR)/BENCHMARKS.md" $(GO) test -run '^$$' -bench 'BenchmarkAgent(Failover|Cancel|Idle)' -benchtime 1x -timeout 30m ./agent/
+
+bench-fleet: consul
+	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" FLEET_BENCH_MD="$(CURDIR)/BENCHMARKS.md" $(GO) test -run '^$$' -bench Fleet -benchtime 1x -timeout 60m ./agent/
+
 # Every benchmark: lockstep against its peers, and hashspec's hostile inputs
 # as a multiple of a valid parse.
-bench: bench-lockstep
+bench: bench-lockstep bench-agent bench-fleet
 	$(GO) test -run '^$$' -bench . ./hashspec/
 
 # A local Consul with its UI, 5 agents and a real rollout; left running.
