@@ -75,12 +75,6 @@ func garbageCases() []garbageCase {
 		{"holders with unknown sessions", func(t *testing.T, e *garbageEnv) { e.put(t, e.k.Slot()+".holders", ghost) },
 			"session(s) that hold no slot", func(e *garbageEnv) string { return ".holders lists 1 session(s) that hold no slot" },
 			coordinator.StateConverged, ""},
-		{"holders record that is not JSON, with a new commit", func(t *testing.T, e *garbageEnv) {
-			e.put(t, e.k.Slot()+".holders", "{holders")
-			e.put(t, e.k.History(e.v2), string(e.v2Hist))
-			e.put(t, e.k.Desired(), `{"sha":"`+e.v2+`","previous":"`+e.v1+`","committed_at":"2026-01-01T00:00:00Z"}`)
-		}, "is not a holders record", func(e *garbageEnv) string { return ".holders is not a holders record" },
-			coordinator.StateWaiting, ""},
 		{"cancel record that is not JSON", func(t *testing.T, e *garbageEnv) {
 			e.put(t, e.k.History(e.v2), string(e.v2Hist))
 			e.put(t, e.k.Cancel(e.v2), "stop it!")
@@ -205,26 +199,45 @@ func statusReports(t *testing.T, bin, addr, group, problem string) {
 	}
 }
 
-// A holders record naming sessions that hold no contender key does not
-// count against K: a commit still rolls out.
-func TestGhostHoldersDoNotBlockARollout(t *testing.T) {
+// A holders record someone else wrote, naming sessions that hold no
+// holder key or not JSON at all, does not count against K: status reports
+// it, a commit still rolls out, and the grant rewrites the record.
+func TestBadHoldersRecordDoesNotBlockARollout(t *testing.T) {
 	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	rt := &recordingRuntime{}
-	e := convergedEnv(t, st, rt, "ghost")
-	e.put(t, e.k.Slot()+".holders", `{"holders":{"0b7d6d2e-0000-4000-8000-00000000dead":{"name":"ghost","state":"holding"}}}`)
-	startAgent(t, st, e.group, "n1", rt, agent.Allow{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r2, err := st.Commit(ctx, e.group, recordingSpec(t, e.group, "v2", ""), "test", "commit")
-	if err != nil {
-		t.Fatal(err)
+	bin := dockertest.BuildBinary(t, "./cmd/rollagent")
+	tests := []struct{ name, record, problem string }{
+		{"ghost sessions", `{"holders":{"0b7d6d2e-0000-4000-8000-00000000dead":{"name":"ghost","state":"holding"}}}`,
+			".holders lists 1 session(s) that hold no slot"},
+		{"not JSON", "{holders", ".holders is not a holders record"},
 	}
-	waitNode(t, st, e.group, "n1", "converged on v2", func(n *coordinator.NodeState) bool {
-		return n.State == coordinator.StateConverged && n.SHA == r2.SHA
-	})
-	if rt.SHA() != r2.SHA {
-		t.Fatalf("workload runs %s, want %s", rt.SHA(), r2.SHA)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := coordinator.NewStore(srv.Client(), "")
+			rt := &recordingRuntime{}
+			e := convergedEnv(t, st, rt, fmt.Sprintf("holders%d", i))
+			e.put(t, e.k.Slot()+".holders", tc.record)
+			statusReports(t, bin, srv.HTTPAddr, e.group, tc.problem)
+			startAgent(t, st, e.group, "n1", rt, agent.Allow{})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r2, err := st.Commit(ctx, e.group, recordingSpec(t, e.group, "v2", ""), "test", "commit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitNode(t, st, e.group, "n1", "converged on v2", func(n *coordinator.NodeState) bool {
+				return n.State == coordinator.StateConverged && n.SHA == r2.SHA
+			})
+			if rt.SHA() != r2.SHA {
+				t.Fatalf("workload runs %s, want %s", rt.SHA(), r2.SHA)
+			}
+			gs, err := st.Read(ctx, e.group, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gs.Problems) != 0 {
+				t.Fatalf("problems after the rollout rewrote the record: %q", gs.Problems)
+			}
+		})
 	}
 }
 

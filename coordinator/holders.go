@@ -15,10 +15,10 @@ import (
 const maxListed = 5
 
 // staleHolders reports the sessions the slot's holders record lists that
-// lock no contender key: a holder that died, or an entry written by someone
+// lock no holder key: a holder that died, or an entry written by someone
 // else. lockstep does not count them against K and drops them at its next
 // grant, but until then an operator should see them. It returns "" when
-// there are none or the record is absent or unreadable (ParseHolders
+// there are none or the record is absent or unreadable (Holders.Problem
 // reports that).
 func staleHolders(k Keys, pairs api.KVPairs, live *lockstep.Holders) string {
 	key := k.Slot() + ".holders"

@@ -71,12 +71,11 @@ func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	g.resolveDesired(k, byKey)
 	sort.Slice(g.Nodes, func(i, j int) bool { return g.Nodes[i].Node < g.Nodes[j].Node })
 	sort.Slice(g.History, func(i, j int) bool { return g.History[i].CommittedAt.Before(g.History[j].CommittedAt) })
-	h, err := lockstep.ParseHolders(k.Slot(), pairs)
-	if g.note(err) {
-		g.Holders = h
-		if msg := staleHolders(k, pairs, h); msg != "" {
-			g.Problems = append(g.Problems, msg)
-		}
+	g.Holders = lockstep.ParseHolders(k.Slot(), pairs)
+	if g.Holders.Problem != "" {
+		g.Problems = append(g.Problems, g.Holders.Problem)
+	} else if msg := staleHolders(k, pairs, g.Holders); msg != "" {
+		g.Problems = append(g.Problems, msg)
 	}
 	return g
 }

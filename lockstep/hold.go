@@ -209,17 +209,11 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 	hk := m.opts.Prefix + holdersKey
 	rec, index := h.rec, h.recIndex
 	if !first || index == 0 {
-		p, _, err := m.c.KV().Get(hk, (&api.QueryOptions{}).WithContext(ctx))
+		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 		if err != nil {
-			return consulErr{err}
+			return err
 		}
-		rec, index = holders{}, 0
-		if p != nil {
-			if err := json.Unmarshal(p.Value, &rec); err != nil {
-				return err
-			}
-			index = p.ModifyIndex
-		}
+		rec, index = holders{Holders: snap.live}, snap.holdersIndex
 	}
 	// Deleting our holder key wakes the head of the line.
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}

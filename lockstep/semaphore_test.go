@@ -277,3 +277,57 @@ func TestReleaseDoesNotCloseLost(t *testing.T) {
 		}
 	}
 }
+
+// A holders record that is not JSON, written by someone else, stalls no
+// one and lets no one in early: the holder keys decide who holds, a grant
+// or a release rewrites the record by CAS, and K still holds meanwhile.
+func TestHoldersRecordNotJSON(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha1", 1)
+	garble := func() {
+		t.Helper()
+		if _, err := c.KV().Put(&api.KVPair{Key: testPrefix + "/" + holdersKey, Value: []byte("{holders")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := newSem(t, c, "a"), newSem(t, c, "b")
+	ctx := ctxFor(t, 30*time.Second)
+	garble()
+	ha, err := a.Acquire(ctx, g)
+	if err != nil {
+		t.Fatalf("acquire over an unreadable record: %v", err)
+	}
+	garble()
+	got := make(chan *Hold, 1)
+	go func() {
+		h, err := b.Acquire(ctx, g)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second contender acquired while the record was unreadable and the only slot held")
+	case <-time.After(time.Second):
+	}
+	if err := ha.Release(ctx); err != nil {
+		t.Fatalf("release over an unreadable record: %v", err)
+	}
+	var hb *Hold
+	select {
+	case hb = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("release did not hand the slot on")
+	}
+	if hb == nil {
+		t.Fatal("no hold")
+	}
+	if err := hb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHolders(c, testPrefix, nil)
+	if err != nil || h.Problem != "" || len(h.Holding) != 0 {
+		t.Fatalf("after both released: %+v, %v", h, err)
+	}
+}

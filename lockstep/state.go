@@ -53,40 +53,54 @@ type snapshot struct {
 	// unknown lists the record's holders without a holder key: their
 	// session died, or they released and the record has not caught up.
 	unknown []string
+	// bad says why the holders record could not be read, or is nil.
+	bad error
 }
 
-func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) (*snapshot, error) {
+// parseSnapshot never fails: the holders that count are the sessions that
+// lock their holder key, which only a grant creates, so a holders record
+// that is not JSON (written by someone else) is reported in bad and
+// overwritten, by CAS at its index, at the next grant or release. Failing
+// instead would stall every rollout of the group until a person cleaned up.
+func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 	s := &snapshot{index: index, holders: holders{Holders: map[string]Entry{}}}
-	locked := map[string]bool{} // sessions that lock their holder key
+	locked := map[string]Entry{} // sessions that lock their holder key
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, prefix)
 		switch {
 		case rel == holdersKey:
 			s.holdersIndex = p.ModifyIndex
 			if err := json.Unmarshal(p.Value, &s.holders); err != nil {
-				return nil, fmt.Errorf("lockstep: %s is not a holders record: %w", p.Key, err)
+				s.bad = fmt.Errorf("lockstep: %s is not a holders record (the next grant or release rewrites it): %w", p.Key, err)
+				s.holders = holders{}
 			}
 			if s.holders.Holders == nil {
 				s.holders.Holders = map[string]Entry{}
 			}
 		case strings.HasPrefix(rel, holderPrefix) && p.Session != "" && p.Session == rel[len(holderPrefix):]:
-			locked[p.Session] = true
+			var e Entry
+			_ = json.Unmarshal(p.Value, &e) // a grant wrote it; the record's copy wins below
+			locked[p.Session] = e
 		case strings.HasPrefix(rel, contenderPrefix) && p.Session != "":
 			s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key,
 				CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex, holding: isHolding(p.Value)})
 		}
 	}
 	sort.Slice(s.contenders, func(i, j int) bool { return s.contenders[i].CreateIndex < s.contenders[j].CreateIndex })
-	s.live = make(map[string]Entry, len(s.holders.Holders))
-	for id, e := range s.holders.Holders {
-		if locked[id] {
-			s.live[id] = e
-		} else {
+	s.live = make(map[string]Entry, len(locked))
+	for id, e := range locked {
+		if rec, ok := s.holders.Holders[id]; ok {
+			e = rec
+		}
+		s.live[id] = e
+	}
+	for id := range s.holders.Holders {
+		if _, ok := locked[id]; !ok {
 			s.unknown = append(s.unknown, id)
 		}
 	}
 	sort.Strings(s.unknown)
-	return s, nil
+	return s
 }
 
 // ahead returns the contenders in line before session that do not hold,
@@ -109,6 +123,9 @@ func (s *snapshot) ahead(session string) (out []contender, ok bool) {
 type Holders struct {
 	Holding map[string]Entry
 	Waiting []string // session IDs in queue order
+	// Problem says why the holders record could not be read, or is "".
+	// Holding is right all the same: it comes from the holder keys.
+	Problem string
 }
 
 // ReadHolders reads the semaphore at prefix once.
@@ -117,12 +134,12 @@ func ReadHolders(c *api.Client, prefix string, q *api.QueryOptions) (*Holders, e
 	if err != nil {
 		return nil, err
 	}
-	return ParseHolders(prefix, pairs)
+	return ParseHolders(prefix, pairs), nil
 }
 
 // ParseHolders builds the view from pairs already listed, which may include
 // keys outside prefix.
-func ParseHolders(prefix string, pairs api.KVPairs) (*Holders, error) {
+func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 	prefix = normPrefix(prefix)
 	var mine api.KVPairs
 	for _, p := range pairs {
@@ -130,17 +147,17 @@ func ParseHolders(prefix string, pairs api.KVPairs) (*Holders, error) {
 			mine = append(mine, p)
 		}
 	}
-	snap, err := parseSnapshot(prefix, mine, 0)
-	if err != nil {
-		return nil, err
-	}
+	snap := parseSnapshot(prefix, mine, 0)
 	h := &Holders{Holding: snap.live}
+	if snap.bad != nil {
+		h.Problem = snap.bad.Error()
+	}
 	for _, ct := range snap.contenders {
 		if _, ok := h.Holding[ct.Session]; !ok {
 			h.Waiting = append(h.Waiting, ct.Session)
 		}
 	}
-	return h, nil
+	return h
 }
 
 func normPrefix(p string) string {

@@ -147,7 +147,7 @@ func (m *Semaphore) read(ctx context.Context, prefix string, index uint64) (*sna
 	if err != nil {
 		return nil, consulErr{err}
 	}
-	return parseSnapshot(m.opts.Prefix, pairs, meta.LastIndex)
+	return parseSnapshot(m.opts.Prefix, pairs, meta.LastIndex), nil
 }
 
 // take grants this contender a slot in one transaction: the gate is open,
@@ -157,6 +157,9 @@ func (m *Semaphore) read(ctx context.Context, prefix string, index uint64) (*sna
 // marks our contender key as holding, which tells the waiter behind us that
 // it heads the line now. The caller's ops come last.
 func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.TxnOps) (*Hold, error) {
+	if snap.bad != nil {
+		m.log.Warn("overwriting the holders record", "error", snap.bad)
+	}
 	rec := holders{Holders: maps.Clone(snap.live)}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: time.Now().UTC()}
 	recJSON, err := json.Marshal(rec)
