@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -32,20 +35,62 @@ func (a Allow) Check(spec *hashspec.Spec) error {
 		return fmt.Errorf("spec asks for the host PID namespace; start the agent with --allow-host-pid to permit it")
 	}
 	for _, v := range c.Volumes {
-		if v.Type == "bind" && !a.bindAllowed(v.Source) {
+		if v.Type != "bind" {
+			continue
+		}
+		real, err := resolve(v.Source)
+		if err != nil {
+			return fmt.Errorf("spec bind-mounts %s, which cannot be checked against --allow-bind: %w", v.Source, err)
+		}
+		if !a.bindAllowed(real) {
+			if real != filepath.Clean(v.Source) {
+				return fmt.Errorf("spec bind-mounts %s, a symlink to %s, which is outside --allow-bind %v", v.Source, real, a.BindPrefixes)
+			}
 			return fmt.Errorf("spec bind-mounts %s, which is outside --allow-bind %v", v.Source, a.BindPrefixes)
 		}
 	}
 	return nil
 }
 
-func (a Allow) bindAllowed(src string) bool {
-	src = filepath.Clean(src)
+// bindAllowed says whether real, a resolved path, lies under a prefix,
+// itself resolved: a symlink that leads out of the allow-list (which a
+// container given the prefix read-write could plant for the next spec to
+// bind) is judged by where it leads, as Docker will follow it.
+func (a Allow) bindAllowed(real string) bool {
 	for _, p := range a.BindPrefixes {
+		if rp, err := resolve(p); err == nil {
+			p = rp
+		}
 		p = filepath.Clean(p)
-		if src == p || strings.HasPrefix(src, strings.TrimSuffix(p, "/")+"/") {
+		if real == p || strings.HasPrefix(real, strings.TrimSuffix(p, "/")+"/") {
 			return true
 		}
 	}
 	return false
+}
+
+// resolve follows the symlinks of the longest part of path that exists, as
+// the agent sees the host, and appends the rest: Docker creates a missing
+// bind source, so a path that does not exist yet is judged as written.
+func resolve(path string) (string, error) {
+	path = filepath.Clean(path)
+	rest := ""
+	for dir := path; ; dir = filepath.Dir(dir) {
+		real, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(dir); lerr == nil {
+			// It exists but leads nowhere: a dangling symlink, which
+			// Docker would follow to create its target wherever it points.
+			return "", fmt.Errorf("%s is a symlink to a path that does not exist", dir)
+		}
+		if dir == "/" || dir == "." {
+			return path, nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }

@@ -176,60 +176,6 @@ func TestHealthNow(t *testing.T) {
 	}
 }
 
-func TestAllowCheck(t *testing.T) {
-	bind := func(src string) hashspec.Container {
-		return hashspec.Container{Volumes: []hashspec.Volume{{Type: "bind", Source: src, Target: "/data"}}}
-	}
-	prefixes := Allow{BindPrefixes: []string{"/srv", "/var/lib/app/"}}
-	tests := []struct {
-		name    string
-		allow   Allow
-		c       hashspec.Container
-		wantErr string // "" for allowed
-	}{
-		{"plain container", Allow{}, hashspec.Container{}, ""},
-		{"privileged refused", Allow{}, hashspec.Container{Privileged: true}, "--allow-privileged"},
-		{"privileged allowed", Allow{Privileged: true}, hashspec.Container{Privileged: true}, ""},
-		{"host network refused", Allow{}, hashspec.Container{NetworkMode: "host"}, "--allow-host-network"},
-		{"host network allowed", Allow{HostNetwork: true}, hashspec.Container{NetworkMode: "host"}, ""},
-		{"bridge network needs nothing", Allow{}, hashspec.Container{NetworkMode: "bridge"}, ""},
-		{"host pid refused", Allow{}, hashspec.Container{PIDMode: "host"}, "--allow-host-pid"},
-		{"host pid allowed", Allow{HostPID: true}, hashspec.Container{PIDMode: "host"}, ""},
-		{"host network does not allow host pid", Allow{HostNetwork: true},
-			hashspec.Container{NetworkMode: "host", PIDMode: "host"}, "--allow-host-pid"},
-		{"bind with no prefixes", Allow{}, bind("/srv/data"), "outside --allow-bind"},
-		{"bind inside a prefix", prefixes, bind("/srv/data"), ""},
-		{"bind deep inside a prefix", prefixes, bind("/var/lib/app/x/y"), ""},
-		{"bind of the prefix itself", prefixes, bind("/srv"), ""},
-		{"bind of a prefix given with a slash", prefixes, bind("/var/lib/app"), ""},
-		{"bind outside every prefix", prefixes, bind("/etc"), "/etc"},
-		{"bind of a sibling sharing the prefix's name", prefixes, bind("/srvx"), "/srvx"},
-		{"bind under a sibling sharing the prefix's name", prefixes, bind("/srvx/data"), "/srvx/data"},
-		{"bind escaping a prefix with dot-dot", prefixes, bind("/srv/../etc"), "outside --allow-bind"},
-		{"bind of the parent of a prefix", prefixes, bind("/var/lib"), "/var/lib"},
-		{"bind of the root", prefixes, bind("/"), "outside --allow-bind"},
-		{"root prefix allows every bind", Allow{BindPrefixes: []string{"/"}}, bind("/etc"), ""},
-		{"named volume needs no prefix", Allow{}, hashspec.Container{
-			Volumes: []hashspec.Volume{{Type: "volume", Source: "cache", Target: "/cache"}}}, ""},
-		{"second volume refused", prefixes, hashspec.Container{Volumes: []hashspec.Volume{
-			{Type: "bind", Source: "/srv/a", Target: "/a"}, {Type: "bind", Source: "/home", Target: "/b"}}}, "/home"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.c.Image = "web:1"
-			err := tt.allow.Check(&hashspec.Spec{Container: tt.c})
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("Check = %v, want allowed", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("Check allowed it, want an error mentioning %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("Check = %v, want it to mention %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 // inspectOnly is a DockerAPI whose ContainerInspect always answers the same;
 // any other call panics on the nil embedded interface.
 type inspectOnly struct {
