@@ -42,22 +42,42 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 	case desired == "":
 		a.log.Info("nothing committed for the group yet")
 		return 0
-	case obs.SHA == desired:
+	case obs.SHA == desired && !a.midReplacement(gs, desired):
 		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateConverged, ""))
 		a.closeSession() // an idle agent holds no session and passes no TTL check
 		return 0
+	case obs.SHA == desired:
+		// Killed while verifying a first deploy, say: nothing was set aside
+		// to recover, and a workload that was never seen healthy must not
+		// count as converged, or a bad release would roll on.
+		a.log.Info("the workload runs the desired SHA but was never verified; verifying it under a slot")
 	}
 	if state, why := a.blocked(gs); state != "" {
 		a.pub.set(ctx, a.pub.state(obs.SHA, desired, state, why))
 		a.closeSession() // nothing to contend for until desired moves
 		return 0
 	}
-	if err := rt.Prepare(ctx, gs.Spec, desired); err != nil {
-		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateFailed, "prepare: "+err.Error()))
-		return jitter(DefaultRetry)
+	if obs.SHA != desired { // a workload to verify needs nothing prepared
+		if err := rt.Prepare(ctx, gs.Spec, desired); err != nil {
+			a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateFailed, "prepare: "+err.Error()))
+			return jitter(DefaultRetry)
+		}
 	}
 	a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateWaiting, ""))
 	return a.replace(ctx, gs, obs)
+}
+
+// midReplacement says this node's own record shows it moving to sha and
+// not done: an agent stopped after it started the new workload and before
+// it saw it healthy. Any other record, or none, is no evidence against the
+// workload, so the node counts as converged as before.
+func (a *Agent) midReplacement(gs *coordinator.GroupState, sha string) bool {
+	for _, n := range gs.Nodes {
+		if n.Node == a.cfg.Node {
+			return n.Desired == sha && (n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying)
+		}
+	}
+	return false
 }
 
 // blocked says why this node must not move to the desired SHA now, as a
@@ -149,7 +169,14 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		a.pub.published(ctx, n)
 		return nil
 	}
-	err := rt.Replace(ctx, spec, sha, step)
+	var err error
+	if obs.SHA != sha {
+		err = rt.Replace(ctx, spec, sha, step)
+	} else if err = step(ctx, "verify"); err == nil {
+		// Verifying a workload already in place: if it fails, it is
+		// removed like any failed new one, and nothing older is left.
+		obs.SHA = ""
+	}
 	if err == nil {
 		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
 		err = rt.WaitHealthy(ctx, spec)

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ type recordingRuntime struct {
 	mu    sync.Mutex
 	sha   string
 	calls []string
+	sick  string // when set, WaitHealthy fails with it
 }
 
 // destructive are the calls that change a node's workload.
@@ -87,11 +89,26 @@ func (r *recordingRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha st
 
 func (r *recordingRuntime) WaitHealthy(context.Context, *hashspec.Spec) error {
 	r.record("WaitHealthy")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sick != "" {
+		return errors.New(r.sick)
+	}
 	return nil
 }
 
-func (r *recordingRuntime) Finish(context.Context) error          { r.record("Finish"); return nil }
-func (r *recordingRuntime) Restore(context.Context, string) error { r.record("Restore"); return nil }
+func (r *recordingRuntime) Finish(context.Context) error { r.record("Finish"); return nil }
+
+// Restore removes the workload if it runs sha; nothing is ever set aside.
+func (r *recordingRuntime) Restore(_ context.Context, sha string) error {
+	r.record("Restore")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sha == sha {
+		r.sha = ""
+	}
+	return nil
+}
 func (r *recordingRuntime) Healthy(context.Context) (bool, string) {
 	return true, "" // not recorded: the service check calls it on a timer
 }
