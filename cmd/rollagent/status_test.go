@@ -118,7 +118,9 @@ func TestStatusWatchRidesOutConsulOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "status", "web", "--watch"}, &out, &errb) }()
+	go func() {
+		done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "status", "web", "--watch"}, &out, &errb)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
