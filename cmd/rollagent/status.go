@@ -185,6 +185,11 @@ func printTable(out io.Writer, s statusJSON) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Once the group pauses, every node's error says so; the cause is
+	// only in the failure records.
+	for _, f := range s.Failures {
+		fmt.Fprintf(out, "failure on %s %s: %s\n", f.Node, ago(f.At, s.At), f.Error)
+	}
 	printProblems(out, s.Problems)
 	return nil
 }
