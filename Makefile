@@ -27,8 +27,10 @@ vet:
 test-unit: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /integration)
 
+# One package at a time: the cluster's containers and Chromium do not
+# compete for the machine's cores.
 test-integration: consul
-	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
+	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
 
 FUZZTIME ?= 10s
 

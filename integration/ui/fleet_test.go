@@ -54,7 +54,10 @@ func newFleet(t *testing.T, group string, nodes ...string) *fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan string, len(nodes))
 	for _, n := range nodes {
-		a, err := agent.New(agent.Config{Group: group, Node: n, Store: f.store, Runtime: f.runtime(n, log), Logger: log})
+		// A session TTL well above the default: Chromium starting beside
+		// other tests must not make a holder's session lapse mid-test.
+		a, err := agent.New(agent.Config{Group: group, Node: n, Store: f.store, Runtime: f.runtime(n, log), Logger: log,
+			SessionTTL: 15 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
