@@ -5,6 +5,12 @@ BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
+# go.mod's toolchain line names the Go patch release to build and test
+# with; auto fetches it once through the module proxy when the installed go
+# is older (an install may pin GOTOOLCHAIN=local in its go.env). Older
+# patches carry standard library vulnerabilities that make vulncheck finds
+# reachable from rollagent.
+export GOTOOLCHAIN ?= auto
 
 .PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep bench-agent bench-fleet demo demo-down compose-images vulncheck clean
 
@@ -46,12 +52,13 @@ fuzz:
 	done
 
 # govulncheck against a database built from the golang.org/x/vulndb module,
-# cached in the user cache dir: needs nothing but the Go module proxy. Not
-# part of make test: see the note in scripts/vulncheck.sh.
+# cached in the user cache dir: needs nothing but the Go module proxy. It
+# fails on a reachable vulnerability that scripts/vulncheck-accepted.txt
+# does not list with a reason.
 vulncheck:
 	scripts/vulncheck.sh
 
-test: vet test-unit test-integration fuzz
+test: vet vulncheck test-unit test-integration fuzz
 
 bench-lockstep: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./lockstep/

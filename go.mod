@@ -2,6 +2,8 @@ module github.com/rollagent/rollagent
 
 go 1.26.7
 
+toolchain go1.26.11
+
 require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/chromedp/chromedp v0.23.1
