@@ -116,7 +116,15 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 		return jitter(DefaultRetry)
 	}
 	start := time.Now()
-	hold, err := m.Acquire(ctx, gs.LockGate(a.keys))
+	var claim coordinator.NodeState // what the grant wrote
+	hold, err := m.AcquireFunc(ctx, gs.LockGate(a.keys), func() api.TxnOps {
+		claim = a.pub.state(obs.SHA, gs.Desired.SHA, coordinator.StateReplacing, "")
+		op, err := a.cfg.Store.NodeOp(a.cfg.Group, claim)
+		if err != nil {
+			return nil // a node record this agent made always checks
+		}
+		return api.TxnOps{op}
+	})
 	a.cfg.Metrics.SlotWait(time.Since(start))
 	switch {
 	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || ctx.Err() != nil:
@@ -128,17 +136,15 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 		a.log.Warn("cannot acquire a slot", "error", err)
 		return jitter(DefaultRetry)
 	}
+	held := time.Now()
+	a.pub.published(ctx, claim)
 	// A signal now must not leave the workload half replaced: the step runs
 	// to its end (or its undoing) on a context of its own.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gs.Spec.Update.HealthyDeadline.Std()+shutdownGrace)
 	defer cancel()
-	held := time.Now()
 	a.log.Info("slot acquired", "waited", held.Sub(start).Round(time.Millisecond))
-	result := a.replaceHeld(rctx, hold, gs, obs)
-	if err := hold.Release(rctx); err != nil {
-		a.log.Warn("cannot release the slot; closing the session frees it", "error", err)
-		a.closeSession()
-	}
+	result, done := a.replaceHeld(rctx, hold, gs, obs, held)
+	a.release(rctx, hold, done)
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(result)
 	if result == "aborted" {
@@ -152,11 +158,47 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 	return 0
 }
 
+// release gives the slot back, writing done (the node's converged record)
+// in the same transaction: one write fewer between two nodes' turns.
+func (a *Agent) release(ctx context.Context, hold *lockstep.Hold, done *coordinator.NodeState) {
+	var ops []*api.TxnOp
+	if done != nil {
+		if op, err := a.cfg.Store.NodeOp(a.cfg.Group, *done); err == nil {
+			ops = append(ops, op)
+		}
+	}
+	if err := hold.Release(ctx, ops...); err != nil {
+		a.log.Warn("cannot release the slot; closing the session frees it", "error", err)
+		a.closeSession()
+		if done != nil {
+			a.pub.set(ctx, *done)
+		}
+		return
+	}
+	if done != nil {
+		a.pub.published(ctx, *done)
+	}
+}
+
+// grantFence is how soon after the grant the first destructive step may
+// count the grant as its fence: the grant checked the gate and the session
+// and wrote the step's record, so a fence of its own at once would check
+// the same again and cost a round trip between two nodes' turns.
+const grantFence = time.Second
+
 // replaceHeld runs the replacement with a fence before each destructive
-// step, verifies health, and finishes or restores.
-func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordinator.GroupState, obs Observed) string {
+// step, verifies health, and finishes or restores. On success it returns
+// the converged record for the release to write.
+func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordinator.GroupState, obs Observed, granted time.Time) (string, *coordinator.NodeState) {
 	rt, spec, sha := a.cfg.Runtime, gs.Spec, gs.Desired.SHA
+	first := true
 	step := func(ctx context.Context, name string) error {
+		if first && time.Since(granted) < grantFence {
+			first = false
+			a.log.Info("fenced by the grant", "step", name)
+			return nil
+		}
+		first = false
 		n := a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
 		op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
 		if err != nil {
@@ -185,10 +227,10 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		if ferr := rt.Finish(ctx); ferr != nil {
 			a.log.Warn("new workload is healthy but the old one was not removed; the next start removes it", "error", ferr)
 		}
-		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateConverged, ""))
-		return "success"
+		n := a.pub.state(sha, sha, coordinator.StateConverged, "")
+		return "success", &n
 	}
-	return a.failed(ctx, gs, obs, err)
+	return a.failed(ctx, gs, obs, err), nil
 }
 
 // fence runs hold.Fence, retrying a failure to reach Consul (a leader

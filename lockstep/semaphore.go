@@ -80,6 +80,15 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 // caller's that Consul refused; nothing was written then and the caller is
 // out of line.
 func (m *Semaphore) Acquire(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Hold, error) {
+	return m.AcquireFunc(ctx, g, func() api.TxnOps { return ops })
+}
+
+// AcquireFunc is Acquire with the first step's writes made by opsFn at the
+// moment of the grant rather than when the wait began, so that a record it
+// writes (a node's "replacing since") tells the time of the grant. opsFn
+// may be called more than once, once per try of the grant; the last call
+// before a nil error made the ops that were written.
+func (m *Semaphore) AcquireFunc(ctx context.Context, g Gate, opsFn func() api.TxnOps) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
@@ -96,7 +105,7 @@ func (m *Semaphore) Acquire(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Ho
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g, ops)
+	h, err := m.waitTurn(wctx, g, opsFn)
 	if err != nil {
 		m.dequeue()
 		return nil, err

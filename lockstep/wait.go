@@ -23,7 +23,7 @@ var errRace = errors.New("lockstep: holders record changed")
 // wakes one or two waiters, never the whole line, and what they read is
 // O(K) bytes, not the line. It lists the line again only when the waiter
 // ahead leaves it without a grant (it gave up or died).
-func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps) (*Hold, error) {
 	for {
 		snap, ahead, err := m.joinLine(ctx)
 		if err != nil {
@@ -106,7 +106,7 @@ func isHolding(v []byte) bool {
 
 // headTurn runs at the head of the line: it watches the holders and takes
 // a slot as soon as fewer than K of them are live.
-func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps) (*Hold, error) {
 	r := retry{log: m.log}
 	var index uint64
 	for {
@@ -126,7 +126,7 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops api.TxnOps) (*Hold
 			r.reset()
 			continue
 		}
-		h, err := m.take(ctx, g, snap, ops)
+		h, err := m.take(ctx, g, snap, ops())
 		switch {
 		case err == nil:
 			return h, nil
@@ -208,7 +208,8 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 // reply was lost to a Consul failure, or a release that never landed. Only
 // one live Hold per Semaphore is allowed, so a second is an error. The
 // grant that is adopted may not have carried ops, so a Fence writes them.
-func (m *Semaphore) adopt(ctx context.Context, g Gate, ops api.TxnOps) (*Hold, error) {
+func (m *Semaphore) adopt(ctx context.Context, g Gate, opsFn func() api.TxnOps) (*Hold, error) {
+	ops := opsFn()
 	h, err := m.adoptHold(g)
 	if err != nil || len(ops) == 0 {
 		return h, err
