@@ -113,7 +113,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.closeSession()
 	}()
 	for ctx.Err() == nil {
-		gs, err := a.cfg.Store.Read(ctx, a.cfg.Group, nil)
+		gs, err := a.cfg.Store.ReadFor(ctx, a.cfg.Group, a.cfg.Node)
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			a.log.Warn("cannot read group state", "error", err)

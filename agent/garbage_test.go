@@ -51,7 +51,7 @@ func (e *garbageEnv) touch(t *testing.T) {
 type garbageCase struct {
 	name    string
 	inject  func(t *testing.T, e *garbageEnv)
-	log     string // the agent's log must name the cause
+	log     string // the agent's log must name the cause, of what it reads: not other nodes' records
 	problem func(e *garbageEnv) string
 	node    string // n1's state after
 	nodeErr string // and its error
@@ -70,7 +70,7 @@ func garbageCases() []garbageCase {
 		{"truncated node state", func(t *testing.T, e *garbageEnv) {
 			e.put(t, e.k.Node("n1"), `{"node":"n1","sha":"`+e.v1[:10])
 			e.put(t, e.k.Node("n2"), `{"node":"n2","state":"conv`)
-		}, "nodes/n2: not a valid record", func(e *garbageEnv) string { return e.k.Node("n2") + ": not a valid record" },
+		}, "nodes/n1: not a valid record", func(e *garbageEnv) string { return e.k.Node("n2") + ": not a valid record" },
 			coordinator.StateConverged, ""},
 		{"holders with unknown sessions", func(t *testing.T, e *garbageEnv) { e.put(t, e.k.Slot()+".holders", ghost) },
 			"session(s) that hold no slot", func(e *garbageEnv) string { return ".holders lists 1 session(s) that hold no slot" },

@@ -1,0 +1,103 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// readForAttempts bounds ReadFor's tries when desired moves between its
+// two requests; after them it falls back to Read.
+const readForAttempts = 3
+
+// ReadFor reads what the agent of one node needs of its group: the desired
+// record, the desired SHA's spec, its CANCEL, pause and failures, the slot's
+// holders, and the node's own record. Its cost does not grow with the
+// group, where Read lists the whole tree, every node's record and every
+// spec ever committed: with a thousand nodes that is half a megabyte per
+// agent per look, and every agent looks when a commit lands.
+//
+// The records come from one read-only transaction that also checks desired
+// is still at the index first read, so they are one consistent snapshot.
+func (s *Store) ReadFor(ctx context.Context, group, node string) (*GroupState, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	for range readForAttempts {
+		p, meta, err := s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return nil, consulError(s.c, err)
+		}
+		if p == nil {
+			return Parse(k, group, nil, meta.LastIndex), nil
+		}
+		var d Desired
+		if decode(p.Key, p.Value, &d) != nil {
+			return Parse(k, group, api.KVPairs{p}, meta.LastIndex), nil
+		}
+		pairs, moved, err := s.readDesiredRecords(ctx, k, p, d.SHA, node)
+		if err != nil {
+			return nil, err
+		}
+		if !moved {
+			return Parse(k, group, append(pairs, p), meta.LastIndex), nil
+		}
+	}
+	return s.Read(ctx, group, nil)
+}
+
+// readDesiredRecords reads, in one transaction checked against desired's
+// index, the records of sha and of node. moved reports that desired moved
+// since it was read.
+func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, error) {
+	exact := []string{k.History(sha), k.Cancel(sha), k.Pause(sha), k.Node(node)}
+	trees := []string{k.FailuresPrefix(sha), k.Slot() + ".holders"}
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
+	for _, key := range append(exact, trees...) {
+		// get-tree, not get: a get of an absent key fails the transaction.
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: key}})
+	}
+	ok, resp, _, err := s.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, false, consulError(s.c, err)
+	}
+	if !ok {
+		if resp != nil && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0 {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("consul: reading the records of %s: %s", ShortSHA(sha), txnErrors(resp))
+	}
+	var pairs api.KVPairs
+	for _, r := range resp.Results {
+		kv := r.KV
+		if kv == nil || kv.Key == desired.Key {
+			continue
+		}
+		// A tree of nodes/n1 also holds nodes/n10: keep the keys asked for.
+		keep := false
+		for _, e := range exact {
+			keep = keep || kv.Key == e
+		}
+		for _, t := range trees {
+			keep = keep || strings.HasPrefix(kv.Key, t)
+		}
+		if keep {
+			pairs = append(pairs, kv)
+		}
+	}
+	return pairs, false, nil
+}
+
+func txnErrors(resp *api.TxnResponse) string {
+	if resp == nil || len(resp.Errors) == 0 {
+		return "transaction rolled back without an error"
+	}
+	var parts []string
+	for _, e := range resp.Errors {
+		parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
+	}
+	return strings.Join(parts, "; ")
+}
