@@ -113,7 +113,8 @@ func (rep *fleetReport) markdown() string {
 		"one after another by one client, timed on the same agent just before the case. Requests are counted " +
 		"from the commit until the fleet is quiet again; writes leave out liveness (TTL check passes, " +
 		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after. " +
-		"JSON read: response bodies, decompressed, of the agent's read of its group's whole tree (coordinator.Store.Read), " +
+		"JSON read: response bodies, decompressed, of reads of a group's whole tree (coordinator.Store.Read; agents " +
+		"read with coordinator.ReadFor, the desired key and one transaction, counted in the rest), " +
 		"of lockstep's reads of the slot, and of the rest. " +
 		"Reads/release: reads sent from the last node joining the line to the last release, per release in that span " +
 		"(from the first grant instead when nodes joined so late that fewer than 5 releases came after). " +
