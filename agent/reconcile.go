@@ -193,12 +193,12 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 	rt, spec, sha := a.cfg.Runtime, gs.Spec, gs.Desired.SHA
 	first := true
 	step := func(ctx context.Context, name string) error {
-		if first && time.Since(granted) < grantFence {
-			first = false
+		byGrant := first && time.Since(granted) < grantFence
+		first = false
+		if byGrant {
 			a.log.Info("fenced by the grant", "step", name)
 			return nil
 		}
-		first = false
 		n := a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
 		op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
 		if err != nil {

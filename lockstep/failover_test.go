@@ -18,15 +18,7 @@ func TestKilledHolderIsReplaced(t *testing.T) {
 	g := commit(t, c, "sha-k", 1)
 	child := startHolder(t, srv.HTTPAddr, g)
 	ctx := ctxFor(t, time.Minute)
-	next := make(chan *Hold, 1)
-	m := newSem(t, c, "next")
-	go func() {
-		h, err := m.Acquire(ctx, g)
-		if err != nil {
-			t.Error(err)
-		}
-		next <- h
-	}()
+	next := acquireAsync(t, ctx, newSem(t, c, "next"), g)
 	select {
 	case <-next:
 		t.Fatal("acquired while the child held the slot")

@@ -91,3 +91,17 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 }
 
 func name(i int) string { return fmt.Sprintf("n%02d", i) }
+
+// acquireAsync runs m.Acquire in its own goroutine. The channel gets the
+// hold, or nil after an error, which fails the test.
+func acquireAsync(t testing.TB, ctx context.Context, m *Semaphore, g Gate, ops ...*api.TxnOp) <-chan *Hold {
+	got := make(chan *Hold, 1)
+	go func() {
+		h, err := m.Acquire(ctx, g, ops...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	return got
+}

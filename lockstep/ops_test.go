@@ -23,14 +23,7 @@ func TestAcquireWritesOpsInTheGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newSem(t, c, "second")
-	got := make(chan *Hold, 1)
-	go func() {
-		h, err := w.Acquire(ctx, g, setOp("rollagent/g/step", "second"))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, ctx, w, g, setOp("rollagent/g/step", "second"))
 	eventually(t, 10*time.Second, "the second in line", func() bool {
 		h, err := ReadHolders(c, testPrefix, nil)
 		return err == nil && len(h.Waiting) == 1

@@ -20,14 +20,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Hold, 1)
-	go func() {
-		h, err := b.Acquire(ctx, g)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, ctx, b, g)
 	select {
 	case <-got:
 		t.Fatal("second contender acquired while the first held the only slot")
@@ -298,14 +291,7 @@ func TestHoldersRecordNotJSON(t *testing.T) {
 		t.Fatalf("acquire over an unreadable record: %v", err)
 	}
 	garble()
-	got := make(chan *Hold, 1)
-	go func() {
-		h, err := b.Acquire(ctx, g)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := acquireAsync(t, ctx, b, g)
 	select {
 	case <-got:
 		t.Fatal("a second contender acquired while the record was unreadable and the only slot held")

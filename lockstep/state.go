@@ -50,9 +50,6 @@ type snapshot struct {
 	// locks; only they count against K.
 	live       map[string]Entry
 	contenders []contender // in CreateIndex order; empty in a holders-only read
-	// unknown lists the record's holders without a holder key: their
-	// session died, or they released and the record has not caught up.
-	unknown []string
 	// bad says why the holders record could not be read, or is nil.
 	bad error
 }
@@ -94,12 +91,6 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 		}
 		s.live[id] = e
 	}
-	for id := range s.holders.Holders {
-		if _, ok := locked[id]; !ok {
-			s.unknown = append(s.unknown, id)
-		}
-	}
-	sort.Strings(s.unknown)
 	return s
 }
 
