@@ -96,14 +96,29 @@ func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 	}
 }
 
-// mirror re-registers the service with the latest state, once per signal,
-// until ctx ends.
+// mirrorSettle lets a burst of state changes reach the Consul service as
+// one registration: replacing, verifying and converged can come within
+// milliseconds, and each registration is a catalog write for Consul, made
+// while the next node takes its turn. The UI lags by as much.
+const mirrorSettle = 500 * time.Millisecond
+
+// mirror re-registers the service with the latest state, once per burst of
+// signals, until ctx ends.
 func (p *publisher) mirror(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.changed:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(mirrorSettle):
+		}
+		select {
+		case <-p.changed: // came while settling: this registration covers it
+		default:
 		}
 		// Re-registering resets the TTL check to the status given, so give
 		// it the workload's health now, not the last periodic reading.
