@@ -66,12 +66,17 @@ func (p *publisher) sync(gs *coordinator.GroupState) {
 	}
 }
 
+// differs says whether n needs writing: it is not what was published last,
+// or that record is gone from KV.
+func (p *publisher) differs(n coordinator.NodeState) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stale || !same(p.last, n)
+}
+
 // set publishes n if it differs from what was published last.
 func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
-	p.mu.Lock()
-	changed := p.stale || !same(p.last, n)
-	p.mu.Unlock()
-	if !changed {
+	if !p.differs(n) {
 		return
 	}
 	if err := p.store.PutNode(ctx, p.group, n); err != nil {

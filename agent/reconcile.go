@@ -63,18 +63,19 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 			return jitter(DefaultRetry)
 		}
 	}
-	a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateWaiting, ""))
 	return a.replace(ctx, gs, obs)
 }
 
-// midReplacement says this node's own record shows it moving to sha and
-// not done: an agent stopped after it started the new workload and before
-// it saw it healthy. Any other record, or none, is no evidence against the
-// workload, so the node counts as converged as before.
+// midReplacement says this node's own record shows it heading for sha and
+// never converged on it: an agent stopped after it started the new workload
+// and before it saw it healthy (or before its release wrote converged), or
+// a verification that failed or was stopped. A converged record, one for
+// another SHA, or none is no evidence against the workload, so the node
+// counts as converged as before.
 func (a *Agent) midReplacement(gs *coordinator.GroupState, sha string) bool {
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
-			return n.Desired == sha && (n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying)
+			return n.Desired == sha && n.State != coordinator.StateConverged
 		}
 	}
 	return false
@@ -116,15 +117,7 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 		return jitter(DefaultRetry)
 	}
 	start := time.Now()
-	var claim coordinator.NodeState // what the grant wrote
-	hold, err := m.AcquireFunc(ctx, gs.LockGate(a.keys), func() api.TxnOps {
-		claim = a.pub.state(obs.SHA, gs.Desired.SHA, coordinator.StateReplacing, "")
-		op, err := a.cfg.Store.NodeOp(a.cfg.Group, claim)
-		if err != nil {
-			return nil // a node record this agent made always checks
-		}
-		return api.TxnOps{op}
-	})
+	hold, claim, err := a.acquire(ctx, m, gs, obs)
 	a.cfg.Metrics.SlotWait(time.Since(start))
 	switch {
 	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || ctx.Err() != nil:
@@ -158,14 +151,43 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 	return 0
 }
 
+// acquire waits for a slot. The node's "waiting" record goes in with its
+// place in line, and its "replacing" record with the grant, which it
+// returns: two writes that need no round trip of their own.
+func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, gs *coordinator.GroupState, obs Observed) (*lockstep.Hold, coordinator.NodeState, error) {
+	sha := gs.Desired.SHA
+	var w lockstep.Writes
+	if waiting := a.pub.state(obs.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
+		w.Join = a.nodeOps(waiting)
+		// Counted as written now: if joining fails, the next look finds
+		// the record unlike this (publisher.sync) and writes it again.
+		a.pub.published(ctx, waiting)
+	}
+	var claim coordinator.NodeState
+	w.Grant = func() api.TxnOps {
+		claim = a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
+		return a.nodeOps(claim)
+	}
+	hold, err := m.AcquireWith(ctx, gs.LockGate(a.keys), w)
+	return hold, claim, err
+}
+
+// nodeOps is the op that writes n, for a transaction of lockstep's.
+func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
+	op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
+	if err != nil {
+		a.log.Error("cannot encode the node record", "error", err)
+		return nil
+	}
+	return api.TxnOps{op}
+}
+
 // release gives the slot back, writing done (the node's converged record)
 // in the same transaction: one write fewer between two nodes' turns.
 func (a *Agent) release(ctx context.Context, hold *lockstep.Hold, done *coordinator.NodeState) {
-	var ops []*api.TxnOp
+	var ops api.TxnOps
 	if done != nil {
-		if op, err := a.cfg.Store.NodeOp(a.cfg.Group, *done); err == nil {
-			ops = append(ops, op)
-		}
+		ops = a.nodeOps(*done)
 	}
 	if err := hold.Release(ctx, ops...); err != nil {
 		a.log.Warn("cannot release the slot; closing the session frees it", "error", err)
@@ -212,12 +234,11 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		return nil
 	}
 	var err error
-	if obs.SHA != sha {
+	verifyOnly := obs.SHA == sha
+	if verifyOnly {
+		err = step(ctx, "verify")
+	} else {
 		err = rt.Replace(ctx, spec, sha, step)
-	} else if err = step(ctx, "verify"); err == nil {
-		// Verifying a workload already in place: if it fails, it is
-		// removed like any failed new one, and nothing older is left.
-		obs.SHA = ""
 	}
 	if err == nil {
 		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
@@ -230,7 +251,7 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		n := a.pub.state(sha, sha, coordinator.StateConverged, "")
 		return "success", &n
 	}
-	return a.failed(ctx, gs, obs, err), nil
+	return a.failed(ctx, gs, obs, err, verifyOnly), nil
 }
 
 // fence runs hold.Fence, retrying a failure to reach Consul (a leader
@@ -278,9 +299,15 @@ var (
 // failed restores the old workload and, unless the replacement was merely
 // stopped by its fence or by a fault of the node rather than of the
 // release, records the failure and applies failure_action.
-func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Observed, err error) string {
+//
+// A workload that was only being verified is left in place: there is
+// nothing older to restore, and removing it would leave the node with
+// nothing at all.
+func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Observed, err error, verifyOnly bool) string {
 	sha := gs.Desired.SHA
-	if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
+	if verifyOnly {
+		a.log.Warn("the workload in place failed its verification; leaving it, as there is nothing to restore", "error", err)
+	} else if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
 		err = fmt.Errorf("%w; restoring the old workload also failed: %v", err, rerr)
 	} else if obs.SHA != "" {
 		// The node counts as down until the old workload is healthy again,
@@ -300,7 +327,7 @@ func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Obse
 		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
 		return "aborted"
 	}
-	a.log.Error("replacement failed; old workload restored", "error", err)
+	a.log.Error("replacement failed", "error", err, "restored", !verifyOnly)
 	action, rerr := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, a.cfg.Node, sha, err.Error())
 	if rerr != nil {
 		a.log.Error("cannot record the failure", "error", rerr)

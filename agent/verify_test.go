@@ -17,8 +17,9 @@ import (
 // record says it was still replacing or verifying (it was killed before it
 // saw the new workload healthy, on a first deploy, with nothing set aside to
 // recover) verifies it under a slot before the node counts as converged: a
-// bad release must not pass for a good one and roll on. A node whose record
-// says converged is not verified again.
+// bad release must not pass for a good one and roll on. A workload that
+// fails it is left in place, as there is nothing older to restore. A node
+// whose record says converged is not verified again.
 func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 	srv := consultest.NewDev(t)
 	tests := []struct {
@@ -65,8 +66,11 @@ func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(gs.Failures) != 1 || gs.Failures[0].Node != "n1" || !slices.Contains(calls, "Restore") {
-				t.Fatalf("failures %+v, calls %q: want n1's failure recorded and its workload removed", gs.Failures, calls)
+			// Nothing older to restore: the workload stays, and the node
+			// stays out of the rollout until resume.
+			if len(gs.Failures) != 1 || gs.Failures[0].Node != "n1" || slices.Contains(calls, "Restore") || rt.SHA() != r.SHA {
+				t.Fatalf("failures %+v, calls %q, workload %q: want n1's failure recorded and its workload left in place",
+					gs.Failures, calls, rt.SHA())
 			}
 		})
 	}

@@ -116,3 +116,54 @@ func TestReleaseWritesOps(t *testing.T) {
 		t.Fatalf("holder key left after the release: %+v, %v", p, err)
 	}
 }
+
+// Join writes go in with the contender key, before the wait: visible while
+// the contender waits, before any grant. A refused join op puts no one in
+// line and writes nothing.
+func TestAcquireWithJoinWrites(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "join", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	first, err := newSem(t, c, "first").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newSem(t, c, "second")
+	bad := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: "rollagent/g/joined", Value: []byte("x"), Index: 12345}}
+	var te *TxnError
+	if _, err := w.AcquireWith(ctx, g, Writes{Join: api.TxnOps{setOp("rollagent/g/other", "x"), bad}}); !errors.As(err, &te) || te.Op != 1 {
+		t.Fatalf("AcquireWith a refused join op: %v, want a *TxnError for op 1", err)
+	}
+	if h, err := ReadHolders(c, testPrefix, nil); err != nil || len(h.Waiting) != 0 {
+		t.Fatalf("in line after a refused join: %+v, %v", h, err)
+	}
+	if p, _, err := c.KV().Get("rollagent/g/other", nil); err != nil || p != nil {
+		t.Fatalf("a refused join wrote its other op: %+v, %v", p, err)
+	}
+	got := make(chan *Hold, 1)
+	go func() {
+		h, err := w.AcquireWith(ctx, g, Writes{Join: api.TxnOps{setOp("rollagent/g/joined", "waiting")},
+			Grant: func() api.TxnOps { return api.TxnOps{setOp("rollagent/g/joined", "holding")} }})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	eventually(t, 10*time.Second, "the join write while in line", func() bool {
+		p, _, err := c.KV().Get("rollagent/g/joined", nil)
+		return err == nil && p != nil && string(p.Value) == "waiting"
+	})
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h == nil {
+		t.Fatal("no hold")
+	}
+	if p, _, err := c.KV().Get("rollagent/g/joined", nil); err != nil || p == nil || string(p.Value) != "holding" {
+		t.Fatalf("after the grant: %+v, %v", p, err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -80,19 +80,35 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 // caller's that Consul refused; nothing was written then and the caller is
 // out of line.
 func (m *Semaphore) Acquire(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Hold, error) {
-	return m.AcquireFunc(ctx, g, func() api.TxnOps { return ops })
+	return m.AcquireWith(ctx, g, Writes{Grant: func() api.TxnOps { return ops }})
 }
 
-// AcquireFunc is Acquire with the first step's writes made by opsFn at the
-// moment of the grant rather than when the wait began, so that a record it
-// writes (a node's "replacing since") tells the time of the grant. opsFn
-// may be called more than once, once per try of the grant; the last call
-// before a nil error made the ops that were written.
-func (m *Semaphore) AcquireFunc(ctx context.Context, g Gate, opsFn func() api.TxnOps) (*Hold, error) {
+// Writes are a caller's records that ride on Acquire's own transactions,
+// each saving a write of its own.
+type Writes struct {
+	// Join goes into the transaction that puts the contender in line, when
+	// the wait begins: records true whatever comes of the wait, such as a
+	// node's "waiting". Optional.
+	Join api.TxnOps
+	// Grant makes the ops the grant writes (see Acquire), at the moment of
+	// the grant, so that a record they hold (a node's "replacing since")
+	// tells the time of the grant. It may be called once per try of the
+	// grant; the last call before a nil error made what was written.
+	// Optional.
+	Grant func() api.TxnOps
+}
+
+// AcquireWith is Acquire with w's writes. A *TxnError names an op of the
+// caller's, counted within Join or within what Grant returned.
+func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
-	if err := m.enqueue(ctx); err != nil {
+	grant := w.Grant
+	if grant == nil {
+		grant = func() api.TxnOps { return nil }
+	}
+	if err := m.enqueue(ctx, w.Join); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
@@ -105,7 +121,7 @@ func (m *Semaphore) AcquireFunc(ctx context.Context, g Gate, opsFn func() api.Tx
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g, opsFn)
+	h, err := m.waitTurn(wctx, g, grant)
 	if err != nil {
 		m.dequeue()
 		return nil, err
@@ -119,9 +135,10 @@ func (m *Semaphore) entry(state string) []byte {
 }
 
 // enqueue creates this contender's key, locked by the session, so that its
-// CreateIndex fixes its place in line and its session's death removes it.
-// Consul errors are retried with backoff until ctx ends.
-func (m *Semaphore) enqueue(ctx context.Context) error {
+// CreateIndex fixes its place in line and its session's death removes it,
+// and writes join with it. Consul errors are retried with backoff until ctx
+// ends.
+func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) error {
 	r := retry{log: m.log}
 	for {
 		select {
@@ -131,9 +148,11 @@ func (m *Semaphore) enqueue(ctx context.Context) error {
 			return ctx.Err()
 		default:
 		}
-		ok, _, err := m.c.KV().Acquire(&api.KVPair{Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()},
-			(&api.WriteOptions{}).WithContext(ctx))
+		ok, err := m.lockContender(ctx, join)
+		var te *TxnError
 		switch {
+		case errors.As(err, &te):
+			return err
 		case err != nil && isInvalidSession(err):
 			m.s.lost("consul no longer knows the session", err)
 			return ErrSessionLost
@@ -145,6 +164,29 @@ func (m *Semaphore) enqueue(ctx context.Context) error {
 		default:
 			return nil
 		}
+	}
+}
+
+// lockContender creates and locks our contender key, with join in the same
+// transaction; ok is false when Consul refused the lock.
+func (m *Semaphore) lockContender(ctx context.Context, join api.TxnOps) (ok bool, err error) {
+	if len(join) == 0 {
+		ok, _, err = m.c.KV().Acquire(&api.KVPair{Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()},
+			(&api.WriteOptions{}).WithContext(ctx))
+		return ok, err
+	}
+	ops := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()}}}, join...)
+	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || ok {
+		return ok, err
+	}
+	switch op, what := firstTxnError(resp); {
+	case op < 0 || isDenied(what):
+		return false, &TxnError{Op: op, What: what}
+	case op == 0:
+		return false, nil
+	default:
+		return false, &TxnError{Op: op - 1, What: what}
 	}
 }
 

@@ -74,7 +74,7 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 	c := devClient(t)
 	ctx := ctxFor(t, 30*time.Second)
 	p, w := newSem(t, c, "pred"), newSem(t, c, "waiter")
-	if err := p.enqueue(ctx); err != nil {
+	if err := p.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := p.read(ctx, p.opts.Prefix, 0)
@@ -83,10 +83,10 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 	}
 	ahead := slices.Clone(snap.contenders)
 	p.dequeue()
-	if err := p.enqueue(ctx); err != nil {
+	if err := p.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.enqueue(ctx); err != nil {
+	if err := w.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
