@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -102,11 +103,32 @@ func (t *fleetTraffic) note(r *http.Request) {
 	if !t.recording.Load() {
 		return
 	}
-	_, acquire := r.URL.Query()["acquire"]
+	enqueue := joinsLine(r)
 	t.mu.Lock()
 	t.events = append(t.events, fleetEvent{at: time.Since(t.start), class: uint8(class),
-		read: r.Method == http.MethodGet, enqueue: acquire && strings.Contains(r.URL.Path, "/slot/c/")})
+		read: r.Method == http.MethodGet, enqueue: enqueue})
 	t.mu.Unlock()
+}
+
+// joinsLine says r puts a contender in line: a KV acquire of its key, or a
+// transaction that locks it (lockstep's join with writes of the caller's).
+func joinsLine(r *http.Request) bool {
+	if _, acquire := r.URL.Query()["acquire"]; acquire {
+		return strings.Contains(r.URL.Path, "/slot/c/")
+	}
+	if r.URL.Path != "/v1/txn" || r.GetBody == nil {
+		return false
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	var ops []struct{ KV *struct{ Verb, Key string } }
+	if json.NewDecoder(body).Decode(&ops) != nil || len(ops) == 0 || ops[0].KV == nil {
+		return false
+	}
+	return ops[0].KV.Verb == "lock" && strings.Contains(ops[0].KV.Key, "/slot/c/")
 }
 
 // record starts keeping events, timed from start.
@@ -295,6 +317,31 @@ func TestBytesKindOf(t *testing.T) {
 		t.Run(tt.path, func(t *testing.T) {
 			if got := bytesKindOf(tt.path); got != tt.want {
 				t.Fatalf("bytesKindOf(%q) = %d, want %d", tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJoinsLine(t *testing.T) {
+	lock := `[{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/abc"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
+	tests := []struct {
+		name, method, url, body string
+		want                    bool
+	}{
+		{"kv acquire of a contender key", "PUT", "/v1/kv/rollagent/groups/web/slot/c/abc?acquire=s", "", true},
+		{"kv acquire elsewhere", "PUT", "/v1/kv/rollagent/groups/web/lock?acquire=s", "", false},
+		{"txn locking a contender key first", "PUT", "/v1/txn", lock, true},
+		{"txn of a grant", "PUT", "/v1/txn", `[{"KV":{"Verb":"check-index","Key":"rollagent/groups/web/desired"}}]`, false},
+		{"txn that is not JSON", "PUT", "/v1/txn", `{`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := http.NewRequest(tt.method, "http://127.0.0.1"+tt.url, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := joinsLine(r); got != tt.want {
+				t.Fatalf("joinsLine = %v, want %v", got, tt.want)
 			}
 		})
 	}
