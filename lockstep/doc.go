@@ -17,13 +17,18 @@
 // A Hold is fenced: Hold.Fence re-checks the gate and the hold in one
 // transaction together with the caller's own writes, and fails once the
 // session is gone, so a paused or partitioned holder cannot act after it has
-// lost its slot.
+// lost its slot. The grant is a fence too. AcquireWith lets the caller's
+// records ride on the transaction that joins the line and on the grant,
+// and Release takes records for its own transaction, which saves each a
+// write of its own.
 //
 // KV layout under the semaphore prefix P:
 //
 //	P/.holders            JSON {"holders": {"<session>": {...}}}, CAS on every change
-//	P/.holders/<session>  one holder key per holder, locked by its session: a
-//	                      holder in the record without one is dead and does not count
+//	P/.holders/<session>  one holder key per holder, locked by its session: the
+//	                      holders that count; a record that disagrees (a dead
+//	                      holder, or not JSON at all) is rewritten at the next
+//	                      grant or release
 //	P/c/<session>         one contender key per waiter or holder, locked by its
 //	                      session; the grant marks it "holding"
 package lockstep
