@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -60,15 +59,12 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 		// get-tree, not get: a get of an absent key fails the transaction.
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: key}})
 	}
-	ok, resp, _, err := s.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, false, consulError(s.c, err)
-	}
-	if !ok {
-		if resp != nil && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0 {
-			return nil, true, nil
-		}
-		return nil, false, fmt.Errorf("consul: reading the records of %s: %s", ShortSHA(sha), txnErrors(resp))
+	resp, moved, err := s.txn(ctx, ops) // only op 0, the check of desired, can conflict
+	switch {
+	case moved:
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
 	}
 	var pairs api.KVPairs
 	for _, r := range resp.Results {
@@ -89,15 +85,4 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 		}
 	}
 	return pairs, false, nil
-}
-
-func txnErrors(resp *api.TxnResponse) string {
-	if resp == nil || len(resp.Errors) == 0 {
-		return "transaction rolled back without an error"
-	}
-	var parts []string
-	for _, e := range resp.Errors {
-		parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
-	}
-	return strings.Join(parts, "; ")
 }
