@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -241,8 +242,7 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		err = rt.Replace(ctx, spec, sha, step)
 	}
 	if err == nil {
-		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
-		err = rt.WaitHealthy(ctx, spec)
+		err = a.verify(ctx, spec, sha)
 	}
 	if err == nil {
 		if ferr := rt.Finish(ctx); ferr != nil {
@@ -252,6 +252,30 @@ func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordi
 		return "success", &n
 	}
 	return a.failed(ctx, gs, obs, err, verifyOnly), nil
+}
+
+// verifyRecordAfter is how long a health check runs before the node's
+// "verifying" record is written. A check that passes sooner goes straight
+// from "replacing" to "converged": the record would be true for a moment
+// only, and its write would sit between this node's grant and the next
+// node's. Either record tells a restarted agent to verify before it counts
+// the node as converged.
+const verifyRecordAfter = time.Second
+
+// verify waits for the new workload to be healthy, writing the "verifying"
+// record once that takes verifyRecordAfter. That write is done before
+// verify returns, so it cannot land after the release's "converged".
+func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) error {
+	wrote := make(chan struct{})
+	t := time.AfterFunc(verifyRecordAfter, func() {
+		defer close(wrote)
+		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
+	})
+	err := a.cfg.Runtime.WaitHealthy(ctx, spec)
+	if !t.Stop() {
+		<-wrote
+	}
+	return err
 }
 
 // fence runs hold.Fence, retrying a failure to reach Consul (a leader
