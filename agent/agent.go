@@ -57,6 +57,8 @@ type Agent struct {
 	log  hclog.Logger
 	pub  *publisher
 	sess *lockstep.Session
+	// sessCheck is the TTL check sess is bound to, which the service carries.
+	sessCheck string
 	// consulRetry paces reads of the group while Consul is unreachable.
 	consulRetry backoff
 	// problems is what was last logged of the group state's problems, so
@@ -109,8 +111,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		// register it again.
 		stopHealth()
 		wg.Wait()
+		a.closeSession() // before the service goes, and the check with it
 		a.pub.deregister()
-		a.closeSession()
 	}()
 	for ctx.Err() == nil {
 		gs, err := a.cfg.Store.ReadFor(ctx, a.cfg.Group, a.cfg.Node)
@@ -203,7 +205,11 @@ func (b *backoff) next() time.Duration {
 // reset starts over after a success.
 func (b *backoff) reset() { b.n = 0 }
 
-func (a *Agent) session(ctx context.Context) (*lockstep.Session, error) {
+// session returns the live session, or makes one. A new session's TTL
+// check goes into the service's registration as the node turns to
+// waiting: one catalog write for both, where each is an O(services on the
+// Consul node) write for Consul.
+func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lockstep.Session, error) {
 	if a.sess != nil {
 		select {
 		case <-a.sess.Done():
@@ -212,12 +218,18 @@ func (a *Agent) session(ctx context.Context) (*lockstep.Session, error) {
 			return a.sess, nil
 		}
 	}
-	s, err := lockstep.NewSession(ctx, a.c, lockstep.SessionOptions{
-		Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL, Logger: a.log.Named("lockstep")})
+	check, err := a.pub.withSession(ctx, waiting, a.cfg.SessionTTL)
 	if err != nil {
+		return nil, fmt.Errorf("register the session's check: %w", err)
+	}
+	s, err := lockstep.NewSession(ctx, a.c, lockstep.SessionOptions{
+		Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL, CheckID: check,
+		Logger: a.log.Named("lockstep")})
+	if err != nil {
+		a.pub.dropSession(check)
 		return nil, err
 	}
-	a.sess = s
+	a.sess, a.sessCheck = s, check
 	return s, nil
 }
 
@@ -230,5 +242,6 @@ func (a *Agent) closeSession() {
 	if err := a.sess.Close(ctx); err != nil {
 		a.log.Debug("closing session", "error", err)
 	}
-	a.sess = nil
+	a.pub.dropSession(a.sessCheck)
+	a.sess, a.sessCheck = nil, ""
 }

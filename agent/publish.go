@@ -1,13 +1,18 @@
 package agent
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // serviceCheckTTL is the TTL of the workload health check in the Consul UI;
@@ -31,6 +36,20 @@ type publisher struct {
 	last   coordinator.NodeState
 	stale  bool   // KV holds something else than last: write it again
 	health string // api.HealthPassing or api.HealthCritical
+
+	// regMu orders registrations, so that one made without the session's
+	// check never lands after one made with it while the session lives.
+	regMu      sync.Mutex
+	session    sessionCheck // the live session's check, if any
+	registered string       // what the last registration said, to skip a repeat
+}
+
+// sessionCheck is the TTL check a lockstep session is bound to. It is
+// registered with the service, so that one catalog write carries both the
+// node's "waiting" and its session's check.
+type sessionCheck struct {
+	id  string
+	ttl time.Duration
 }
 
 func (p *publisher) serviceID() string { return "rollagent-" + p.group + "-" + p.node }
@@ -136,22 +155,78 @@ func (p *publisher) mirror(ctx context.Context) {
 		p.health = health
 		p.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := p.register(rctx, n, health); err != nil && ctx.Err() == nil {
+		p.regMu.Lock()
+		err := p.register(rctx, n, health)
+		p.regMu.Unlock()
+		if err != nil && ctx.Err() == nil {
 			p.log.Warn("could not update the consul service", "error", err)
 		}
 		cancel()
 	}
 }
 
+// register registers the service with n, and the session's check while
+// there is one, unless the last registration said the same. Callers hold
+// regMu.
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: "rollagent-" + p.group,
 		Tags: []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
 		Meta: map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
-		Check: &api.AgentServiceCheck{CheckID: p.checkID(), Name: "workload health", TTL: serviceCheckTTL.String(),
-			Status: health, Notes: "passing while the managed workload is healthy"},
+		Checks: api.AgentServiceChecks{{CheckID: p.checkID(), Name: "workload health", TTL: serviceCheckTTL.String(),
+			Status: health, Notes: "passing while the managed workload is healthy"}},
 	}
-	return p.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx))
+	if p.session.id != "" {
+		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: p.session.id, Name: "rollagent session",
+			TTL: p.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
+	}
+	said := fmt.Sprint(reg.Tags, reg.Meta, health, p.session)
+	if said == p.registered {
+		return nil // each registration is a catalog write
+	}
+	if err := p.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
+		p.registered = ""
+		return err
+	}
+	p.registered = said
+	return nil
+}
+
+// withSession registers the service as n together with a new TTL check for
+// a session to be bound to, and returns the check's ID. Consul has the
+// check in its catalog when this returns, so a session may name it.
+func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, ttl time.Duration) (string, error) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	p.mu.Lock()
+	health := cmp.Or(p.health, api.HealthCritical)
+	p.mu.Unlock()
+	p.session = sessionCheck{id: p.serviceID() + ":session-" + randomSuffix(), ttl: ttl}
+	if err := p.register(ctx, n, health); err != nil {
+		p.session = sessionCheck{}
+		return "", err
+	}
+	return p.session.id, nil
+}
+
+// dropSession removes the session's check once its session is closed.
+// The next registration leaves it out.
+func (p *publisher) dropSession(id string) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if p.session.id == id {
+		p.session = sessionCheck{}
+		p.registered = ""
+	}
+	if err := p.c.Agent().CheckDeregister(id); err != nil {
+		p.log.Debug("could not remove the session's check", "check", id, "error", err)
+	}
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // keepHealth passes or fails the service's TTL check from the runtime's

@@ -107,7 +107,7 @@ func (a *Agent) blocked(gs *coordinator.GroupState) (string, string) {
 
 // replace waits for a slot and replaces the workload under it.
 func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Observed) time.Duration {
-	s, err := a.session(ctx)
+	s, err := a.session(ctx, a.pub.state(obs.SHA, gs.Desired.SHA, coordinator.StateWaiting, ""))
 	if err != nil {
 		a.cfg.Metrics.ConsulError()
 		a.log.Warn("cannot create a session", "error", err)

@@ -57,6 +57,11 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 		gs, err := st.Read(ctx, group, nil)
 		return err == nil && gs.Holders != nil && len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == 1
 	})
+	// Each contender's session check is carried by its service: one
+	// registration, one catalog write, made as it turned to waiting.
+	fleettest.WaitFor(t, 10*time.Second, "each contender's session check on its service", func() bool {
+		return len(sessionChecks(t, c, group, true)) == 2
+	})
 	if _, err := st.Cancel(ctx, group, v1, "test", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +76,27 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 		return err == nil && gs.Progress().Converged == 2
 	})
 	noSessions(t, c, group, "once the rollout is done")
+	fleettest.WaitFor(t, 10*time.Second, "no session check left", func() bool {
+		return len(sessionChecks(t, c, group, false)) == 0
+	})
+}
+
+// sessionChecks lists the agent's session checks of group's agents; with
+// onService, only those a service carries.
+func sessionChecks(t *testing.T, c *api.Client, group string, onService bool) []string {
+	t.Helper()
+	checks, err := c.Agent().Checks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for id, ch := range checks {
+		if strings.HasPrefix(id, "rollagent-"+group+"-") && strings.Contains(id, ":session-") &&
+			(!onService || ch.ServiceID != "") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // noSessions waits, bounded, for the group's agents to have no session.

@@ -22,6 +22,8 @@ const (
 	// DefaultLockDelay is near zero: contender keys are per session and
 	// never re-acquired by another, and fencing keeps handoffs safe.
 	DefaultLockDelay = time.Millisecond
+	// CheckNotes describe a session's TTL check in the Consul UI.
+	CheckNotes = "kept passing by a rollagent process while it contends for or holds a slot"
 )
 
 // SessionOptions configure NewSession.
@@ -35,6 +37,12 @@ type SessionOptions struct {
 	// NodeChecks are node-level checks the session is also bound to.
 	// Optional, defaults to serfHealth, so a dead node loses its session.
 	NodeChecks []string
+	// CheckID names a TTL check of the caller's, already registered with
+	// opts.TTL (with a service, say, so that one catalog write registers
+	// both), for the session to be bound to and to keep passing. The caller
+	// removes it after Close. Optional, defaults to a check of the
+	// Session's own, registered by NewSession and removed by Close.
+	CheckID string
 	// Logger. Optional, defaults to a null logger.
 	Logger hclog.Logger
 }
@@ -42,11 +50,12 @@ type SessionOptions struct {
 // Session is a Consul session bound to serfHealth and to a TTL check that
 // it keeps passing. Done closes when the session is, or may be, gone.
 type Session struct {
-	c       *api.Client
-	id      string
-	checkID string
-	ttl     time.Duration
-	log     hclog.Logger
+	c        *api.Client
+	id       string
+	checkID  string
+	ownCheck bool // registered by NewSession, so removed by Close
+	ttl      time.Duration
+	log      hclog.Logger
 
 	done     chan struct{}
 	lostOnce sync.Once
@@ -58,23 +67,27 @@ type Session struct {
 // and starts keeping the check passing until Close or ctx ends.
 func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Session, error) {
 	opts = opts.withDefaults()
-	checkID := fmt.Sprintf("%s-session-%s", opts.Name, randomSuffix())
-	reg := &api.AgentCheckRegistration{ID: checkID, Name: opts.Name + " session",
-		Notes:             "kept passing by a rollagent process while it contends for or holds a slot",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: opts.TTL.String(), Status: api.HealthPassing}}
-	if err := c.Agent().CheckRegister(reg); err != nil {
-		return nil, fmt.Errorf("lockstep: register check %s: %w", checkID, err)
+	checkID, own := opts.CheckID, opts.CheckID == ""
+	if own {
+		checkID = fmt.Sprintf("%s-session-%s", opts.Name, randomSuffix())
+		reg := &api.AgentCheckRegistration{ID: checkID, Name: opts.Name + " session", Notes: CheckNotes,
+			AgentServiceCheck: api.AgentServiceCheck{TTL: opts.TTL.String(), Status: api.HealthPassing}}
+		if err := c.Agent().CheckRegister(reg); err != nil {
+			return nil, fmt.Errorf("lockstep: register check %s: %w", checkID, err)
+		}
 	}
 	id, _, err := c.Session().Create(&api.SessionEntry{
 		Name: opts.Name, Behavior: api.SessionBehaviorDelete, LockDelay: DefaultLockDelay,
 		NodeChecks: append(append([]string{}, opts.NodeChecks...), checkID),
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		_ = c.Agent().CheckDeregister(checkID)
+		if own {
+			_ = c.Agent().CheckDeregister(checkID)
+		}
 		return nil, fmt.Errorf("lockstep: create session: %w", err)
 	}
 	kctx, stop := context.WithCancel(context.Background())
-	s := &Session{c: c, id: id, checkID: checkID, ttl: opts.TTL, stop: stop,
+	s := &Session{c: c, id: id, checkID: checkID, ownCheck: own, ttl: opts.TTL, stop: stop,
 		log: opts.Logger.With("session", id), done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.keepPassing(kctx)
@@ -165,8 +178,10 @@ func (s *Session) Close(ctx context.Context) error {
 	s.wg.Wait()
 	s.lost("closed", nil)
 	_, err := s.c.Session().Destroy(s.id, (&api.WriteOptions{}).WithContext(ctx))
-	if derr := s.c.Agent().CheckDeregister(s.checkID); err == nil && derr != nil && !isMissingCheck(derr) {
-		err = derr
+	if s.ownCheck {
+		if derr := s.c.Agent().CheckDeregister(s.checkID); err == nil && derr != nil && !isMissingCheck(derr) {
+			err = derr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("lockstep: close session %s: %w", s.id, err)
