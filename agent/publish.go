@@ -184,7 +184,10 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 	if said == p.registered {
 		return nil // each registration is a catalog write
 	}
-	if err := p.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
+	// Replacing the checks drops a session check that a killed agent left
+	// on the service, which would stay critical there for good.
+	opts := api.ServiceRegisterOpts{ReplaceExistingChecks: true}.WithContext(ctx)
+	if err := p.c.Agent().ServiceRegisterOpts(reg, opts); err != nil {
 		p.registered = ""
 		return err
 	}

@@ -1,0 +1,42 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+// A session check that a killed agent left on its service (critical once
+// nobody passes it) is gone after the next agent registers the service.
+func TestStaleSessionCheckIsDropped(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	st := coordinator.NewStore(c, "")
+	group := fleettest.Group("stalecheck")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", ""), "test", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	id := "rollagent-" + group + "-n1"
+	stale := id + ":session-dead"
+	reg := &api.AgentServiceRegistration{ID: id, Name: "rollagent-" + group,
+		Checks: api.AgentServiceChecks{{CheckID: stale, Name: "rollagent session", TTL: "3s", Status: api.HealthCritical}}}
+	if err := c.Agent().ServiceRegister(reg); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, st, group, "n1", &recordingRuntime{}, agent.Allow{})
+	waitNode(t, st, group, "n1", "converged", func(n *coordinator.NodeState) bool {
+		return n.State == coordinator.StateConverged
+	})
+	fleettest.WaitFor(t, 10*time.Second, "the stale session check to go", func() bool {
+		checks, err := c.Agent().Checks()
+		return err == nil && checks[stale] == nil && checks[id+":workload"] != nil
+	})
+}
