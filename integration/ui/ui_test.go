@@ -69,8 +69,9 @@ func TestConsulUIShowsRollout(t *testing.T) {
 // instancesProblem checks the Services page's text instance by instance
 // against KV, read at each look: each shows the SHA it runs, the SHA it
 // heads for and its state as tags, and its workload check failing while it
-// replaces and passing otherwise. The rollout must still be frozen half-way
-// (one node replacing v1 -> v2), which is what the screenshot is for.
+// replaces (beside its session's check, passing) and passing otherwise. The
+// rollout must still be frozen half-way (one node replacing v1 -> v2), which
+// is what the screenshot is for.
 func instancesProblem(text string, f *fleet, v1, v2 string) string {
 	holder := f.midRollout(v1, v2)
 	if holder == "" {
@@ -83,7 +84,8 @@ func instancesProblem(text string, f *fleet, v1, v2 string) string {
 	for _, n := range f.nodes {
 		want := []string{"sha:" + coordinator.ShortSHA(v1), "desired:" + coordinator.ShortSHA(v2)}
 		if n == holder {
-			want = append(want, "state:"+coordinator.StateReplacing, "All service checks failing")
+			// Its workload check fails; its session's check passes.
+			want = append(want, "state:"+coordinator.StateReplacing, "1/2 service checks failing")
 		} else {
 			want = append(want, "state:"+coordinator.StateWaiting, "All service checks passing")
 		}
