@@ -3,8 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -204,7 +202,7 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 	p.mu.Lock()
 	health := cmp.Or(p.health, api.HealthCritical)
 	p.mu.Unlock()
-	p.session = sessionCheck{id: p.serviceID() + ":session-" + randomSuffix(), ttl: ttl}
+	p.session = sessionCheck{id: lockstep.NewCheckID(p.serviceID()), ttl: ttl}
 	if err := p.register(ctx, n, health); err != nil {
 		p.session = sessionCheck{}
 		return "", err
@@ -224,12 +222,6 @@ func (p *publisher) dropSession(id string) {
 	if err := p.c.Agent().CheckDeregister(id); err != nil {
 		p.log.Debug("could not remove the session's check", "check", id, "error", err)
 	}
-}
-
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // keepHealth passes or fails the service's TTL check from the runtime's

@@ -91,9 +91,10 @@ func sessionChecks(t *testing.T, c *api.Client, group string, onService bool) []
 	}
 	var ids []string
 	for id, ch := range checks {
-		if strings.HasPrefix(id, "rollagent-"+group+"-") && strings.Contains(id, ":session-") &&
-			(!onService || ch.ServiceID != "") {
-			ids = append(ids, id)
+		for _, n := range []string{"n1", "n2"} {
+			if strings.HasPrefix(id, "rollagent-"+group+"-"+n+"-session-") && (!onService || ch.ServiceID != "") {
+				ids = append(ids, id)
+			}
 		}
 	}
 	return ids

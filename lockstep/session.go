@@ -69,7 +69,7 @@ func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Sessi
 	opts = opts.withDefaults()
 	checkID, own := opts.CheckID, opts.CheckID == ""
 	if own {
-		checkID = fmt.Sprintf("%s-session-%s", opts.Name, randomSuffix())
+		checkID = NewCheckID(opts.Name)
 		reg := &api.AgentCheckRegistration{ID: checkID, Name: opts.Name + " session", Notes: CheckNotes,
 			AgentServiceCheck: api.AgentServiceCheck{TTL: opts.TTL.String(), Status: api.HealthPassing}}
 		if err := c.Agent().CheckRegister(reg); err != nil {
@@ -189,8 +189,12 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
-func randomSuffix() string {
+// NewCheckID returns a fresh ID for a session's TTL check, for a caller
+// that registers the check itself (see SessionOptions.CheckID). Each
+// session gets a check of its own: a lost session must not be kept alive
+// by its successor's passes.
+func NewCheckID(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return prefix + "-session-" + hex.EncodeToString(b[:])
 }
