@@ -57,8 +57,6 @@ type Agent struct {
 	log  hclog.Logger
 	pub  *publisher
 	sess *lockstep.Session
-	// sessCheck is the TTL check sess is bound to, which the service carries.
-	sessCheck string
 	// consulRetry paces reads of the group while Consul is unreachable.
 	consulRetry backoff
 	// problems is what was last logged of the group state's problems, so
@@ -229,7 +227,7 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 		a.pub.dropSession(check)
 		return nil, err
 	}
-	a.sess, a.sessCheck = s, check
+	a.sess = s
 	return s, nil
 }
 
@@ -242,6 +240,6 @@ func (a *Agent) closeSession() {
 	if err := a.sess.Close(ctx); err != nil {
 		a.log.Debug("closing session", "error", err)
 	}
-	a.pub.dropSession(a.sessCheck)
-	a.sess, a.sessCheck = nil, ""
+	a.pub.dropSession(a.sess.CheckID())
+	a.sess = nil
 }

@@ -113,6 +113,9 @@ func (o SessionOptions) withDefaults() SessionOptions {
 // ID is the Consul session ID.
 func (s *Session) ID() string { return s.id }
 
+// CheckID is the TTL check the session is bound to and keeps passing.
+func (s *Session) CheckID() string { return s.checkID }
+
 // Done closes when the session is lost: destroyed, invalidated by a failed
 // check, or not provably alive because its check could not be passed for
 // nearly a TTL.

@@ -24,6 +24,9 @@ func TestSessionOnCallersCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := s.CheckID(); got != "callers-check" {
+		t.Fatalf("CheckID: %q, want the caller's", got)
+	}
 	// Well past the TTL, the check still passes: the session keeps it so.
 	eventually(t, 10*time.Second, "the check passing 3s after the session began", func() bool {
 		checks, err := c.Agent().Checks()
