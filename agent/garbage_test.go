@@ -126,15 +126,10 @@ func TestGarbageInKVIsReportedNotActedOn(t *testing.T) {
 func convergedEnv(t *testing.T, st *coordinator.Store, rt *recordingRuntime, name string) *garbageEnv {
 	t.Helper()
 	group := fleettest.Group(name)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r1, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", ""), "test", "commit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := commitRecording(t, st, group, "v1", "")
 	a := startAgent(t, st, group, "n1", rt, agent.Allow{})
 	waitNode(t, st, group, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
-		return n.State == coordinator.StateConverged && n.SHA == r1.SHA
+		return n.State == coordinator.StateConverged && n.SHA == v1
 	})
 	a.stop(t)
 	v2 := recordingSpec(t, group, "v2", "")
@@ -142,7 +137,7 @@ func convergedEnv(t *testing.T, st *coordinator.Store, rt *recordingRuntime, nam
 	canon, _ := v2.Canonical()
 	hist, _ := json.Marshal(coordinator.HistoryEntry{SHA: sha2, Spec: canon, CommittedAt: time.Now().UTC()})
 	k, _ := st.Keys(group)
-	return &garbageEnv{c: st.Client(), k: k, group: group, v1: r1.SHA, v2: sha2, v2Hist: hist}
+	return &garbageEnv{c: st.Client(), k: k, group: group, v1: v1, v2: sha2, v2Hist: hist}
 }
 
 func listTree(t *testing.T, e *garbageEnv) api.KVPairs {

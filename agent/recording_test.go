@@ -191,6 +191,19 @@ func recordingSpec(t *testing.T, group, release string, extra string) *hashspec.
 	return s
 }
 
+// commitRecording commits recordingSpec(release, extra) as group's desired
+// spec and returns its SHA.
+func commitRecording(t *testing.T, st *coordinator.Store, group, release, extra string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := st.Commit(ctx, group, recordingSpec(t, group, release, extra), "test", "commit "+release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.SHA
+}
+
 // nodeState returns node's published record, or nil.
 func nodeState(t *testing.T, st *coordinator.Store, group, node string) *coordinator.NodeState {
 	t.Helper()

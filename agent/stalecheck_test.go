@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,11 +18,7 @@ func TestStaleSessionCheckIsDropped(t *testing.T) {
 	c := srv.Client()
 	st := coordinator.NewStore(c, "")
 	group := fleettest.Group("stalecheck")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", ""), "test", "v1"); err != nil {
-		t.Fatal(err)
-	}
+	commitRecording(t, st, group, "v1", "")
 	id := "rollagent-" + group + "-n1"
 	stale := id + ":session-dead"
 	reg := &api.AgentServiceRegistration{ID: id, Name: "rollagent-" + group,

@@ -37,13 +37,10 @@ func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 			group := fleettest.Group(fmt.Sprintf("verify%d", i))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			r, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", ""), "test", "first deploy")
-			if err != nil {
-				t.Fatal(err)
-			}
+			sha := commitRecording(t, st, group, "v1", "")
 			// What a killed agent left: the new workload, and its record.
-			rt := &recordingRuntime{sha: r.SHA, sick: tc.sick}
-			left := coordinator.NodeState{Node: "n1", SHA: r.SHA, Desired: r.SHA, State: tc.recorded, Since: time.Now().UTC()}
+			rt := &recordingRuntime{sha: sha, sick: tc.sick}
+			left := coordinator.NodeState{Node: "n1", SHA: sha, Desired: sha, State: tc.recorded, Since: time.Now().UTC()}
 			if err := st.PutNode(ctx, group, left); err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +65,7 @@ func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 			}
 			// Nothing older to restore: the workload stays, and the node
 			// stays out of the rollout until resume.
-			if len(gs.Failures) != 1 || gs.Failures[0].Node != "n1" || slices.Contains(calls, "Restore") || rt.SHA() != r.SHA {
+			if len(gs.Failures) != 1 || gs.Failures[0].Node != "n1" || slices.Contains(calls, "Restore") || rt.SHA() != sha {
 				t.Fatalf("failures %+v, calls %q, workload %q: want n1's failure recorded and its workload left in place",
 					gs.Failures, calls, rt.SHA())
 			}

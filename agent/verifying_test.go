@@ -69,9 +69,7 @@ func TestVerifyingRecordOnlyForSlowChecks(t *testing.T) {
 			group := fleettest.Group(fmt.Sprintf("verifying%d", i))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if _, err := st.Commit(ctx, group, recordingSpec(t, group, "v1", ""), "test", "v1"); err != nil {
-				t.Fatal(err)
-			}
+			commitRecording(t, st, group, "v1", "")
 			rt := &checkingRuntime{recordingRuntime: &recordingRuntime{}, takes: tc.takes, st: st, group: group,
 				seenEnd: make(chan string, 1)}
 			startAgent(t, st, group, "n1", rt, agent.Allow{})
