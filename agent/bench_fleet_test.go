@@ -315,6 +315,9 @@ func (f *benchFleet) awaitTurns(n int, limit time.Duration) error {
 type fleetResult struct {
 	fleetCase
 	wall, bound time.Duration
+	// boundClient is the bound timed through a client agent, for the rows
+	// whose agents reach the server through client agents, as on a fleet.
+	boundClient time.Duration
 	turns       int
 	counts      fleetCounts
 	raft        uint64
@@ -364,6 +367,9 @@ func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Se
 		log: fleetLogger(b)}
 	r := &fleetResult{fleetCase: fc}
 	r.bound = casBound(b, srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
+	if len(clients) > 0 {
+		r.boundClient = casBound(b, clients[0].Client(), "bench-fleet/"+f.group+"/bound-client", 3*fc.n)
+	}
 	v1 := f.commit("v1")
 	f.startAgents(v1)
 	defer f.stopAgents()
