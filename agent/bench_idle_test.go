@@ -51,7 +51,7 @@ type idleProc struct {
 // idle Consul client agent, and an idle minimal Go HTTP server (demoapp).
 func BenchmarkAgentIdle(b *testing.B) {
 	srv := consultest.NewDev(b)
-	client := consultest.NewClients(b, srv, 1)[0]
+	client := consultest.NewClients(b, srv, 1, "")[0]
 	px := newCountingProxy(b, client.HTTPAddr)
 	ba := newBenchAgents(b, srv.Client(), "idle", 0)
 	ba.logLevel = "info" // as deployed: debug lines would cost CPU the window measures

@@ -12,7 +12,7 @@ import (
 // benchmarks kill nodes this way.
 func TestKilledClientEndsItsSessions(t *testing.T) {
 	srv := NewDev(t)
-	cl := NewClients(t, srv, 1)[0]
+	cl := NewClients(t, srv, 1, "")[0]
 	sid, _, err := cl.Client().Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete,
 		NodeChecks: []string{"serfHealth"}}, nil)
 	if err != nil {

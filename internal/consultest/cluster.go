@@ -30,12 +30,13 @@ func NewCluster(t testing.TB, n int) []*Server {
 
 // NewClients starts n client agents on loopback joined to server, each with
 // its own HTTP address, and stops them when the test ends: a node each, for
-// tests that kill a node by killing its agent.
-func NewClients(t testing.TB, server *Server, n int) []*Server {
+// tests that kill a node by killing its agent. hcl is extra configuration
+// for every client, for example a gossip_lan block matching the server's.
+func NewClients(t testing.TB, server *Server, n int, hcl string) []*Server {
 	t.Helper()
 	clients := make([]*Server, n)
 	for i := range clients {
-		clients[i] = prepare(t, Options{Client: true, Join: []string{server.SerfAddr}})
+		clients[i] = prepare(t, Options{Client: true, Join: []string{server.SerfAddr}, HCL: hcl})
 		if err := clients[i].Start(); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
