@@ -47,6 +47,12 @@ type Config struct {
 	Logger hclog.Logger
 	// Metrics. Optional.
 	Metrics Metrics
+	// HealthURL, when set, makes the service's workload check an HTTP
+	// check that the Consul agent runs against this URL, which must be
+	// served by HealthHandler. Optional: without it the agent passes a TTL
+	// check itself every 10 s, which costs a request to Consul each time,
+	// idle or not.
+	HealthURL string
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -92,7 +98,7 @@ func New(cfg Config) (*Agent, error) {
 	c := cfg.Store.Client()
 	return &Agent{cfg: cfg, keys: k, c: c, log: log,
 		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
-			changed: make(chan struct{}, 1)}}, nil
+			healthURL: cfg.HealthURL, changed: make(chan struct{}, 1)}}, nil
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
@@ -101,9 +107,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
 	hctx, stopHealth := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a.pub.keepHealth(hctx) }()
-	go func() { defer wg.Done(); a.pub.mirror(hctx) }()
+	if a.cfg.HealthURL == "" { // otherwise Consul asks HealthHandler
+		wg.Go(func() { a.pub.keepHealth(hctx) })
+	}
+	wg.Go(func() { a.pub.mirror(hctx) })
 	defer func() {
 		// The mirror must be gone before the service is, or it could
 		// register it again.

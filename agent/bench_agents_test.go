@@ -75,8 +75,9 @@ func newBenchAgents(tb testing.TB, c *api.Client, group string, hookSleep time.D
 
 func (ba *benchAgents) nodeDir(node string) string { return filepath.Join(ba.dir, node) }
 
-// start starts node's agent against consulAddr and returns its process.
-func (ba *benchAgents) start(node, consulAddr string) *benchProc {
+// start starts node's agent against consulAddr and returns its process;
+// extra are more flags for `run`.
+func (ba *benchAgents) start(node, consulAddr string, extra ...string) *benchProc {
 	ba.tb.Helper()
 	d := ba.nodeDir(node)
 	if err := os.MkdirAll(filepath.Join(d, "state"), 0o755); err != nil {
@@ -95,6 +96,7 @@ func (ba *benchAgents) start(node, consulAddr string) *benchProc {
 		"run", "--group="+ba.group, "--node="+node, "--runtime=exec", "--state-dir="+filepath.Join(d, "state"),
 		"--replace-cmd=sh", "--replace-cmd=-c", "--replace-cmd="+replace,
 		"--health-cmd=sh", "--health-cmd=-c", "--health-cmd="+health)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

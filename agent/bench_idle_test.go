@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,42 +46,65 @@ type idleProc struct {
 	childCP time.Duration // CPU of reaped children (the agent's health hooks)
 }
 
-// BenchmarkAgentIdle observes, over idleWindow, one converged `rollagent
-// run` (exec runtime) that talks to its node's Consul client agent through
-// a counting reverse proxy, next to two baselines in the same run: that
-// idle Consul client agent, and an idle minimal Go HTTP server (demoapp).
+// idleAgent is one observed agent and the proxy that counts its requests.
+type idleAgent struct {
+	mode string // how its workload check runs
+	proc *idleProc
+	px   *countingProxy
+	reqs map[string]int // started in the window
+	end  map[string]int // in flight at its end
+}
+
+// BenchmarkAgentIdle observes, over idleWindow, two converged `rollagent
+// run` processes (exec runtime) side by side, one whose workload check is a
+// TTL check it passes (the default) and one that serves its health for
+// Consul to check (--health-addr); each talks to the node's Consul client
+// agent through a counting reverse proxy of its own. Two baselines run in
+// the same window: that Consul client agent, and an idle minimal Go HTTP
+// server (demoapp).
 func BenchmarkAgentIdle(b *testing.B) {
 	srv := consultest.NewDev(b)
 	client := consultest.NewClients(b, srv, 1, "")[0]
-	px := newCountingProxy(b, client.HTTPAddr)
 	ba := newBenchAgents(b, srv.Client(), "idle", 0)
 	ba.logLevel = "info" // as deployed: debug lines would cost CPU the window measures
-	p := ba.start("n1", px.addr)
+	agents := []*idleAgent{{mode: "TTL check (default)"}, {mode: "HTTP check (--health-addr)"}}
+	for i, a := range agents {
+		a.px = newCountingProxy(b, client.HTTPAddr)
+		node := fmt.Sprintf("n%d", i+1)
+		var extra []string
+		if i == 1 {
+			extra = []string{"--health-addr=127.0.0.1:0"}
+		}
+		p := ba.start(node, a.px.addr, extra...)
+		a.proc = &idleProc{name: "rollagent run, converged, exec runtime, " + a.mode, pid: p.cmd.Process.Pid}
+	}
 	v1 := ba.commit("v1", 1)
-	fleettest.WaitFor(b, time.Minute, "the agent to converge", func() bool { return ba.converged([]string{"n1"}, v1) })
+	fleettest.WaitFor(b, time.Minute, "the agents to converge", func() bool { return ba.converged([]string{"n1", "n2"}, v1) })
 	app := startDemoapp(b)
 	time.Sleep(idleSettle) // an observation window opens, nothing to wait for
-	procs := []*idleProc{{name: "rollagent run (converged, exec runtime)", pid: p.cmd.Process.Pid},
-		{name: "consul client agent (baseline)", pid: client.PID()},
+	procs := []*idleProc{agents[0].proc, agents[1].proc, {name: "consul client agent (baseline)", pid: client.PID()},
 		{name: "demoapp: idle Go HTTP server (baseline)", pid: app.Process.Pid}}
-	reqs, inFlight := observeIdle(b, procs, px)
-	agent, consul, demo := procs[0], procs[1], procs[2]
+	observeIdle(b, procs, agents)
+	consul, demo := procs[2], procs[3]
 	perMin := func(n int) float64 { return float64(n) / idleWindow.Minutes() }
-	blocking, other := splitBlocking(reqs)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(agent.maxRSS)/1024, "rss-MB")
-	b.ReportMetric(cpuPercent(agent.onCPU), "cpu-%")
-	b.ReportMetric(perMin(blocking), "blocking-req/min")
-	b.ReportMetric(perMin(other), "other-req/min")
-	b.ReportMetric(float64(agent.maxRSS)/float64(consul.maxRSS), "rss-vs-consul")
-	b.ReportMetric(float64(agent.maxRSS)/float64(demo.maxRSS), "rss-vs-demoapp")
-	publishBench(b, "idle", idleMarkdown(procs, reqs, inFlight))
+	for i, a := range agents {
+		blocking, other := splitBlocking(a.reqs)
+		sfx := []string{"ttl", "http"}[i]
+		b.ReportMetric(float64(a.proc.maxRSS)/1024, "rss-MB-"+sfx)
+		b.ReportMetric(cpuPercent(a.proc.onCPU), "cpu-%-"+sfx)
+		b.ReportMetric(perMin(blocking), "blocking-req/min-"+sfx)
+		b.ReportMetric(perMin(other), "other-req/min-"+sfx)
+	}
+	b.ReportMetric(float64(agents[0].proc.maxRSS)/float64(consul.maxRSS), "rss-vs-consul")
+	b.ReportMetric(float64(agents[0].proc.maxRSS)/float64(demo.maxRSS), "rss-vs-demoapp")
+	publishBench(b, "idle", idleMarkdown(procs, agents))
 }
 
-// observeIdle samples procs every second over idleWindow and returns the
-// requests the proxy saw start in it, and those in flight at its end, by
-// class.
-func observeIdle(b *testing.B, procs []*idleProc, px *countingProxy) (started, inFlight map[string]int) {
+// observeIdle samples procs every second over idleWindow, and records in
+// each agent the requests its proxy saw start in the window, and those in
+// flight at its end, by class.
+func observeIdle(b *testing.B, procs []*idleProc, agents []*idleAgent) {
 	b.Helper()
 	start := make([]procStat, len(procs))
 	for i, p := range procs {
@@ -90,7 +114,10 @@ func observeIdle(b *testing.B, procs []*idleProc, px *countingProxy) (started, i
 		}
 		start[i] = st
 	}
-	before, _ := px.counts()
+	before := make([]map[string]int, len(agents))
+	for i, a := range agents {
+		before[i], _ = a.px.counts()
+	}
 	end := time.Now().Add(idleWindow)
 	for time.Now().Before(end) {
 		for _, p := range procs {
@@ -102,7 +129,16 @@ func observeIdle(b *testing.B, procs []*idleProc, px *countingProxy) (started, i
 		}
 		time.Sleep(min(time.Second, time.Until(end)))
 	}
-	after, inFlight := px.counts()
+	for i, a := range agents {
+		var after map[string]int
+		after, a.end = a.px.counts()
+		a.reqs = map[string]int{}
+		for k, n := range after {
+			if d := n - before[i][k]; d > 0 {
+				a.reqs[k] = d
+			}
+		}
+	}
 	for i, p := range procs {
 		st, err := readProcStat(p.pid)
 		if err != nil {
@@ -110,13 +146,6 @@ func observeIdle(b *testing.B, procs []*idleProc, px *countingProxy) (started, i
 		}
 		p.cpu, p.onCPU, p.childCP = st.cpu-start[i].cpu, st.onCPU-start[i].onCPU, st.children-start[i].children
 	}
-	started = map[string]int{}
-	for k, n := range after {
-		if d := n - before[k]; d > 0 {
-			started[k] = d
-		}
-	}
-	return started, inFlight
 }
 
 // splitBlocking sums requests by whether they were blocking queries.
@@ -133,45 +162,62 @@ func splitBlocking(reqs map[string]int) (blocking, other int) {
 
 func cpuPercent(d time.Duration) float64 { return 100 * d.Seconds() / idleWindow.Seconds() }
 
-func idleMarkdown(procs []*idleProc, reqs, inFlight map[string]int) string {
+func idleMarkdown(procs []*idleProc, agents []*idleAgent) string {
 	var sb strings.Builder
 	sb.WriteString(benchHeader("BenchmarkAgentIdle"))
-	fmt.Fprintf(&sb, "One converged `rollagent run` (exec runtime) observed for %s, talking to its node's Consul client "+
-		"agent through a counting loopback reverse proxy; RSS is the max of 1 s samples of VmRSS, CPU is "+
-		"utime+stime over the window (/proc, in 10 ms ticks) and, finer, the "+
-		"threads' time on a CPU (/proc/<pid>/task/*/schedstat), from which the percentage is. Targets: < 20 MB RSS, < 0.5%% of a core, only blocking-query renewals.\n\n", idleWindow)
-	agent := procs[0]
-	sb.WriteString("| Process | Max RSS (MB) | utime+stime (s) | On CPU (ms) | CPU (% of a core) | RSS: agent ÷ this | CPU: agent ÷ this |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "Two converged `rollagent run` processes (exec runtime) observed side by side for %s, each talking to "+
+		"the node's Consul client agent through a counting loopback reverse proxy of its own: one passes its workload's TTL "+
+		"check (the default), the other serves its workload's health with `--health-addr` for Consul to check over HTTP. "+
+		"RSS is the max of 1 s samples of VmRSS, CPU is utime+stime over the window (/proc, in 10 ms ticks) and, finer, the "+
+		"threads' time on a CPU (/proc/<pid>/task/*/schedstat), from which the percentage is. Targets: < 20 MB RSS, < 0.5%% "+
+		"of a core, only blocking-query renewals.\n\n", idleWindow)
+	first := procs[0]
+	sb.WriteString("| Process | Max RSS (MB) | utime+stime (s) | On CPU (ms) | CPU (% of a core) | health hooks' CPU (s) | RSS: first agent ÷ this | CPU: first agent ÷ this |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range procs {
-		fmt.Fprintf(&sb, "| %s | %.1f | %.2f | %.1f | %.4f | %s | %s |\n", p.name, float64(p.maxRSS)/1024, p.cpu.Seconds(),
-			millis(p.onCPU), cpuPercent(p.onCPU), idleRatio(float64(agent.maxRSS), float64(p.maxRSS)),
-			idleRatio(agent.onCPU.Seconds(), p.onCPU.Seconds()))
+		fmt.Fprintf(&sb, "| %s | %.1f | %.2f | %.1f | %.4f | %.3f | %s | %s |\n", p.name, float64(p.maxRSS)/1024, p.cpu.Seconds(),
+			millis(p.onCPU), cpuPercent(p.onCPU), p.childCP.Seconds(), idleRatio(float64(first.maxRSS), float64(p.maxRSS)),
+			idleRatio(first.onCPU.Seconds(), p.onCPU.Seconds()))
 	}
-	fmt.Fprintf(&sb, "\nThe agent's health hooks (reaped children) used %.3f s of CPU on top.\n\n", agent.childCP.Seconds())
-	sb.WriteString("| Consul HTTP request (agent → its Consul client) | Started per minute | In flight at the end |\n|---|---:|---:|\n")
-	var keys []string
-	for k := range reqs {
-		keys = append(keys, k)
-	}
-	for k := range inFlight {
-		if reqs[k] == 0 {
-			keys = append(keys, k)
+	sb.WriteString("\nHealth hooks' CPU is that of the reaped children, on top of the process's own.\n\n")
+	idleRequests(&sb, agents)
+	return sb.String()
+}
+
+// idleRequests writes the table of each agent's Consul requests by class.
+func idleRequests(sb *strings.Builder, agents []*idleAgent) {
+	keys := map[string]bool{}
+	sb.WriteString("| Consul HTTP request (agent → its Consul client)")
+	for _, a := range agents {
+		fmt.Fprintf(sb, " | %s: started per minute | in flight at the end", a.mode)
+		for k := range a.reqs {
+			keys[k] = true
+		}
+		for k := range a.end {
+			keys[k] = true
 		}
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&sb, "| `%s` | %.1f | %d |\n", k, float64(reqs[k])/idleWindow.Minutes(), inFlight[k])
+	sb.WriteString(" |\n|---" + strings.Repeat("|---:|---:", len(agents)) + "|\n")
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		fmt.Fprintf(sb, "| `%s`", k)
+		for _, a := range agents {
+			fmt.Fprintf(sb, " | %.1f | %d", float64(a.reqs[k])/idleWindow.Minutes(), a.end[k])
+		}
+		sb.WriteString(" |\n")
 	}
 	if len(keys) == 0 {
-		sb.WriteString("| (none) | 0 | 0 |\n")
+		sb.WriteString("| (none)" + strings.Repeat(" | 0 | 0", len(agents)) + " |\n")
 	}
-	blocking, other := splitBlocking(reqs)
-	fmt.Fprintf(&sb, "\nBlocking queries started: %.1f/min; other requests: %.1f/min. The agent's blocking query on `desired` "+
-		"waits up to its 5 min resync; `PUT /v1/agent/check/update/…` is the TTL check of its `rollagent-<group>` "+
-		"service, passed every 10 s from the workload's health and answered by the local client agent.\n",
-		float64(blocking)/idleWindow.Minutes(), float64(other)/idleWindow.Minutes())
-	return sb.String()
+	sb.WriteString("\n")
+	for _, a := range agents {
+		blocking, other := splitBlocking(a.reqs)
+		fmt.Fprintf(sb, "- %s: blocking queries started %.1f/min, other requests %.1f/min.\n", a.mode,
+			float64(blocking)/idleWindow.Minutes(), float64(other)/idleWindow.Minutes())
+	}
+	sb.WriteString("\nThe agent's blocking query on `desired` waits up to its 5 min resync. `PUT /v1/agent/check/update/…` is " +
+		"the TTL check of the `rollagent-<group>` service, passed every 10 s from the workload's health and answered by " +
+		"the local client agent; with `--health-addr` that client agent asks the rollagent agent every 10 s instead, " +
+		"so the agent sends Consul nothing but its blocking query.\n")
 }
 
 // ratio formats a/b as "agent is N× this", or "–" when either is zero.

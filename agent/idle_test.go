@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,14 +18,37 @@ import (
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
+// countingTransport counts an api.Client's requests, in all and by path.
 type countingTransport struct {
 	n    atomic.Int64
 	next http.RoundTripper
+
+	mu    sync.Mutex
+	paths map[string]int
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	c.mu.Lock()
+	if c.paths == nil {
+		c.paths = map[string]int{}
+	}
+	c.paths[r.URL.Path]++
+	c.mu.Unlock()
 	return c.next.RoundTrip(r)
+}
+
+// count is how many requests went to a path containing sub.
+func (c *countingTransport) count(sub string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for p, k := range c.paths {
+		if strings.Contains(p, sub) {
+			n += k
+		}
+	}
+	return n
 }
 
 // An idle agent waits on blocking queries; it must not poll, neither before

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ type publisher struct {
 	node  string
 	log   hclog.Logger
 	rt    Runtime // for a fresh health reading when the service is re-registered
+	// healthURL makes the workload check an HTTP check Consul runs, when
+	// set, instead of a TTL check that keepHealth passes.
+	healthURL string
 	// changed is a buffered(1) signal to mirror: sends never block.
 	changed chan struct{}
 
@@ -142,8 +146,8 @@ func (p *publisher) mirror(ctx context.Context) {
 		case <-p.changed: // came while settling: this registration covers it
 		default:
 		}
-		// Re-registering resets the TTL check to the status given, so give
-		// it the workload's health now, not the last periodic reading.
+		// Re-registering resets the workload check to the status given, so
+		// give it the workload's health now, not the last periodic reading.
 		health := api.HealthCritical
 		if ok, _ := p.rt.Healthy(ctx); ok {
 			health = api.HealthPassing
@@ -169,10 +173,9 @@ func (p *publisher) mirror(ctx context.Context) {
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: "rollagent-" + p.group,
-		Tags: []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
-		Meta: map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
-		Checks: api.AgentServiceChecks{{CheckID: p.checkID(), Name: "workload health", TTL: serviceCheckTTL.String(),
-			Status: health, Notes: "passing while the managed workload is healthy"}},
+		Tags:   []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
+		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
+		Checks: api.AgentServiceChecks{p.workloadCheck(health)},
 	}
 	if p.session.id != "" {
 		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: p.session.id, Name: "rollagent session",
@@ -191,6 +194,21 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 	}
 	p.registered = said
 	return nil
+}
+
+// workloadCheck is the service's check of the workload's health, starting
+// at health: Consul resets a check to the status registered with it.
+func (p *publisher) workloadCheck(health string) *api.AgentServiceCheck {
+	c := &api.AgentServiceCheck{CheckID: p.checkID(), Name: "workload health", Status: health,
+		Notes: "passing while the managed workload is healthy"}
+	if p.healthURL == "" {
+		c.TTL = serviceCheckTTL.String()
+		return c
+	}
+	c.HTTP, c.Method = p.healthURL, http.MethodGet
+	c.Interval, c.Timeout = healthCheckInterval.String(), healthCheckTimeout.String()
+	c.Notes += "; asked of the rollagent agent, so it fails while the agent is down"
+	return c
 }
 
 // withSession registers the service as n together with a new TTL check for

@@ -143,10 +143,17 @@ type inProcAgent struct {
 // startAgent runs an agent for node of group until stop or the test's end.
 func startAgent(t *testing.T, st *coordinator.Store, group, node string, rt agent.Runtime, allow agent.Allow) *inProcAgent {
 	t.Helper()
+	return startAgentWith(t, agent.Config{Group: group, Node: node, Store: st, Runtime: rt, Allow: allow, Resync: time.Hour})
+}
+
+// startAgentWith runs an agent with cfg, logging to a buffer the test can
+// read, until stop or the test's end.
+func startAgentWith(t *testing.T, cfg agent.Config) *inProcAgent {
+	t.Helper()
 	logs := &syncBuffer{}
-	log := hclog.New(&hclog.LoggerOptions{Name: "agent", Level: hclog.Debug, Output: logs})
-	a, err := agent.New(agent.Config{Group: group, Node: node, Store: st, Runtime: rt, Allow: allow,
-		Resync: time.Hour, Logger: log})
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "agent", Level: hclog.Debug, Output: logs})
+	node := cfg.Node
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

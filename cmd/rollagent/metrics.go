@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rollagent/rollagent/agent"
 )
 
 // promMetrics implements agent.Metrics with Prometheus collectors.
@@ -51,15 +54,14 @@ func (m *promMetrics) Converged(ok bool) {
 	}
 }
 
-// serveMetrics serves /metrics on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log hclog.Logger) error {
+// serveHTTP serves h on addr until ctx ends, and returns the address it
+// listens on (addr may name port 0).
+func serveHTTP(ctx context.Context, addr string, h http.Handler, log hclog.Logger) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -68,9 +70,41 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "error", err)
+			log.Error("http server stopped", "error", err)
 		}
 	}()
-	log.Info("serving metrics", "addr", ln.Addr().String())
-	return nil
+	log.Info("serving", "addr", ln.Addr().String())
+	return ln.Addr(), nil
+}
+
+// serveMetrics serves /metrics on addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log hclog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	_, err := serveHTTP(ctx, addr, mux, log)
+	return err
+}
+
+// serveHealth serves the workload's health on addr until ctx ends, and
+// returns the URL for Consul's HTTP check. A wildcard host becomes
+// 127.0.0.1, which Go's wildcard listeners accept on IPv6 hosts too: the
+// check is run by the node's own Consul agent.
+func serveHealth(ctx context.Context, addr string, rt interface {
+	Healthy(context.Context) (bool, string)
+}, log hclog.Logger) (string, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/health", agent.HealthHandler(rt))
+	a, err := serveHTTP(ctx, addr, mux, log)
+	if err != nil {
+		return "", err
+	}
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "", fmt.Errorf("listening on %s, not a TCP address", a)
+	}
+	host := tcp.IP
+	if host.IsUnspecified() {
+		host = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(host.String(), strconv.Itoa(tcp.Port)) + "/health", nil
 }

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+const (
+	// healthCheckInterval is how often Consul runs an HTTP workload check:
+	// as often as a TTL check is passed.
+	healthCheckInterval = serviceCheckTTL / 3
+	// healthCheckTimeout bounds one run of it, and the runtime's look.
+	healthCheckTimeout = 5 * time.Second
+)
+
+// healthReader is the part of a Runtime that HealthHandler needs.
+type healthReader interface {
+	Healthy(ctx context.Context) (bool, string)
+}
+
+// HealthHandler answers Consul's HTTP workload check (Config.HealthURL)
+// with the runtime's view of the workload: 200 while it is healthy, 503
+// while it is not, with the runtime's reason as the body, which Consul
+// shows as the check's output. A dead agent answers nothing, which Consul
+// shows as critical too.
+func HealthHandler(rt healthReader) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
+		defer cancel()
+		ok, why := rt.Healthy(ctx)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		status, word := http.StatusOK, "healthy"
+		if !ok {
+			status, word = http.StatusServiceUnavailable, "unhealthy"
+		}
+		w.WriteHeader(status)
+		if why != "" {
+			word += ": " + why
+		}
+		_, _ = w.Write([]byte(word + "\n"))
+	})
+}
