@@ -77,6 +77,7 @@ func (rep *fleetReport) add(b *testing.B, r *fleetResult) {
 	b.ReportMetric(float64(r.hold)/1e6, "hold-p50-ms")
 	b.ReportMetric(r.slowLive.Seconds(), "slowest-ttl-pass-s")
 	b.ReportMetric(r.firstGrant.Seconds(), "first-grant-s")
+	b.ReportMetric(r.busyAgents+r.busyConsul, "cores-busy")
 	if r.note != "" {
 		b.Log(r.note)
 	}
@@ -96,8 +97,8 @@ func (rep *fleetReport) markdown() string {
 	fmt.Fprintf(&sb, "One Consul %s dev agent, the only server; N in-process agents, each with its own client and an instant runtime; "+
 		"%s, %s/%s, GOMAXPROCS=%d.\n\n", consultest.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0))
 	sb.WriteString("| N | K | Consul | Wall (s) | Bound: 3 CAS/node (s) | Wall / bound | Wall / bound via a client agent (that bound) | Req/node | Reads/node | Writes/node " +
-		"| Liveness/node | Raft writes/node | JSON read/node, KB: group tree / slot / other | Reads/release (steady) | Turn once all in line, ms (vs bound/N) | First grant (s) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Note |\n")
-	sb.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		"| Liveness/node | Raft writes/node | JSON read/node, KB: group tree / slot / other | Reads/release (steady) | Turn once all in line, ms (vs bound/N) | First grant (s) | Handoff p50 (ms) | Hold p50 (ms) | Slowest TTL pass (s) | Cores busy: agents + Consul | Note |\n")
+	sb.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.rows {
 		handoff := "–" // release → next grant pairs up only at K=1
 		if r.k == 1 {
@@ -113,25 +114,27 @@ func (rep *fleetReport) markdown() string {
 		if r.clients > 0 {
 			consul = fmt.Sprintf("%d client agents", r.clients)
 		}
-		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %.2f | %s |\n",
+		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %.2f | %.2f + %.2f | %s |\n",
 			r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
 			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
-			handoff, float64(r.hold)/1e6, r.slowLive.Seconds(), r.note)
+			handoff, float64(r.hold)/1e6, r.slowLive.Seconds(), r.busyAgents, r.busyConsul, r.note)
 	}
 	fmt.Fprintf(&sb, "\nConsul: the nodes' agents all talk to the one dev agent (the only server), or are spread evenly over "+
 		"client agents joined to it, as a real fleet has one per node. Session TTL %s (the agent's --session-ttl): "+
 		"a shared agent stalls its local endpoints while it syncs thousands of checks and services.\n", fleetSessionTTL)
-	sb.WriteString("\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, " +
-		"one after another by one client, timed on the same agent just before the case; for the client-agent rows also through one of the client agents, " +
-		"as each request of theirs goes. Requests are counted " +
-		"from the commit until the fleet is quiet again; writes leave out liveness (TTL check passes, " +
-		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after. " +
-		"JSON read: response bodies, decompressed, of reads of a group's whole tree (coordinator.Store.Read; agents " +
-		"read with coordinator.ReadFor, the desired key and one transaction, counted in the rest), " +
-		"of lockstep's reads of the slot, and of the rest. " +
-		"Reads/release: reads sent from the last node joining the line to the last release, per release in that span " +
-		"(from the first grant instead when nodes joined so late that fewer than 5 releases came after). " +
-		"Turn once all in line: that span's time per release, against the bound's time per node.\n")
+	fmt.Fprintf(&sb, "\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, "+
+		"one after another by one client, timed on the same agent just before the case; for the client-agent rows also through one of the client agents, "+
+		"as each request of theirs goes. Requests are counted "+
+		"from the commit until the fleet is quiet again; writes leave out liveness (TTL check passes, "+
+		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after. "+
+		"JSON read: response bodies, decompressed, of reads of a group's whole tree (coordinator.Store.Read; agents "+
+		"read with coordinator.ReadFor, the desired key and one transaction, counted in the rest), "+
+		"of lockstep's reads of the slot, and of the rest. "+
+		"Reads/release: reads sent from the last node joining the line to the last release, per release in that span "+
+		"(from the first grant instead when nodes joined so late that fewer than 5 releases came after). "+
+		"Turn once all in line: that span's time per release, against the bound's time per node. "+
+		"Cores busy: CPU time (utime+stime from /proc) of this process, which runs every agent, and of the Consul agents, "+
+		"from the commit to the last turn, over that time; the machine has %d.\n", runtime.NumCPU())
 	return sb.String()
 }
 

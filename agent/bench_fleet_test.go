@@ -335,6 +335,27 @@ type fleetResult struct {
 	// slowLive is the longest TTL check pass: the shared Consul agent
 	// stalls its local endpoints while its anti-entropy syncs.
 	slowLive time.Duration
+	// busyAgents and busyConsul are the cores this process (the agents)
+	// and the Consul agents kept busy from the commit to the last turn:
+	// their sum near GOMAXPROCS means the machine, not a wait, paced it.
+	busyAgents, busyConsul float64
+}
+
+// fleetCPU is the CPU time used so far by this process and by the Consul
+// agents, from /proc.
+func (f *benchFleet) fleetCPU() (agents, consul time.Duration) {
+	self, err := readProcStat(os.Getpid())
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	for _, s := range append([]*consultest.Server{f.srv}, f.clients...) {
+		st, err := readProcStat(s.PID())
+		if err != nil {
+			f.b.Fatal(err)
+		}
+		consul += st.cpu
+	}
+	return self.cpu, consul
 }
 
 // turnTimes returns the median hold and, in grant order, the median time
@@ -394,11 +415,15 @@ func (f *benchFleet) roll(r *fleetResult) {
 	f.mu.Unlock()
 	f.traffic.record(f.start)
 	prof := profileConsul(f.b, f.srv.HTTPAddr)
+	agents0, consul0 := f.fleetCPU()
 	f.commit("v2")
 	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
 		r.note = err.Error()
 		f.b.Error(err)
 	}
+	agents1, consul1 := f.fleetCPU()
+	took := time.Since(f.start).Seconds()
+	r.busyAgents, r.busyConsul = (agents1-agents0).Seconds()/took, (consul1-consul0).Seconds()/took
 	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
 		f.b.Error(err)
 	}
