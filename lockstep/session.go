@@ -192,6 +192,19 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
+// Abandon stops passing the session's check and closes Done, without
+// destroying the session: for a caller that removes the check next
+// (SessionOptions.CheckID), which makes Consul invalidate the session,
+// deleting every key it locked, in that same catalog write, one Raft write
+// instead of two. If the removal fails, the session still ends about a TTL
+// later: nobody passes its check any more. It is safe to call more than
+// once, and after Close.
+func (s *Session) Abandon() {
+	s.stop()
+	s.wg.Wait()
+	s.lost("abandoned", nil)
+}
+
 // NewCheckID returns a fresh ID for a session's TTL check, for a caller
 // that registers the check itself (see SessionOptions.CheckID). Each
 // session gets a check of its own: a lost session must not be kept alive

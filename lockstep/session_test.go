@@ -65,3 +65,62 @@ func TestSessionOnCallersCheck(t *testing.T) {
 		t.Fatal("Done did not close after the check went")
 	}
 }
+
+// An abandoned session whose check the caller then removes is gone, with
+// the keys it locked; one whose check stays is gone within about a TTL,
+// as nobody passes the check any more.
+func TestAbandonedSessionEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		removeCheck bool
+	}{
+		{"check removed", true},
+		{"check left", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := devClient(t)
+			ctx := ctxFor(t, 30*time.Second)
+			check := NewCheckID("abandon")
+			reg := &api.AgentServiceRegistration{ID: check + "-svc", Name: "abandon",
+				Checks: api.AgentServiceChecks{{CheckID: check, Name: "session", TTL: "2s", Status: api.HealthPassing}}}
+			if err := c.Agent().ServiceRegister(reg); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Agent().ServiceDeregister(reg.ID) })
+			s, err := NewSession(ctx, c, SessionOptions{TTL: 2 * time.Second, CheckID: check})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "lockstep-abandon/" + check
+			if ok, _, err := c.KV().Acquire(&api.KVPair{Key: key, Session: s.ID()}, nil); err != nil || !ok {
+				t.Fatalf("acquire: %v %v", ok, err)
+			}
+			abandoned := time.Now()
+			s.Abandon()
+			s.Abandon() // twice is fine
+			select {
+			case <-s.Done():
+			default:
+				t.Fatal("Done is open after Abandon")
+			}
+			gone := func() bool {
+				e, _, err := c.Session().Info(s.ID(), nil)
+				p, _, kerr := c.KV().Get(key, nil)
+				return err == nil && e == nil && kerr == nil && p == nil
+			}
+			if tc.removeCheck {
+				if err := c.Agent().CheckDeregister(check); err != nil {
+					t.Fatal(err)
+				}
+				// The agent syncs a removed check to the servers before it
+				// answers, and the session ends in that write.
+				if !gone() {
+					t.Fatal("the session or its key outlived the removal of its check")
+				}
+				return
+			}
+			eventually(t, 15*time.Second, "the session and its key to go", gone)
+			t.Logf("session gone %s after Abandon", time.Since(abandoned).Round(10*time.Millisecond))
+		})
+	}
+}
