@@ -238,15 +238,14 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 	return s, nil
 }
 
+// closeSession ends the session by removing its check, which Consul does
+// in one Raft write with the session's end, rather than destroying it
+// first; if that fails, the session ends within its TTL all the same.
 func (a *Agent) closeSession() {
 	if a.sess == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := a.sess.Close(ctx); err != nil {
-		a.log.Debug("closing session", "error", err)
-	}
+	a.sess.Abandon()
 	a.pub.dropSession(a.sess.CheckID())
 	a.sess = nil
 }

@@ -29,7 +29,7 @@ type cancelTimes struct {
 	seen     time.Duration // the CANCEL key visible to a watcher (negative: before the CLI exited)
 	dequeued time.Duration // every waiter's contender key gone
 	states   time.Duration // every waiter's node state "cancelled"
-	sessions time.Duration // every waiter's session destroyed
+	sessions time.Duration // every waiter's session gone
 	waiters  int
 }
 
@@ -182,7 +182,7 @@ func cancelMarkdown(tries []cancelTimes, pick func(func(cancelTimes) time.Durati
 		{"CANCEL key visible to the watcher", func(t cancelTimes) time.Duration { return t.seen }},
 		{"**every waiter stopped contending** (its contender key `slot/c/<session>` gone)", func(t cancelTimes) time.Duration { return t.dequeued }},
 		{"every waiter's `nodes/<node>` state is `cancelled`", func(t cancelTimes) time.Duration { return t.states }},
-		{"every waiter's session destroyed (polled every 10 ms)", func(t cancelTimes) time.Duration { return t.sessions }},
+		{"every waiter's session gone (polled every 10 ms)", func(t cancelTimes) time.Duration { return t.sessions }},
 	}
 	for _, r := range rows {
 		med, lo, hi := durStats(pick(r.f))

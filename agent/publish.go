@@ -228,17 +228,19 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 	return p.session.id, nil
 }
 
-// dropSession removes the session's check once its session is closed.
-// The next registration leaves it out.
+// dropSession removes the session's check, which ends the session if it
+// still lives. The next registration leaves it out. It runs when the
+// caller's context may be done, so it has its own.
 func (p *publisher) dropSession(id string) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	if p.session.id == id {
 		p.session = sessionCheck{}
-		p.registered = ""
 	}
-	if err := p.c.Agent().CheckDeregister(id); err != nil {
-		p.log.Debug("could not remove the session's check", "check", id, "error", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.c.Agent().CheckDeregisterOpts(id, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		p.log.Debug("could not remove the session's check; the session ends within its TTL", "check", id, "error", err)
 	}
 }
 
