@@ -38,8 +38,10 @@ type Globals struct {
 }
 
 // store builds the Consul client from the environment and flags.
-func (g *Globals) store() (*coordinator.Store, error) {
-	cfg := api.DefaultConfig()
+func (g *Globals) store() (*coordinator.Store, error) { return g.storeFrom(api.DefaultConfig()) }
+
+// storeFrom builds the Consul client from cfg and the flags.
+func (g *Globals) storeFrom(cfg *api.Config) (*coordinator.Store, error) {
 	if g.ConsulAddr != "" {
 		cfg.Address = g.ConsulAddr
 	}

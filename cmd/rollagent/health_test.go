@@ -4,8 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -54,4 +59,53 @@ func TestRunRefusesBadHealthAddr(t *testing.T) {
 	dir := t.TempDir()
 	refused(t, srv, "--health-addr nonsense", "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
 		"--replace-cmd=true", "--health-cmd=true", "--health-addr=nonsense")
+}
+
+// `run` asks its Consul agent for uncompressed answers, as agent.ConsulConfig
+// does; the operator commands keep api.DefaultConfig.
+func TestRunAsksConsulForNoCompression(t *testing.T) {
+	srv := consultest.NewDev(t)
+	target, err := url.Parse("http://" + srv.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{} // Accept-Encoding -> requests
+	rp := httputil.NewSingleHostReverseProxy(target)
+	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Accept-Encoding")]++
+		mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	defer px.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--consul-addr=" + strings.TrimPrefix(px.URL, "http://"), "run", "--group=web", "--node=n1",
+			"--runtime=exec", "--state-dir=" + t.TempDir(), "--replace-cmd=true", "--health-cmd=true"}, io.Discard, io.Discard)
+	}()
+	requests := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range seen {
+			n += k
+		}
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); requests() < 3 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop within 30s of its context ending")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests := seen[""]; requests < 3 || len(seen) != 1 {
+		t.Fatalf("Accept-Encoding of run's requests to Consul: %v; want only none, at least 3 times", seen)
+	}
 }

@@ -42,7 +42,7 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 		}
 		c.Node = strings.Split(h, ".")[0]
 	}
-	st, err := g.store()
+	st, err := g.storeFrom(agent.ConsulConfig())
 	if err != nil {
 		return err
 	}
