@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
+	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 )
 
@@ -79,7 +79,7 @@ type fleetTraffic struct {
 
 	recording atomic.Bool
 	slowLive  atomic.Int64 // longest liveness request while recording, in ns
-	// bytes read while recording, by bytesKindOf, decompressed
+	// bytes read while recording, by bytesKindOf (uncompressed, as sent)
 	bytes  [bytesKinds]atomic.Int64
 	mu     sync.Mutex
 	start  time.Time
@@ -193,12 +193,13 @@ func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// fleetClient is one agent's own Consul client, as a real agent would make
-// it (a pooled cleanhttp transport), with its requests counted into t.
+// fleetClient is one agent's own Consul client, as `rollagent run` makes
+// it (agent.ConsulConfig: a pooled transport, uncompressed), with its
+// requests counted into t.
 func fleetClient(addr string, t *fleetTraffic) (*api.Client, error) {
-	cfg := api.DefaultConfig()
+	cfg := agent.ConsulConfig()
 	cfg.Address, cfg.Scheme = addr, "http"
-	cfg.HttpClient = &http.Client{Transport: countingRT{base: cleanhttp.DefaultPooledTransport(), t: t}}
+	cfg.HttpClient = &http.Client{Transport: countingRT{base: cfg.Transport, t: t}}
 	return api.NewClient(cfg)
 }
 

@@ -127,7 +127,7 @@ func (rep *fleetReport) markdown() string {
 		"as each request of theirs goes. Requests are counted "+
 		"from the commit until the fleet is quiet again; writes leave out liveness (TTL check passes, "+
 		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after. "+
-		"JSON read: response bodies, decompressed, of reads of a group's whole tree (coordinator.Store.Read; agents "+
+		"JSON read: response bodies (agents ask for them uncompressed, as `rollagent run` does) of reads of a group's whole tree (coordinator.Store.Read; agents "+
 		"read with coordinator.ReadFor, the desired key and one transaction, counted in the rest), "+
 		"of lockstep's reads of the slot, and of the rest. "+
 		"Reads/release: reads sent from the last node joining the line to the last release, per release in that span "+

@@ -65,9 +65,9 @@ const (
 	fleetHCL = `limits { http_max_conns_per_client = 16384 }
 log_level = "warn"
 enable_debug = true`
-	// fleetClientHCL is fleetHCL for the client agents.
-	fleetClientHCL = `limits { http_max_conns_per_client = 16384 }
-log_level = "warn"`
+	// fleetClientHCL is the client agents' configuration: debug too, so
+	// that one of them can be profiled.
+	fleetClientHCL = fleetHCL
 	// fleetNoFile is the open-file limit the benchmark (and the Consul
 	// agent it starts, which inherits it) asks for: a few connections per
 	// agent on both ends.
@@ -414,7 +414,7 @@ func (f *benchFleet) roll(r *fleetResult) {
 	f.start = time.Now()
 	f.mu.Unlock()
 	f.traffic.record(f.start)
-	prof := profileConsul(f.b, f.srv.HTTPAddr)
+	prof := profileConsul(f.b, f.profiled())
 	agents0, consul0 := f.fleetCPU()
 	f.commit("v2")
 	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
@@ -461,10 +461,19 @@ func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
 	r.handoff, r.hold = turnTimes(turns)
 }
 
+// profiled is the Consul agent to profile: the server, or with
+// FLEET_BENCH_CONSUL_PROFILE_TARGET=client the first client agent, if any.
+func (f *benchFleet) profiled() string {
+	if os.Getenv("FLEET_BENCH_CONSUL_PROFILE_TARGET") == "client" && len(f.clients) > 0 {
+		return f.clients[0].HTTPAddr
+	}
+	return f.srv.HTTPAddr
+}
+
 // profileConsul starts a CPU profile of the Consul agent, when
 // FLEET_BENCH_CONSUL_PROFILE names a file to write it to, for
 // FLEET_BENCH_CONSUL_PROFILE_SECONDS (default 10). The func returned waits
-// for it. It needs enable_debug, which fleetHCL sets.
+// for it. It needs enable_debug, which fleetHCL and fleetClientHCL set.
 func profileConsul(b *testing.B, addr string) (wait func()) {
 	path := os.Getenv("FLEET_BENCH_CONSUL_PROFILE")
 	if path == "" {
