@@ -16,11 +16,8 @@ package agent_test
 // too, as the block fleetMDName.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -29,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
@@ -341,23 +337,6 @@ type fleetResult struct {
 	busyAgents, busyConsul float64
 }
 
-// fleetCPU is the CPU time used so far by this process and by the Consul
-// agents, from /proc.
-func (f *benchFleet) fleetCPU() (agents, consul time.Duration) {
-	self, err := readProcStat(os.Getpid())
-	if err != nil {
-		f.b.Fatal(err)
-	}
-	for _, s := range append([]*consultest.Server{f.srv}, f.clients...) {
-		st, err := readProcStat(s.PID())
-		if err != nil {
-			f.b.Fatal(err)
-		}
-		consul += st.cpu
-	}
-	return self.cpu, consul
-}
-
 // turnTimes returns the median hold and, in grant order, the median time
 // from one release to the next grant, which at K=1 is the handoff.
 func turnTimes(turns []fleetTurn) (handoff, hold time.Duration) {
@@ -459,61 +438,4 @@ func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
 	r.span = lineSpan(evs, turns)
 	r.perRelease = readsPerRelease(evs, r.span)
 	r.handoff, r.hold = turnTimes(turns)
-}
-
-// profiled is the Consul agent to profile: the server, or with
-// FLEET_BENCH_CONSUL_PROFILE_TARGET=client the first client agent, if any.
-func (f *benchFleet) profiled() string {
-	if os.Getenv("FLEET_BENCH_CONSUL_PROFILE_TARGET") == "client" && len(f.clients) > 0 {
-		return f.clients[0].HTTPAddr
-	}
-	return f.srv.HTTPAddr
-}
-
-// profileConsul starts a CPU profile of the Consul agent, when
-// FLEET_BENCH_CONSUL_PROFILE names a file to write it to, for
-// FLEET_BENCH_CONSUL_PROFILE_SECONDS (default 10). The func returned waits
-// for it. It needs enable_debug, which fleetHCL and fleetClientHCL set.
-func profileConsul(b *testing.B, addr string) (wait func()) {
-	path := os.Getenv("FLEET_BENCH_CONSUL_PROFILE")
-	if path == "" {
-		return func() {}
-	}
-	secs := cmp.Or(os.Getenv("FLEET_BENCH_CONSUL_PROFILE_SECONDS"), "10")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + secs)
-		if err != nil {
-			b.Errorf("consul profile: %v", err)
-			return
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err == nil {
-			err = os.WriteFile(path, body, 0o644)
-		}
-		if err != nil {
-			b.Errorf("consul profile: %v", err)
-		}
-	}()
-	return func() { <-done }
-}
-
-// casBound times n CAS writes of one key, one after another by one client:
-// the rollout's lower bound when n is three per node.
-func casBound(b *testing.B, c *api.Client, key string, n int) time.Duration {
-	var index uint64
-	start := time.Now()
-	for range n {
-		ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: []byte("x"), Index: index}}}
-		ok, resp, _, err := c.Txn().Txn(ops, nil)
-		if err != nil || !ok {
-			b.Fatalf("bound CAS: ok=%v err=%v", ok, err)
-		}
-		index = resp.Results[0].KV.ModifyIndex
-	}
-	d := time.Since(start)
-	_, _ = c.KV().Delete(key, nil)
-	return d
 }
