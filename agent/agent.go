@@ -107,8 +107,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
 	hctx, stopHealth := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if a.cfg.HealthURL == "" { // otherwise Consul asks HealthHandler
+	if a.cfg.HealthURL == "" {
 		wg.Go(func() { a.pub.keepHealth(hctx) })
+	} else {
+		// Consul asks HealthHandler from now on; one reading here gives the
+		// first registration the workload's health rather than critical.
+		a.pub.readHealth(ctx)
 	}
 	wg.Go(func() { a.pub.mirror(hctx) })
 	defer func() {

@@ -94,6 +94,15 @@ func TestHTTPWorkloadCheck(t *testing.T) {
 			return err == nil && ch != nil && ch.Type == "http" && ch.Status == status && strings.Contains(ch.Output, output)
 		}
 	}
+	// The first registration carries the workload's health, before Consul
+	// has run the check at all.
+	fleettest.WaitFor(t, 30*time.Second, "the workload check registered", func() bool {
+		cs, err := srv.Client().Agent().Checks()
+		return err == nil && cs[id] != nil
+	})
+	if cs, err := srv.Client().Agent().Checks(); err != nil || cs[id].Status != api.HealthPassing {
+		t.Fatalf("workload check as first registered: %+v, %v; want passing, as the workload is healthy", cs[id], err)
+	}
 	// Consul runs the check within its 10 s interval of each registration.
 	fleettest.WaitFor(t, 30*time.Second, "the HTTP check passing", check(api.HealthPassing, "healthy: serving"))
 	rt.set(false, "health hook exited 1")

@@ -148,13 +148,9 @@ func (p *publisher) mirror(ctx context.Context) {
 		}
 		// Re-registering resets the workload check to the status given, so
 		// give it the workload's health now, not the last periodic reading.
-		health := api.HealthCritical
-		if ok, _ := p.rt.Healthy(ctx); ok {
-			health = api.HealthPassing
-		}
+		health, _ := p.readHealth(ctx)
 		p.mu.Lock()
 		n := p.last
-		p.health = health
 		p.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		p.regMu.Lock()
@@ -244,20 +240,27 @@ func (p *publisher) dropSession(id string) {
 	}
 }
 
+// readHealth asks the runtime for the workload's health, notes it for the
+// next registration, and returns it as a check status with the reason.
+func (p *publisher) readHealth(ctx context.Context) (status, why string) {
+	ok, why := p.rt.Healthy(ctx)
+	status = api.HealthCritical
+	if ok {
+		status = api.HealthPassing
+	}
+	p.mu.Lock()
+	p.health = status
+	p.mu.Unlock()
+	return status, why
+}
+
 // keepHealth passes or fails the service's TTL check from the runtime's
 // view of the workload until ctx ends.
 func (p *publisher) keepHealth(ctx context.Context) {
 	tick := time.NewTicker(serviceCheckTTL / 3)
 	defer tick.Stop()
 	for {
-		ok, why := p.rt.Healthy(ctx)
-		status := api.HealthCritical
-		if ok {
-			status = api.HealthPassing
-		}
-		p.mu.Lock()
-		p.health = status
-		p.mu.Unlock()
+		status, why := p.readHealth(ctx)
 		if err := p.c.Agent().UpdateTTLOpts(p.checkID(), why, status, (&api.QueryOptions{}).WithContext(ctx)); err != nil && ctx.Err() == nil {
 			p.log.Debug("could not update the workload check", "error", err)
 		}
