@@ -1,0 +1,110 @@
+package lockstep
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// pathLog records the path of every request a client sends.
+type pathLog struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.paths = append(l.paths, r.Method+" "+r.URL.Path)
+	l.mu.Unlock()
+	return l.base.RoundTrip(r)
+}
+
+func (l *pathLog) count(method, path string) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.paths {
+		if p == method+" "+path {
+			n++
+		}
+	}
+	return n
+}
+
+func loggedClient(t *testing.T, srv *consultest.Server) (*api.Client, *pathLog) {
+	t.Helper()
+	l := &pathLog{base: http.DefaultTransport.(*http.Transport).Clone()}
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme = srv.HTTPAddr, "http"
+	cfg.HttpClient = &http.Client{Transport: l}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, l
+}
+
+// A hold released before watchAfter never watches its holder key: in a
+// fleet of quick replacements that is a request per turn.
+func TestShortHoldSendsNoWatch(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c, log := loggedClient(t, srv)
+	g := commit(t, c, "short", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	m := newSem(t, c, "quick")
+	for i := range 3 {
+		h, err := m.Acquire(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := log.count(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
+			t.Fatalf("round %d: %d reads of the holder key, want none", i, n)
+		}
+	}
+}
+
+// Lost still closes when the holder key goes, whether it went before the
+// watch began or after, and once the watch runs it reads the key.
+func TestLostSeesTheHolderKeyGo(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		watching bool // the key goes once the watch has begun
+	}{
+		{"before the watch begins", false},
+		{"while it watches", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := consultest.NewDev(t)
+			c, log := loggedClient(t, srv)
+			g := commit(t, c, "lost", 1)
+			ctx := ctxFor(t, 30*time.Second)
+			m := newSem(t, c, "holder")
+			h, err := m.Acquire(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.watching {
+				eventually(t, watchAfter+10*time.Second, "the hold's watch", func() bool {
+					return log.count(http.MethodGet, "/v1/kv/"+m.hkey) > 0
+				})
+			} else if n := log.count(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
+				t.Fatalf("the hold watched its key %d times at once, want none before %s", n, watchAfter)
+			}
+			if _, err := srv.Client().KV().Delete(m.hkey, nil); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.Lost():
+			case <-time.After(watchAfter + 10*time.Second):
+				t.Fatal("Lost did not close after the holder key was deleted")
+			}
+		})
+	}
+}
