@@ -120,7 +120,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// register it again.
 		stopHealth()
 		wg.Wait()
-		a.closeSession() // before the service goes, and the check with it
+		// With the mirror gone, the session's check goes with the service,
+		// and the session with its check.
+		a.closeSession()
 		a.pub.deregister()
 	}()
 	for ctx.Err() == nil {
@@ -242,9 +244,10 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 	return s, nil
 }
 
-// closeSession ends the session by removing its check, which Consul does
-// in one Raft write with the session's end, rather than destroying it
-// first; if that fails, the session ends within its TTL all the same.
+// closeSession ends the session by removing its check (publisher.dropSession),
+// which Consul does in one Raft write with the session's end, rather than
+// destroying it first; if that fails, the session ends within its TTL all
+// the same.
 func (a *Agent) closeSession() {
 	if a.sess == nil {
 		return

@@ -116,6 +116,11 @@ func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 	p.last, p.stale = n, false
 	p.mu.Unlock()
 	p.log.Info("node state", "state", n.State, "sha", coordinator.ShortSHA(n.SHA), "desired", coordinator.ShortSHA(n.Desired), "error", n.Error)
+	p.signal()
+}
+
+// signal asks mirror for a registration, without waiting.
+func (p *publisher) signal() {
 	select {
 	case p.changed <- struct{}{}:
 	default: // an update is already pending; it will take the latest state
@@ -129,13 +134,18 @@ func (p *publisher) published(_ context.Context, n coordinator.NodeState) {
 const mirrorSettle = 500 * time.Millisecond
 
 // mirror re-registers the service with the latest state, once per burst of
-// signals, until ctx ends.
+// signals, until ctx ends. A registration that fails is tried again with
+// backoff: nothing else may come to signal it, and until it lands the UI
+// shows an old state, and a dropped session's check stays on the service.
 func (p *publisher) mirror(ctx context.Context) {
+	var retry backoff
+	var again <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.changed:
+		case <-again:
 		}
 		select {
 		case <-ctx.Done():
@@ -146,21 +156,30 @@ func (p *publisher) mirror(ctx context.Context) {
 		case <-p.changed: // came while settling: this registration covers it
 		default:
 		}
-		// Re-registering resets the workload check to the status given, so
-		// give it the workload's health now, not the last periodic reading.
-		health, _ := p.readHealth(ctx)
-		p.mu.Lock()
-		n := p.last
-		p.mu.Unlock()
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		p.regMu.Lock()
-		err := p.register(rctx, n, health)
-		p.regMu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("could not update the consul service", "error", err)
+		again = nil
+		if err := p.mirrorOnce(ctx); err != nil && ctx.Err() == nil {
+			d := retry.next()
+			p.log.Warn("could not update the consul service; trying again", "in", d, "error", err)
+			again = time.After(d)
+			continue
 		}
-		cancel()
+		retry.reset()
 	}
+}
+
+// mirrorOnce registers the service with the latest state. Re-registering
+// resets the workload check to the status given, so it reads the
+// workload's health now, not the last periodic reading.
+func (p *publisher) mirrorOnce(ctx context.Context) error {
+	health, _ := p.readHealth(ctx)
+	p.mu.Lock()
+	n := p.last
+	p.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	return p.register(rctx, n, health)
 }
 
 // register registers the service with n, and the session's check while
@@ -224,14 +243,23 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 	return p.session.id, nil
 }
 
-// dropSession removes the session's check, which ends the session if it
-// still lives. The next registration leaves it out. It runs when the
-// caller's context may be done, so it has its own.
+// dropSession ends the session whose check is id, by removing the check,
+// which makes Consul invalidate the session in that same write. While the
+// service carries the check, that removal rides on the mirror's next
+// registration, which leaves the check out: after a turn, the one that
+// mirrors "converged", so one request to the Consul agent does both. The
+// delay (the mirror's settle) holds nothing up: Release has deleted the
+// session's keys, and nobody passes its check any more (Session.Abandon),
+// so it ends within its TTL even if Consul cannot be reached. A check the
+// service does not carry is removed at once, with a context of its own, as
+// the caller's may be done.
 func (p *publisher) dropSession(id string) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	if p.session.id == id {
 		p.session = sessionCheck{}
+		p.signal()
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
