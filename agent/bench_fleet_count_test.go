@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,6 +83,9 @@ type fleetTraffic struct {
 	mu     sync.Mutex
 	start  time.Time
 	events []fleetEvent
+	// endpoints counts requests while recording by what they are for
+	// (endpointOf).
+	endpoints map[string]int64
 }
 
 func fleetClassOf(path string) int {
@@ -103,10 +105,11 @@ func (t *fleetTraffic) note(r *http.Request) {
 	if !t.recording.Load() {
 		return
 	}
-	enqueue := joinsLine(r)
+	enqueue, endpoint := joinsLine(r), endpointOf(r)
 	t.mu.Lock()
 	t.events = append(t.events, fleetEvent{at: time.Since(t.start), class: uint8(class),
 		read: r.Method == http.MethodGet, enqueue: enqueue})
+	t.endpoints[endpoint]++
 	t.mu.Unlock()
 }
 
@@ -116,25 +119,16 @@ func joinsLine(r *http.Request) bool {
 	if _, acquire := r.URL.Query()["acquire"]; acquire {
 		return strings.Contains(r.URL.Path, "/slot/c/")
 	}
-	if r.URL.Path != "/v1/txn" || r.GetBody == nil {
+	if r.URL.Path != "/v1/txn" {
 		return false
 	}
-	body, err := r.GetBody()
-	if err != nil {
-		return false
-	}
-	defer body.Close()
-	var ops []struct{ KV *struct{ Verb, Key string } }
-	if json.NewDecoder(body).Decode(&ops) != nil || len(ops) == 0 || ops[0].KV == nil {
-		return false
-	}
-	return ops[0].KV.Verb == "lock" && strings.Contains(ops[0].KV.Key, "/slot/c/")
+	return txnEndpoint(txnOps(r)) == "txn: join the line (and write waiting)"
 }
 
 // record starts keeping events, timed from start.
 func (t *fleetTraffic) record(start time.Time) {
 	t.mu.Lock()
-	t.start, t.events = start, nil
+	t.start, t.events, t.endpoints = start, nil, map[string]int64{}
 	t.mu.Unlock()
 	t.slowLive.Store(0)
 	for i := range t.bytes {
@@ -143,12 +137,12 @@ func (t *fleetTraffic) record(start time.Time) {
 	t.recording.Store(true)
 }
 
-// stop ends recording and returns the events.
-func (t *fleetTraffic) stop() []fleetEvent {
+// stop ends recording and returns the events and the count by endpoint.
+func (t *fleetTraffic) stop() ([]fleetEvent, map[string]int64) {
 	t.recording.Store(false)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.events
+	return t.events, t.endpoints
 }
 
 // busy is the count of requests that are not periodic liveness.

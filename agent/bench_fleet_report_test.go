@@ -135,7 +135,17 @@ func (rep *fleetReport) markdown() string {
 		"Turn once all in line: that span's time per release, against the bound's time per node. "+
 		"Cores busy: CPU time (utime+stime from /proc) of this process, which runs every agent, and of the Consul agents, "+
 		"from the commit to the last turn, over that time; the machine has %d.\n", runtime.NumCPU())
+	sb.WriteString("\nRequests per node, by what they are for (each one's count over N, from the commit until the fleet is quiet):\n\n")
+	sb.WriteString(endpointTable(rep.rows))
 	return sb.String()
+}
+
+// consulShort names the row's Consul topology for a column heading.
+func (r *fleetResult) consulShort() string {
+	if r.clients > 0 {
+		return fmt.Sprintf("%d clients", r.clients)
+	}
+	return "shared"
 }
 
 // publish prints the table and, with FLEET_BENCH_MD set, writes it into

@@ -335,6 +335,8 @@ type fleetResult struct {
 	// and the Consul agents kept busy from the commit to the last turn:
 	// their sum near GOMAXPROCS means the machine, not a wait, paced it.
 	busyAgents, busyConsul float64
+	// endpoints counts the requests by what they are for (endpointOf).
+	endpoints map[string]int64
 }
 
 // turnTimes returns the median hold and, in grant order, the median time
@@ -407,7 +409,7 @@ func (f *benchFleet) roll(r *fleetResult) {
 		f.b.Error(err)
 	}
 	prof()
-	evs := f.traffic.stop()
+	evs, endpoints := f.traffic.stop()
 	raft1, err := raftIndex(c)
 	if err != nil {
 		f.b.Fatal(err)
@@ -420,7 +422,7 @@ func (f *benchFleet) roll(r *fleetResult) {
 		// but worth seeing.
 		r.note = strings.TrimSpace(fmt.Sprintf("%s %d turns did not succeed and were tried again: %v", r.note, len(bad), bad))
 	}
-	r.raft, r.slowLive = raft1-raft0, time.Duration(f.traffic.slowLive.Load())
+	r.raft, r.slowLive, r.endpoints = raft1-raft0, time.Duration(f.traffic.slowLive.Load()), endpoints
 	for i := range r.kb {
 		r.kb[i] = float64(f.traffic.bytes[i].Load()) / 1024 / float64(f.fc.n)
 	}
