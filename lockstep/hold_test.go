@@ -10,16 +10,22 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 )
 
-// pathLog records the path of every request a client sends.
+// pathLog records every request a client sends.
 type pathLog struct {
-	base  http.RoundTripper
-	mu    sync.Mutex
-	paths []string
+	base http.RoundTripper
+	mu   sync.Mutex
+	reqs []logged
+}
+
+type logged struct {
+	method, path string
+	blocking     bool // a blocking query
 }
 
 func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, blocking := r.URL.Query()["index"]
 	l.mu.Lock()
-	l.paths = append(l.paths, r.Method+" "+r.URL.Path)
+	l.reqs = append(l.reqs, logged{r.Method, r.URL.Path, blocking})
 	l.mu.Unlock()
 	return l.base.RoundTrip(r)
 }
@@ -27,8 +33,20 @@ func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
 func (l *pathLog) count(method, path string) (n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range l.paths {
-		if p == method+" "+path {
+	for _, r := range l.reqs {
+		if r.method == method && r.path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// nonBlocking counts the reads of path that are not blocking queries.
+func (l *pathLog) nonBlocking(path string) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.reqs {
+		if r.method == http.MethodGet && r.path == path && !r.blocking {
 			n++
 		}
 	}
@@ -106,5 +124,59 @@ func TestLostSeesTheHolderKeyGo(t *testing.T) {
 				t.Fatal("Lost did not close after the holder key was deleted")
 			}
 		})
+	}
+}
+
+// At K = 1, a waiter that comes to head the line because the one ahead was
+// granted blocks on the holders from that grant at once: a read then would
+// only show the slot taken. It still takes the slot when it is released.
+func TestHeadBlocksFromTheGrantAhead(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g := commit(t, c, "head", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	first, err := newSem(t, c, "first").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := newSem(t, c, "second")
+	lc, log := loggedClient(t, srv)
+	third, err := New(lc, newSession(t, lc), Options{Prefix: testPrefix, Name: "third"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got2 := acquireAsync(t, ctx, second, g)
+	eventually(t, 10*time.Second, "the second in line", func() bool {
+		h, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(h.Waiting) == 1
+	})
+	got3 := acquireAsync(t, ctx, third, g)
+	eventually(t, 10*time.Second, "the third in line", func() bool {
+		h, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(h.Waiting) == 2
+	})
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2 := <-got2
+	if h2 == nil {
+		t.FailNow()
+	}
+	holders := "/v1/kv/" + testPrefix + "/.holders"
+	eventually(t, 10*time.Second, "the third's wait on the holders", func() bool {
+		return log.count(http.MethodGet, holders) > 0
+	})
+	if n := log.nonBlocking(holders); n != 0 {
+		t.Fatalf("the new head read the holders %d times without blocking, want none", n)
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h3 := <-got3
+	if h3 == nil {
+		t.FailNow()
+	}
+	if err := h3.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

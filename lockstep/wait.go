@@ -32,12 +32,12 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps)
 		if _, holds := snap.live[m.s.ID()]; holds {
 			return m.adopt(ctx, g, ops)
 		}
-		head, err := m.waitAhead(ctx, ahead)
+		head, since, err := m.waitAhead(ctx, ahead)
 		if err != nil {
 			return nil, err
 		}
 		if head {
-			return m.headTurn(ctx, g, ops)
+			return m.headTurn(ctx, g, ops, since)
 		}
 	}
 }
@@ -69,19 +69,20 @@ func (m *Semaphore) joinLine(ctx context.Context) (*snapshot, []contender, error
 
 // waitAhead blocks on the last waiter ahead of us until it is granted a
 // slot, which the grant writes into its key: FIFO means everyone ahead of
-// it went first, so we head the line. If instead its key goes (it gave up
-// or died) or comes back under the same name with a new CreateIndex (it
-// left and joined again, behind us), it reports false unless no one else
-// was ahead: the line must be read again.
-func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool, err error) {
+// it went first, so we head the line, and since is the index of that
+// grant. If instead its key goes (it gave up or died) or comes back under
+// the same name with a new CreateIndex (it left and joined again, behind
+// us), it reports false unless no one else was ahead: the line must be
+// read again.
+func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool, since uint64, err error) {
 	if len(ahead) == 0 {
-		return true, nil
+		return true, 0, nil
 	}
 	pred := ahead[len(ahead)-1]
 	r := retry{log: m.log}
 	for {
 		if ctx.Err() != nil {
-			return false, context.Cause(ctx)
+			return false, 0, context.Cause(ctx)
 		}
 		p, _, err := m.c.KV().Get(pred.Key, m.blocking(ctx, pred.ModifyIndex))
 		if err != nil {
@@ -91,9 +92,9 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool
 		r.reset()
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
-			return len(ahead) == 1, nil
+			return len(ahead) == 1, 0, nil
 		case isHolding(p.Value):
-			return true, nil
+			return true, p.ModifyIndex, nil
 		}
 		pred.ModifyIndex = p.ModifyIndex
 	}
@@ -105,10 +106,17 @@ func isHolding(v []byte) bool {
 }
 
 // headTurn runs at the head of the line: it watches the holders and takes
-// a slot as soon as fewer than K of them are live.
-func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps) (*Hold, error) {
+// a slot as soon as fewer than K of them are live. since is the index of
+// the grant that put us at the head, or 0. At K = 1 that grant took the
+// only slot, and it wrote the holders at that very index, so the first
+// read can block from it: it returns once the holder has left, and a read
+// at once would only show the slot taken.
+func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps, since uint64) (*Hold, error) {
 	r := retry{log: m.log}
 	var index uint64
+	if g.limit() == 1 {
+		index = since
+	}
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)

@@ -91,7 +91,7 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	head, err := w.waitAhead(wctx, ahead)
+	head, _, err := w.waitAhead(wctx, ahead)
 	if err != nil {
 		t.Fatalf("waited for a predecessor that had come back behind: %v", err)
 	}
