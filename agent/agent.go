@@ -125,8 +125,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.closeSession()
 		a.pub.deregister()
 	}()
+	var woke *api.KVPair // desired as the wait for it saw it move
+	var wokeIndex uint64
 	for ctx.Err() == nil {
-		gs, err := a.cfg.Store.ReadFor(ctx, a.cfg.Group, a.cfg.Node)
+		gs, err := a.cfg.Store.ReadForAt(ctx, a.cfg.Group, a.cfg.Node, woke, wokeIndex)
+		woke = nil
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			a.log.Warn("cannot read group state", "error", err)
@@ -140,7 +143,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if gs.DesiredPair != nil {
 			seen = gs.DesiredPair.ModifyIndex
 		}
-		a.waitDesired(ctx, seen, retry)
+		woke, wokeIndex = a.waitDesired(ctx, seen, retry)
 	}
 	a.log.Info("agent stopped")
 	return nil
@@ -161,9 +164,11 @@ func (a *Agent) logProblems(problems []string) {
 
 // waitDesired blocks until desired moves off seen (its ModifyIndex, 0 for
 // none), for at most the resync interval, or retry when that is shorter and
-// not zero. The blocking index is the one Consul returns, not seen: with
-// nothing committed seen is 0, and a wait on index 0 returns at once.
-func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duration) {
+// not zero. It returns desired as it moved, with the answer's index, for
+// the next read to start from; nil if it is gone or did not move. The
+// blocking index is the one Consul returns, not seen: with nothing
+// committed seen is 0, and a wait on index 0 returns at once.
+func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duration) (*api.KVPair, uint64) {
 	wait := a.cfg.Resync
 	if retry > 0 && retry < wait {
 		wait = retry
@@ -184,10 +189,11 @@ func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duratio
 			cur = p.ModifyIndex
 		}
 		if cur != seen {
-			return
+			return p, meta.LastIndex
 		}
 		index = max(meta.LastIndex, 1)
 	}
+	return nil, 0
 }
 
 func (a *Agent) sleep(ctx context.Context, d time.Duration) {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -21,28 +22,46 @@ const readForAttempts = 3
 // The records come from one read-only transaction that also checks desired
 // is still at the index first read, so they are one consistent snapshot.
 func (s *Store) ReadFor(ctx context.Context, group, node string) (*GroupState, error) {
+	return s.ReadForAt(ctx, group, node, nil, 0)
+}
+
+// ReadForAt is ReadFor from desired as the caller has just read it, with
+// the index Consul answered with: an agent that a blocking query on desired
+// woke has it in hand, and reading it again would cost every agent of the
+// fleet a request on each commit. The transaction still checks desired at
+// its index, and if it moved since, it is read again. A nil desired is
+// read first, as ReadFor does.
+func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
 	}
+	if desired != nil && desired.Key != k.Desired() {
+		return nil, fmt.Errorf("coordinator: ReadForAt of group %q given key %q", group, desired.Key)
+	}
 	for range readForAttempts {
-		p, meta, err := s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx))
-		if err != nil {
-			return nil, consulError(s.c, err)
+		p, last := desired, index
+		desired = nil // if it moved, the next try reads it
+		if p == nil {
+			var meta *api.QueryMeta
+			if p, meta, err = s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+				return nil, consulError(s.c, err)
+			}
+			last = meta.LastIndex
 		}
 		if p == nil {
-			return Parse(k, group, nil, meta.LastIndex), nil
+			return Parse(k, group, nil, last), nil
 		}
 		var d Desired
 		if decode(p.Key, p.Value, &d) != nil {
-			return Parse(k, group, api.KVPairs{p}, meta.LastIndex), nil
+			return Parse(k, group, api.KVPairs{p}, last), nil
 		}
 		pairs, moved, err := s.readDesiredRecords(ctx, k, p, d.SHA, node)
 		if err != nil {
 			return nil, err
 		}
 		if !moved {
-			return Parse(k, group, append(pairs, p), meta.LastIndex), nil
+			return Parse(k, group, append(pairs, p), last), nil
 		}
 	}
 	return s.Read(ctx, group, nil)

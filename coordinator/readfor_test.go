@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"net/http"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +73,83 @@ func checkReadFor(t *testing.T, got, full *GroupState, cancelled bool) {
 	}
 	if len(got.History) != 1 || len(full.History) != 2 {
 		t.Fatalf("history: %d entries, want the desired one alone (Read has %d)", len(got.History), len(full.History))
+	}
+}
+
+// getCounter counts the GETs of one path that a client sends.
+type getCounter struct {
+	base http.RoundTripper
+	path string
+	n    atomic.Int64
+}
+
+func (g *getCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Path == g.path {
+		g.n.Add(1)
+	}
+	return g.base.RoundTrip(r)
+}
+
+// ReadForAt starts from the desired record it is given, without reading
+// it again, and reads it again only if it moved since: the state is then
+// the current one, as ReadFor's is.
+func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
+	ctx := testCtx(t)
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	st := NewStore(c, "")
+	k, _ := st.Keys("web")
+	counter := &getCounter{base: http.DefaultTransport.(*http.Transport).Clone(), path: "/v1/kv/" + k.Desired()}
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
+	cc, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := NewStore(cc, "")
+	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 2, 1), "me", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutNode(ctx, "web", NodeState{Node: "n1", State: StateWaiting, Since: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	old, meta, err := c.KV().Get(k.Desired(), nil)
+	if err != nil || old == nil {
+		t.Fatalf("read desired: %v", err)
+	}
+	t.Run("as given", func(t *testing.T) {
+		got, err := counted.ReadForAt(ctx, "web", "n1", old, meta.LastIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := st.Read(ctx, "web", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counter.n.Load(); n != 0 {
+			t.Fatalf("read desired %d times, want none", n)
+		}
+		if got.DesiredPair.ModifyIndex != old.ModifyIndex || !reflect.DeepEqual(got.Desired, full.Desired) || len(got.Nodes) != 1 {
+			t.Fatalf("ReadForAt %+v, Read %+v", got, full)
+		}
+	})
+	t.Run("moved since", func(t *testing.T) {
+		res, err := st.Commit(ctx, "web", specWith(t, "pause", 2, 2), "me", "v2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := counted.ReadForAt(ctx, "web", "n1", old, meta.LastIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Desired == nil || got.Desired.SHA != res.SHA || got.DesiredPair.ModifyIndex == old.ModifyIndex {
+			t.Fatalf("ReadForAt from a desired that moved gives %+v, want SHA %s", got.Desired, res.SHA)
+		}
+		if n := counter.n.Load(); n != 1 {
+			t.Fatalf("read desired %d times, want once, after the check of its index failed", n)
+		}
+	})
+	if _, err := counted.ReadForAt(ctx, "web", "n1", &api.KVPair{Key: "elsewhere"}, 1); err == nil {
+		t.Fatal("ReadForAt took a record that is not the group's desired")
 	}
 }
