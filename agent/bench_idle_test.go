@@ -56,9 +56,10 @@ type idleAgent struct {
 }
 
 // BenchmarkAgentIdle observes, over idleWindow, two converged `rollagent
-// run` processes (exec runtime) side by side, one whose workload check is a
-// TTL check it passes (the default) and one that serves its health for
-// Consul to check (--health-addr); each talks to the node's Consul client
+// run` processes (exec runtime) side by side, one that serves its health
+// on loopback for Consul to check (the default, --health-addr=auto, as it
+// reaches Consul over loopback) and one whose workload check is a TTL check
+// it passes (--health-addr=off); each talks to the node's Consul client
 // agent through a counting reverse proxy of its own. Two baselines run in
 // the same window: that Consul client agent, and an idle minimal Go HTTP
 // server (demoapp).
@@ -67,13 +68,13 @@ func BenchmarkAgentIdle(b *testing.B) {
 	client := consultest.NewClients(b, srv, 1, "")[0]
 	ba := newBenchAgents(b, srv.Client(), "idle", 0)
 	ba.logLevel = "info" // as deployed: debug lines would cost CPU the window measures
-	agents := []*idleAgent{{mode: "TTL check (default)"}, {mode: "HTTP check (--health-addr)"}}
+	agents := []*idleAgent{{mode: "HTTP check on loopback (default)"}, {mode: "TTL check (--health-addr=off)"}}
 	for i, a := range agents {
 		a.px = newCountingProxy(b, client.HTTPAddr)
 		node := fmt.Sprintf("n%d", i+1)
 		var extra []string
 		if i == 1 {
-			extra = []string{"--health-addr=127.0.0.1:0"}
+			extra = []string{"--health-addr=off"}
 		}
 		p := ba.start(node, a.px.addr, extra...)
 		a.proc = &idleProc{name: "rollagent run, converged, exec runtime, " + a.mode, pid: p.cmd.Process.Pid}
@@ -166,8 +167,9 @@ func idleMarkdown(procs []*idleProc, agents []*idleAgent) string {
 	var sb strings.Builder
 	sb.WriteString(benchHeader("BenchmarkAgentIdle"))
 	fmt.Fprintf(&sb, "Two converged `rollagent run` processes (exec runtime) observed side by side for %s, each talking to "+
-		"the node's Consul client agent through a counting loopback reverse proxy of its own: one passes its workload's TTL "+
-		"check (the default), the other serves its workload's health with `--health-addr` for Consul to check over HTTP. "+
+		"the node's Consul client agent through a counting loopback reverse proxy of its own: one serves its workload's "+
+		"health on a loopback port for Consul to check over HTTP (the default, `--health-addr=auto`, as Consul is reached over "+
+		"loopback), the other passes its workload's TTL check itself (`--health-addr=off`). "+
 		"RSS is the max of 1 s samples of VmRSS, CPU is utime+stime over the window (/proc, in 10 ms ticks) and, finer, the "+
 		"threads' time on a CPU (/proc/<pid>/task/*/schedstat), from which the percentage is. Targets: < 20 MB RSS, < 0.5%% "+
 		"of a core, only blocking-query renewals.\n\n", idleWindow)
@@ -216,8 +218,8 @@ func idleRequests(sb *strings.Builder, agents []*idleAgent) {
 	}
 	sb.WriteString("\nThe agent's blocking query on `desired` waits up to its 5 min resync. `PUT /v1/agent/check/update/…` is " +
 		"the TTL check of the `rollagent-<group>` service, passed every 10 s from the workload's health and answered by " +
-		"the local client agent; with `--health-addr` that client agent asks the rollagent agent every 10 s instead, " +
-		"so the agent sends Consul nothing but its blocking query.\n")
+		"the local client agent, with `--health-addr=off`; by default that client agent asks the rollagent agent every 10 s " +
+		"instead, so the agent sends Consul nothing but its blocking query.\n")
 }
 
 // ratio formats a/b as "agent is N× this", or "–" when either is zero.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/internal/consultest"
 )
@@ -107,5 +108,79 @@ func TestRunAsksConsulForNoCompression(t *testing.T) {
 	defer mu.Unlock()
 	if requests := seen[""]; requests < 3 || len(seen) != 1 {
 		t.Fatalf("Accept-Encoding of run's requests to Consul: %v; want only none, at least 3 times", seen)
+	}
+}
+
+// --health-addr=auto serves on loopback only when Consul is reached there:
+// loopback is per network namespace, so only then can Consul reach it.
+func TestLoopbackHost(t *testing.T) {
+	for _, tc := range []struct {
+		consul, host string
+		ok           bool
+	}{
+		{"127.0.0.1:8500", "127.0.0.1", true},
+		{"http://127.0.0.1:8500", "127.0.0.1", true},
+		{"https://127.0.0.2:8501", "127.0.0.1", true},
+		{"localhost:8500", "127.0.0.1", true},
+		{"LOCALHOST", "127.0.0.1", true},
+		{"[::1]:8500", "::1", true},
+		{"::1", "::1", true},
+		{"10.0.0.5:8500", "", false},
+		{"consul.service.internal:8500", "", false},
+		{"unix:///var/run/consul.sock", "", false},
+		{"", "", false},
+	} {
+		t.Run(tc.consul, func(t *testing.T) {
+			host, ok := loopbackHost(tc.consul)
+			if host != tc.host || ok != tc.ok {
+				t.Fatalf("loopbackHost(%q) = %q, %v; want %q, %v", tc.consul, host, ok, tc.host, tc.ok)
+			}
+		})
+	}
+}
+
+// By default `run` has the Consul agent, reached over loopback here, check
+// the workload over loopback; --health-addr=off keeps the TTL check.
+func TestRunWorkloadCheckByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, flag, kind, output string
+	}{
+		{"default", "", "http", "HTTP GET http://127.0.0.1:"},
+		{"off", "--health-addr=off", "ttl", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := consultest.NewDev(t)
+			// A node registers its service once it has a state to show.
+			if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", "testdata/web.json", "--author=op"); code != 0 {
+				t.Fatalf("commit: %d %s", code, errs)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			args := []string{"--consul-addr=" + srv.HTTPAddr, "run", "--group=web", "--node=n1", "--runtime=exec",
+				"--state-dir=" + t.TempDir(), "--replace-cmd=true", "--health-cmd=true"}
+			if tc.flag != "" {
+				args = append(args, tc.flag)
+			}
+			done := make(chan int, 1)
+			go func() { done <- run(ctx, args, io.Discard, io.Discard) }()
+			defer func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Error("run did not stop within 30s of its context ending")
+				}
+			}()
+			// Consul runs an HTTP check within its 10 s interval, and its
+			// output names the URL it asked.
+			var last *api.AgentCheck
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				cs, err := srv.Client().Agent().Checks()
+				if last = cs["rollagent-web-n1:workload"]; err == nil && last != nil && last.Type == tc.kind && strings.Contains(last.Output, tc.output) {
+					return
+				}
+			}
+			t.Fatalf("workload check %+v, want a %s check whose output has %q", last, tc.kind, tc.output)
+		})
 	}
 }

@@ -25,7 +25,7 @@ type RunCmd struct {
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
 	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive."`
 	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`
-	HealthAddr  string            `name:"health-addr" help:"Serve the workload's health at /health on this address (e.g. 127.0.0.1:9465) and have the node's Consul agent check it there, instead of passing a TTL check every 10s. The Consul agent must reach it."`
+	HealthAddr  string            `name:"health-addr" default:"auto" help:"Serve the workload's health at /health on this address (e.g. 127.0.0.1:9465) and have the node's Consul agent check it there every 10s, instead of passing a TTL check every 10s; the Consul agent must reach it. auto: on an ephemeral loopback port if the Consul agent is reached over loopback, else a TTL check. off: a TTL check."`
 
 	AllowPrivileged  bool     `name:"allow-privileged" help:"Allow specs that ask for a privileged container."`
 	AllowHostNetwork bool     `name:"allow-host-network" help:"Allow specs that ask for the host network."`
@@ -42,7 +42,8 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 		}
 		c.Node = strings.Split(h, ".")[0]
 	}
-	st, err := g.storeFrom(agent.ConsulConfig())
+	consul := agent.ConsulConfig()
+	st, err := g.storeFrom(consul)
 	if err != nil {
 		return err
 	}
@@ -58,11 +59,9 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 			return fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
 	}
-	var healthURL string
-	if c.HealthAddr != "" {
-		if healthURL, err = serveHealth(ctx, c.HealthAddr, rt, log.Named("health")); err != nil {
-			return fmt.Errorf("--health-addr %s: %w", c.HealthAddr, err)
-		}
+	healthURL, err := c.workloadCheck(ctx, consul.Address, rt, log.Named("health"))
+	if err != nil {
+		return err
 	}
 	a, err := agent.New(agent.Config{Group: c.Group, Node: c.Node, Store: st, Runtime: rt, SessionTTL: c.SessionTTL,
 		Allow:  agent.Allow{Privileged: c.AllowPrivileged, HostNetwork: c.AllowHostNetwork, HostPID: c.AllowHostPID, BindPrefixes: c.AllowBind},
