@@ -89,9 +89,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 // returns the URL for Consul's HTTP check. A wildcard host becomes
 // 127.0.0.1, which Go's wildcard listeners accept on IPv6 hosts too: the
 // check is run by the node's own Consul agent.
-func serveHealth(ctx context.Context, addr string, rt interface {
-	Healthy(context.Context) (bool, string)
-}, log hclog.Logger) (string, error) {
+func serveHealth(ctx context.Context, addr string, rt healthSource, log hclog.Logger) (string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/health", agent.HealthHandler(rt))
 	a, err := serveHTTP(ctx, addr, mux, log)
