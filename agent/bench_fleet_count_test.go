@@ -78,6 +78,10 @@ type fleetTraffic struct {
 
 	recording atomic.Bool
 	slowLive  atomic.Int64 // longest liveness request while recording, in ns
+	// liveSince holds when each liveness request still in flight began
+	// (keyed by its *http.Request), so that one stuck past the end of
+	// the case counts too.
+	liveSince sync.Map
 	// bytes read while recording, by bytesKindOf (uncompressed, as sent)
 	bytes  [bytesKinds]atomic.Int64
 	mu     sync.Mutex
@@ -131,6 +135,7 @@ func (t *fleetTraffic) record(start time.Time) {
 	t.start, t.events, t.endpoints = start, nil, map[string]int64{}
 	t.mu.Unlock()
 	t.slowLive.Store(0)
+	t.liveSince.Clear()
 	for i := range t.bytes {
 		t.bytes[i].Store(0)
 	}
@@ -176,15 +181,37 @@ func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		return c.base.RoundTrip(r)
 	}
 	start := time.Now()
+	live := fleetClassOf(r.URL.Path) == fleetLive
+	if live {
+		c.t.liveSince.Store(r, start)
+	}
 	resp, err := c.base.RoundTrip(r)
-	if d := int64(time.Since(start)); fleetClassOf(r.URL.Path) == fleetLive {
-		for cur := c.t.slowLive.Load(); d > cur && !c.t.slowLive.CompareAndSwap(cur, d); cur = c.t.slowLive.Load() {
-		}
+	if live {
+		c.t.liveSince.Delete(r)
+		c.t.noteLive(time.Since(start))
 	}
 	if err == nil {
 		resp.Body = countingBody{resp.Body, &c.t.bytes[bytesKindOf(r.URL.Path)]}
 	}
 	return resp, err
+}
+
+// noteLive keeps d if it is the longest liveness request so far.
+func (t *fleetTraffic) noteLive(d time.Duration) {
+	for cur := t.slowLive.Load(); int64(d) > cur && !t.slowLive.CompareAndSwap(cur, int64(d)); cur = t.slowLive.Load() {
+	}
+}
+
+// slowestLive is the longest liveness request since recording began,
+// counting those still in flight as lasting until now, and how many are.
+func (t *fleetTraffic) slowestLive() (time.Duration, int) {
+	stuck := 0
+	t.liveSince.Range(func(_, v any) bool {
+		stuck++
+		t.noteLive(time.Since(v.(time.Time)))
+		return true
+	})
+	return time.Duration(t.slowLive.Load()), stuck
 }
 
 // fleetClient is one agent's own Consul client, as `rollagent run` makes

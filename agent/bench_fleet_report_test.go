@@ -110,14 +110,18 @@ func (rep *fleetReport) markdown() string {
 			per = fmt.Sprintf("%.1f (%d releases, from the first grant)", r.perRelease, r.span.releases)
 			turn = "– (joined late)"
 		}
+		slowLive := fmt.Sprintf("%.2f", r.slowLive.Seconds())
+		if r.liveStuck > 0 {
+			slowLive = fmt.Sprintf("≥ %.2f (%d still in flight at the end)", r.slowLive.Seconds(), r.liveStuck)
+		}
 		consul := "1 shared agent"
 		if r.clients > 0 {
 			consul = fmt.Sprintf("%d client agents", r.clients)
 		}
-		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %.2f | %.2f + %.2f | %s |\n",
+		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %s | %.2f + %.2f | %s |\n",
 			r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
 			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
-			handoff, float64(r.hold)/1e6, r.slowLive.Seconds(), r.busyAgents, r.busyConsul, r.note)
+			handoff, float64(r.hold)/1e6, slowLive, r.busyAgents, r.busyConsul, r.note)
 	}
 	fmt.Fprintf(&sb, "\nConsul: the nodes' agents all talk to the one dev agent (the only server), or are spread evenly over "+
 		"client agents joined to it, as a real fleet has one per node. Session TTL %s (the agent's --session-ttl): "+

@@ -331,6 +331,9 @@ type fleetResult struct {
 	// slowLive is the longest TTL check pass: the shared Consul agent
 	// stalls its local endpoints while its anti-entropy syncs.
 	slowLive time.Duration
+	// liveStuck counts the liveness requests still in flight when the
+	// case ended: slowLive counts them as lasting until then.
+	liveStuck int
 	// busyAgents and busyConsul are the cores this process (the agents)
 	// and the Consul agents kept busy from the commit to the last turn:
 	// their sum near GOMAXPROCS means the machine, not a wait, paced it.
@@ -422,7 +425,8 @@ func (f *benchFleet) roll(r *fleetResult) {
 		// but worth seeing.
 		r.note = strings.TrimSpace(fmt.Sprintf("%s %d turns did not succeed and were tried again: %v", r.note, len(bad), bad))
 	}
-	r.raft, r.slowLive, r.endpoints = raft1-raft0, time.Duration(f.traffic.slowLive.Load()), endpoints
+	r.raft, r.endpoints = raft1-raft0, endpoints
+	r.slowLive, r.liveStuck = f.traffic.slowestLive()
 	for i := range r.kb {
 		r.kb[i] = float64(f.traffic.bytes[i].Load()) / 1024 / float64(f.fc.n)
 	}
