@@ -244,28 +244,22 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 }
 
 // dropSession ends the session whose check is id, by removing the check,
-// which makes Consul invalidate the session in that same write. While the
-// service carries the check, that removal rides on the mirror's next
-// registration, which leaves the check out: after a turn, the one that
-// mirrors "converged", so one request to the Consul agent does both. The
-// delay (the mirror's settle) holds nothing up: Release has deleted the
-// session's keys, and nobody passes its check any more (Session.Abandon),
-// so it ends within its TTL even if Consul cannot be reached. A check the
-// service does not carry is removed at once, with a context of its own, as
-// the caller's may be done.
+// which makes Consul invalidate the session in that same write. The
+// removal rides on the mirror's next registration, which replaces the
+// service's checks with those it lists: after a turn, the one that mirrors
+// "converged", so one request to the Consul agent does both. The delay (the
+// mirror's settle) holds nothing up: Release has deleted the session's
+// keys, and nobody passes its check any more (Session.Abandon), so it ends
+// within its TTL even if Consul cannot be reached. When the mirror has
+// stopped, the service's deregistration removes the check.
 func (p *publisher) dropSession(id string) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	if p.session.id == id {
 		p.session = sessionCheck{}
-		p.signal()
-		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.c.Agent().CheckDeregisterOpts(id, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
-		p.log.Debug("could not remove the session's check; the session ends within its TTL", "check", id, "error", err)
-	}
+	p.registered = "" // register even if nothing else changed, to drop the check
+	p.signal()
 }
 
 // readHealth asks the runtime for the workload's health, notes it for the
