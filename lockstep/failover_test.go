@@ -165,10 +165,7 @@ func TestLiveKFromNewDesired(t *testing.T) {
 	for _, w := range waiters {
 		go func() { _, err := w.Acquire(ctx, g1); errs <- err }()
 	}
-	eventually(t, 10*time.Second, "2 waiters", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 2
-	})
+	waitInLine(t, c, 2, "2 waiters")
 	g3 := commit(t, c, "k3", 3)
 	for range waiters {
 		if err := <-errs; !errors.Is(err, ErrSuperseded) {

@@ -83,6 +83,16 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
+// waitInLine waits, bounded, until n contenders wait in line at
+// testPrefix.
+func waitInLine(t testing.TB, c *api.Client, n int, what string) {
+	t.Helper()
+	eventually(t, 10*time.Second, what, func() bool {
+		h, err := ReadHolders(c, testPrefix, nil)
+		return err == nil && len(h.Waiting) == n
+	})
+}
+
 func ctxFor(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)

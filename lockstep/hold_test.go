@@ -146,15 +146,9 @@ func TestHeadBlocksFromTheGrantAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	got2 := acquireAsync(t, ctx, second, g)
-	eventually(t, 10*time.Second, "the second in line", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 1
-	})
+	waitInLine(t, c, 1, "the second in line")
 	got3 := acquireAsync(t, ctx, third, g)
-	eventually(t, 10*time.Second, "the third in line", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 2
-	})
+	waitInLine(t, c, 2, "the third in line")
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,7 @@ func TestAcquireWritesOpsInTheGrant(t *testing.T) {
 	}
 	w := newSem(t, c, "second")
 	got := acquireAsync(t, ctx, w, g, setOp("rollagent/g/step", "second"))
-	eventually(t, 10*time.Second, "the second in line", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 1
-	})
+	waitInLine(t, c, 1, "the second in line")
 	if p, _, err := c.KV().Get("rollagent/g/step", nil); err != nil || p != nil {
 		t.Fatalf("the step's write landed while its contender waited: %+v, %v", p, err)
 	}

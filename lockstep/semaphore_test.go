@@ -135,10 +135,7 @@ func TestCancelStopsEveryWaiter(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, 10*time.Second, "5 waiters in line", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 5
-	})
+	waitInLine(t, c, 5, "5 waiters in line")
 	cancelIdx := cancelGate(t, c, g)
 	for i := 0; i < 5; i++ {
 		select {

@@ -47,16 +47,10 @@ func TestGrantsInLineOrder(t *testing.T) {
 			}
 		}()
 		// Join one at a time, so that the line's order is known.
-		eventually(t, 10*time.Second, name(i)+" in line", func() bool {
-			h, err := ReadHolders(c, testPrefix, nil)
-			return err == nil && len(h.Waiting) == i+1
-		})
+		waitInLine(t, c, i+1, name(i)+" in line")
 	}
 	quit()
-	eventually(t, 10*time.Second, "the quitter out of line", func() bool {
-		h, err := ReadHolders(c, testPrefix, nil)
-		return err == nil && len(h.Waiting) == 5
-	})
+	waitInLine(t, c, 5, "the quitter out of line")
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
