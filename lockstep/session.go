@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -43,12 +44,21 @@ type SessionOptions struct {
 	// removes it after Close. Optional, defaults to a check of the
 	// Session's own, registered by NewSession and removed by Close.
 	CheckID string
+	// ConsulRunsCheck says CheckID is a check that the Consul agent runs
+	// itself, an HTTP check against the caller's process, say, so the
+	// Session sends nothing to keep it passing and may live for as long as
+	// the process, idle or not. Done then closes on Close or Abandon, or
+	// once a Semaphore finds the session gone; a lost hold also shows in
+	// Hold.Lost. Optional, defaults to false: CheckID is a TTL check that
+	// the Session passes. Requires CheckID.
+	ConsulRunsCheck bool
 	// Logger. Optional, defaults to a null logger.
 	Logger hclog.Logger
 }
 
 // Session is a Consul session bound to serfHealth and to a TTL check that
-// it keeps passing. Done closes when the session is, or may be, gone.
+// it keeps passing, or to a check that Consul runs (ConsulRunsCheck).
+// Done closes when the session is, or may be, gone.
 type Session struct {
 	c        *api.Client
 	id       string
@@ -67,6 +77,9 @@ type Session struct {
 // and starts keeping the check passing until Close or ctx ends.
 func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Session, error) {
 	opts = opts.withDefaults()
+	if opts.ConsulRunsCheck && opts.CheckID == "" {
+		return nil, errors.New("lockstep: ConsulRunsCheck needs the CheckID of the check Consul runs")
+	}
 	checkID, own := opts.CheckID, opts.CheckID == ""
 	if own {
 		checkID = NewCheckID(opts.Name)
@@ -89,8 +102,10 @@ func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Sessi
 	kctx, stop := context.WithCancel(context.Background())
 	s := &Session{c: c, id: id, checkID: checkID, ownCheck: own, ttl: opts.TTL, stop: stop,
 		log: opts.Logger.With("session", id), done: make(chan struct{})}
-	s.wg.Add(1)
-	go s.keepPassing(kctx)
+	if !opts.ConsulRunsCheck {
+		s.wg.Add(1)
+		go s.keepPassing(kctx)
+	}
 	return s, nil
 }
 

@@ -1,10 +1,15 @@
 package lockstep
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // A session on the caller's check keeps that check passing, is lost when
@@ -122,5 +127,66 @@ func TestAbandonedSessionEnds(t *testing.T) {
 			eventually(t, 15*time.Second, "the session and its key to go", gone)
 			t.Logf("session gone %s after Abandon", time.Since(abandoned).Round(10*time.Millisecond))
 		})
+	}
+}
+
+// A session on a check that Consul runs lives on with nothing sent to keep
+// it, serves turns, and is gone soon after the process Consul checks stops
+// answering; the next Acquire on it reports the loss.
+func TestSessionOnConsulRunCheck(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c, log := loggedClient(t, srv)
+	ctx := ctxFor(t, 60*time.Second)
+	alive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(alive.Close)
+	reg := &api.AgentServiceRegistration{ID: "svc-alive", Name: "svc-alive",
+		Checks: api.AgentServiceChecks{{CheckID: "alive", Name: "process alive", HTTP: alive.URL,
+			Interval: "500ms", Timeout: "500ms", FailuresBeforeCritical: 2, Status: api.HealthPassing}}}
+	if err := c.Agent().ServiceRegister(reg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Agent().ServiceDeregister(reg.ID) })
+	if _, err := NewSession(ctx, c, SessionOptions{ConsulRunsCheck: true}); err == nil {
+		t.Fatal("ConsulRunsCheck without a CheckID was accepted")
+	}
+	s, err := NewSession(ctx, c, SessionOptions{TTL: time.Second, CheckID: "alive", ConsulRunsCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	m, err := New(c, s, Options{Prefix: testPrefix, Name: "alive"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := commit(t, c, "alive", 1)
+	began := time.Now()
+	eventually(t, 10*time.Second, "3 turns over more than 3 TTLs", func() bool {
+		h, err := m.Acquire(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(began) > 3*time.Second
+	})
+	if n := log.count(http.MethodPut, "/v1/agent/check/update/alive"); n != 0 {
+		t.Fatalf("the session passed the check Consul runs %d times", n)
+	}
+
+	alive.Close()
+	stopped := time.Now()
+	eventually(t, 15*time.Second, "Consul to end the session once its check fails", func() bool {
+		e, _, err := c.Session().Info(s.ID(), nil)
+		return err == nil && e == nil
+	})
+	t.Logf("session gone %v after the checked server stopped (interval 500ms, 2 failures)", time.Since(stopped).Round(10*time.Millisecond))
+	if _, err := m.Acquire(ctx, g); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("Acquire on the ended session: %v, want ErrSessionLost", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done is open after an Acquire found the session gone")
 	}
 }
