@@ -53,6 +53,16 @@ type Config struct {
 	// check itself every 10 s, which costs a request to Consul each time,
 	// idle or not.
 	HealthURL string
+	// AliveURL, when set, binds the agent's lockstep session to an HTTP
+	// check that the Consul agent runs against this URL, which must be
+	// served by AliveHandler in this process, every SessionTTL/3, and that
+	// goes critical after 3 failures in a row. Such a session costs nothing
+	// while idle, so the agent keeps one for as long as it runs: a turn
+	// then costs no catalog write for the session's check and no session
+	// of its own. Optional: without it, each rollout makes a session bound
+	// to a TTL check that the agent passes every SessionTTL/3 while it
+	// contends, and the session ends when the node converges.
+	AliveURL string
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -96,9 +106,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	c := cfg.Store.Client()
-	return &Agent{cfg: cfg, keys: k, c: c, log: log,
-		pub: &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
-			healthURL: cfg.HealthURL, changed: make(chan struct{}, 1)}}, nil
+	p := &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
+		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
+		changed: make(chan struct{}, 1)}
+	p.aliveID = lockstep.NewCheckID(p.serviceID() + ":alive")
+	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: p}, nil
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
@@ -122,7 +134,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Wait()
 		// With the mirror gone, the session's check goes with the service,
 		// and the session with its check.
-		a.closeSession()
+		if a.sess != nil {
+			a.sess.Abandon()
+			a.sess = nil
+		}
 		a.pub.deregister()
 	}()
 	var woke *api.KVPair // desired as the wait for it saw it move
@@ -222,10 +237,11 @@ func (b *backoff) next() time.Duration {
 // reset starts over after a success.
 func (b *backoff) reset() { b.n = 0 }
 
-// session returns the live session, or makes one. A new session's TTL
-// check goes into the service's registration as the node turns to
-// waiting: one catalog write for both, where each is an O(services on the
-// Consul node) write for Consul.
+// session returns the live session, or makes one. A new session's check
+// goes into the service's registration as the node turns to waiting: one
+// catalog write for both, where each is an O(services on the Consul node)
+// write for Consul. The alive check (Config.AliveURL) stays registered, so
+// its session is made once and kept.
 func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lockstep.Session, error) {
 	if a.sess != nil {
 		select {
@@ -235,30 +251,67 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 			return a.sess, nil
 		}
 	}
-	check, err := a.pub.withSession(ctx, waiting, a.cfg.SessionTTL)
+	opts := lockstep.SessionOptions{Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL,
+		Logger: a.log.Named("lockstep")}
+	var err error
+	if a.cfg.AliveURL != "" {
+		opts.CheckID, err = a.pub.withAlive(ctx, waiting)
+		opts.ConsulRunsCheck = true
+	} else {
+		opts.CheckID, err = a.pub.withSession(ctx, waiting, a.cfg.SessionTTL)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("register the session's check: %w", err)
 	}
-	s, err := lockstep.NewSession(ctx, a.c, lockstep.SessionOptions{
-		Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL, CheckID: check,
-		Logger: a.log.Named("lockstep")})
+	s, err := lockstep.NewSession(ctx, a.c, opts)
 	if err != nil {
-		a.pub.dropSession(check)
+		if !opts.ConsulRunsCheck {
+			a.pub.dropSession(opts.CheckID)
+		}
 		return nil, err
 	}
 	a.sess = s
 	return s, nil
 }
 
-// closeSession ends the session by removing its check (publisher.dropSession),
-// which Consul does in one Raft write with the session's end, rather than
-// destroying it first; if that fails, the session ends within its TTL all
-// the same.
+// closeSession ends the session. A session on a TTL check ends with the
+// removal of its check (publisher.dropSession), which Consul does in one
+// Raft write with the session's end, rather than destroying it first; if
+// that fails, it ends within its TTL all the same. The alive check stays,
+// so a session on it has to be destroyed.
 func (a *Agent) closeSession() {
-	if a.sess == nil {
+	s := a.sess
+	if s == nil {
 		return
 	}
-	a.sess.Abandon()
-	a.pub.dropSession(a.sess.CheckID())
 	a.sess = nil
+	if a.cfg.AliveURL == "" {
+		s.Abandon()
+		a.pub.dropSession(s.CheckID())
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		a.log.Warn("could not destroy a lost session; it ends when the agent stops", "error", err)
+	}
+}
+
+// idleSession is for an agent with nothing to contend for, whose record
+// says n. A session on a TTL check costs a pass every second, so it ends.
+// One on the alive check costs nothing, so it is kept, or made now if there
+// is none or it was lost: the next rollout then starts with no session and
+// no check to create, and the registration that makes the check is the one
+// that mirrors n. A failure here is tried again when the node next
+// contends.
+func (a *Agent) idleSession(ctx context.Context, n coordinator.NodeState) {
+	if a.cfg.AliveURL == "" {
+		a.closeSession()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.session(ctx, n); err != nil && ctx.Err() == nil {
+		a.log.Debug("no session made ahead of the next rollout", "error", err)
+	}
 }

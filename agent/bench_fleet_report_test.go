@@ -118,13 +118,21 @@ func (rep *fleetReport) markdown() string {
 		if r.clients > 0 {
 			consul = fmt.Sprintf("%d client agents", r.clients)
 		}
+		if r.ttl {
+			consul += ", TTL checks"
+		}
 		fmt.Fprintf(&sb, "| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %s | %.2f + %.2f | %s |\n",
 			r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
 			r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
 			handoff, float64(r.hold)/1e6, slowLive, r.busyAgents, r.busyConsul, r.note)
 	}
 	fmt.Fprintf(&sb, "\nConsul: the nodes' agents all talk to the one dev agent (the only server), or are spread evenly over "+
-		"client agents joined to it, as a real fleet has one per node. Session TTL %s (the agent's --session-ttl): "+
+		"client agents joined to it, as a real fleet has one per node. Checks: as `rollagent run` does by default "+
+		"(--health-addr=auto, with Consul on loopback), each agent serves its workload's health and its own liveness over HTTP, "+
+		"the Consul agent runs both checks, and the agent keeps one session, bound to the liveness check, from before the rollout; "+
+		"rows marked \"TTL checks\" run the agents as --health-addr=off does: they pass TTL checks themselves, and make a session "+
+		"per rollout, bound to a TTL check registered with the node's \"waiting\" state. "+
+		"Session TTL %s (the agent's --session-ttl; the liveness check runs every third of it): "+
 		"a shared agent stalls its local endpoints while it syncs thousands of checks and services.\n", fleetSessionTTL)
 	fmt.Fprintf(&sb, "\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, "+
 		"one after another by one client, timed on the same agent just before the case; for the client-agent rows also through one of the client agents, "+
@@ -146,10 +154,14 @@ func (rep *fleetReport) markdown() string {
 
 // consulShort names the row's Consul topology for a column heading.
 func (r *fleetResult) consulShort() string {
+	name := "shared"
 	if r.clients > 0 {
-		return fmt.Sprintf("%d clients", r.clients)
+		name = fmt.Sprintf("%d clients", r.clients)
 	}
-	return "shared"
+	if r.ttl {
+		name += " TTL"
+	}
+	return name
 }
 
 // publish prints the table and, with FLEET_BENCH_MD set, writes it into

@@ -18,6 +18,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -36,20 +38,32 @@ import (
 
 // fleetCase is one rollout: n agents at max_parallel k, talking to the dev
 // agent, or when clients is set, spread evenly over that many client agents.
-type fleetCase struct{ n, k, clients int }
+// fleetCase is one rollout. Its agents serve their workload's health and
+// their liveness over HTTP for the Consul agent to check, as `rollagent
+// run` does by default, unless ttl: then they pass TTL checks themselves,
+// as with --health-addr=off, and make a session per rollout.
+type fleetCase struct {
+	n, k, clients int
+	ttl           bool
+}
 
-var fleetCases = []fleetCase{{100, 1, 0}, {300, 1, 0}, {1000, 1, 0}, {1000, 10, 0},
-	{1000, 1, fleetClientAgents}, {1000, 10, fleetClientAgents}}
+var fleetCases = []fleetCase{{100, 1, 0, true}, {100, 1, 0, false}, {300, 1, 0, true}, {300, 1, 0, false},
+	{1000, 1, 0, false}, {1000, 10, 0, false},
+	{1000, 1, fleetClientAgents, false}, {1000, 10, fleetClientAgents, false}}
 
 // fleetClientAgents is how many client agents the spread cases use: 100
 // nodes each, about what one shared agent carried well at N=100.
 const fleetClientAgents = 10
 
 func (fc fleetCase) name() string {
-	if fc.clients == 0 {
-		return fmt.Sprintf("N=%d/K=%d/shared", fc.n, fc.k)
+	name := fmt.Sprintf("N=%d/K=%d/shared", fc.n, fc.k)
+	if fc.clients > 0 {
+		name = fmt.Sprintf("N=%d/K=%d/clients=%d", fc.n, fc.k, fc.clients)
 	}
-	return fmt.Sprintf("N=%d/K=%d/clients=%d", fc.n, fc.k, fc.clients)
+	if fc.ttl {
+		name += "/ttl"
+	}
+	return name
 }
 
 const (
@@ -197,6 +211,8 @@ type benchFleet struct {
 	turns  []fleetTurn   // successful ones
 	bad    []string      // results of turns that did not succeed
 	turned chan struct{} // one send per turn, buffered
+	// checksURL serves every agent's HTTP checks, unless fc.ttl.
+	checksURL string
 }
 
 func (f *benchFleet) turnDone(granted time.Time, result string) {
@@ -239,7 +255,25 @@ func (f *benchFleet) commit(release string) string {
 func (f *benchFleet) startAgents(sha string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
+	var checks *http.ServeMux
+	if !f.fc.ttl {
+		// One server for every agent's checks, as each agent's would be
+		// on its own host.
+		checks = http.NewServeMux()
+		hs := httptest.NewServer(checks)
+		f.b.Cleanup(hs.Close)
+		f.checksURL = hs.URL
+	}
 	for i := range f.fc.n {
+		node := fmt.Sprintf("n%04d", i)
+		rt := &instantRuntime{sha: sha}
+		cfg := agent.Config{Group: f.group, Node: node, Store: nil,
+			Runtime: rt, Metrics: &fleetMetrics{f: f}, Logger: f.log, SessionTTL: fleetSessionTTL}
+		if checks != nil {
+			checks.Handle("/"+node+"/health", agent.HealthHandler(rt))
+			checks.Handle("/"+node+"/alive", agent.AliveHandler())
+			cfg.HealthURL, cfg.AliveURL = f.checksURL+"/"+node+"/health", f.checksURL+"/"+node+"/alive"
+		}
 		addr := f.srv.HTTPAddr
 		if len(f.clients) > 0 {
 			addr = f.clients[i%len(f.clients)].HTTPAddr
@@ -248,8 +282,8 @@ func (f *benchFleet) startAgents(sha string) {
 		if err != nil {
 			f.b.Fatal(err)
 		}
-		a, err := agent.New(agent.Config{Group: f.group, Node: fmt.Sprintf("n%04d", i), Store: coordinator.NewStore(c, ""),
-			Runtime: &instantRuntime{sha: sha}, Metrics: &fleetMetrics{f: f}, Logger: f.log, SessionTTL: fleetSessionTTL})
+		cfg.Store = coordinator.NewStore(c, "")
+		a, err := agent.New(cfg)
 		if err != nil {
 			f.b.Fatal(err)
 		}
@@ -367,7 +401,7 @@ func median(ds []time.Duration) time.Duration {
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
 func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase) *fleetResult {
-	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d", fc.n, fc.k, fc.clients),
+	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t", fc.n, fc.k, fc.clients, fc.ttl),
 		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
 		log: fleetLogger(b)}
 	r := &fleetResult{fleetCase: fc}

@@ -47,3 +47,20 @@ func HealthHandler(rt healthReader) http.Handler {
 		_, _ = w.Write([]byte(word + "\n"))
 	})
 }
+
+// AliveHandler answers Consul's HTTP check of the agent's liveness
+// (Config.AliveURL), to which its session is bound: 200 while the process
+// serves. It asks nothing of the workload, whose health must not end a
+// session in the middle of a replacement.
+func AliveHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte("alive\n"))
+	})
+}

@@ -31,6 +31,15 @@ type publisher struct {
 	// healthURL makes the workload check an HTTP check Consul runs, when
 	// set, instead of a TTL check that keepHealth passes.
 	healthURL string
+	// aliveURL, when set, adds the alive check (Config.AliveURL), run by
+	// Consul every aliveEvery, to every registration, as aliveID.
+	aliveURL   string
+	aliveEvery time.Duration
+	// aliveID is this process's own: an agent restarted after a kill
+	// registers its service anew, which replaces the old process's check
+	// and so ends its session at once. Under one ID, the new process's
+	// answers would keep the dead one's session, and its slot, alive.
+	aliveID string
 	// changed is a buffered(1) signal to mirror: sends never block.
 	changed chan struct{}
 
@@ -67,6 +76,13 @@ func (p *publisher) state(sha, desired, state, errText string) coordinator.NodeS
 		n.Since = p.last.Since
 	}
 	return n
+}
+
+// current is what was published last.
+func (p *publisher) current() coordinator.NodeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
 }
 
 func same(a, b coordinator.NodeState) bool {
@@ -192,6 +208,9 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
 		Checks: api.AgentServiceChecks{p.workloadCheck(health)},
 	}
+	if p.aliveURL != "" {
+		reg.Checks = append(reg.Checks, p.aliveCheck())
+	}
 	if p.session.id != "" {
 		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: p.session.id, Name: "rollagent session",
 			TTL: p.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
@@ -224,6 +243,38 @@ func (p *publisher) workloadCheck(health string) *api.AgentServiceCheck {
 	c.Interval, c.Timeout = healthCheckInterval.String(), healthCheckTimeout.String()
 	c.Notes += "; asked of the rollagent agent, so it fails while the agent is down"
 	return c
+}
+
+// aliveFailures is how many of the alive check's runs in a row must fail
+// before Consul marks it critical, which ends the session: as long as a
+// TTL check gives, so one slow answer does not cost a holder its slot.
+const aliveFailures = 3
+
+// aliveCheck is the check a long-lived session is bound to. It asks
+// nothing of the workload: only whether this process answers.
+func (p *publisher) aliveCheck() *api.AgentServiceCheck {
+	return &api.AgentServiceCheck{CheckID: p.aliveID, Name: "rollagent alive", Status: api.HealthPassing,
+		HTTP: p.aliveURL, Method: http.MethodGet, Interval: p.aliveEvery.String(), Timeout: p.aliveEvery.String(),
+		FailuresBeforeCritical: aliveFailures, Notes: lockstep.AliveNotes}
+}
+
+// withAlive registers the service as n, with the alive check, unless a
+// registration with it has landed already, and returns the check's ID.
+// Consul has the check in its catalog when this returns, so a session may
+// name it.
+func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (string, error) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if p.registered != "" {
+		return p.aliveID, nil
+	}
+	p.mu.Lock()
+	health := cmp.Or(p.health, api.HealthCritical)
+	p.mu.Unlock()
+	if err := p.register(ctx, n, health); err != nil {
+		return "", err
+	}
+	return p.aliveID, nil
 }
 
 // withSession registers the service as n together with a new TTL check for

@@ -44,8 +44,9 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 		a.log.Info("nothing committed for the group yet")
 		return 0
 	case obs.SHA == desired && !a.midReplacement(gs, desired):
-		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateConverged, ""))
-		a.closeSession() // an idle agent holds no session and passes no TTL check
+		n := a.pub.state(obs.SHA, desired, coordinator.StateConverged, "")
+		a.pub.set(ctx, n)
+		a.idleSession(ctx, n)
 		return 0
 	case obs.SHA == desired:
 		// Killed while verifying a first deploy, say: nothing was set aside
@@ -54,8 +55,9 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 		a.log.Info("the workload runs the desired SHA but was never verified; verifying it under a slot")
 	}
 	if state, why := a.blocked(gs); state != "" {
-		a.pub.set(ctx, a.pub.state(obs.SHA, desired, state, why))
-		a.closeSession() // nothing to contend for until desired moves
+		n := a.pub.state(obs.SHA, desired, state, why)
+		a.pub.set(ctx, n)
+		a.idleSession(ctx, n) // nothing to contend for until desired moves
 		return 0
 	}
 	if obs.SHA != desired { // a workload to verify needs nothing prepared
@@ -147,8 +149,9 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 		return jitter(2 * time.Second)
 	}
 	// Replaced or failed: nothing to contend for until desired moves, which
-	// may not be before the next resync, so the session goes now.
-	a.closeSession()
+	// may not be before the next resync, so a session that costs passes
+	// goes now.
+	a.idleSession(ctx, a.pub.current())
 	return 0
 }
 

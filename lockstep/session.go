@@ -25,6 +25,9 @@ const (
 	DefaultLockDelay = time.Millisecond
 	// CheckNotes describe a session's TTL check in the Consul UI.
 	CheckNotes = "kept passing by a rollagent process while it contends for or holds a slot"
+	// AliveNotes describe a check that Consul runs against a rollagent
+	// process for its session (SessionOptions.ConsulRunsCheck).
+	AliveNotes = "passing while the rollagent process answers; its session, which it keeps to contend for slots, ends when this goes critical"
 )
 
 // SessionOptions configure NewSession.

@@ -33,21 +33,26 @@ func TestServeHealthURL(t *testing.T) {
 		t.Run(tc.addr, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			url, err := serveHealth(ctx, tc.addr, healthyRuntime{}, hclog.NewNullLogger())
+			urls, err := serveHealth(ctx, tc.addr, healthyRuntime{}, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(url, tc.prefix) || !strings.HasSuffix(url, "/health") {
-				t.Fatalf("URL %q, want %s<port>/health", url, tc.prefix)
-			}
-			resp, err := http.Get(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK || string(body) != "healthy: ok\n" {
-				t.Fatalf("GET %s: %d %q", url, resp.StatusCode, body)
+			for _, u := range []struct{ url, path, body string }{
+				{urls.Health, "/health", "healthy: ok\n"},
+				{urls.Alive, "/alive", "alive\n"},
+			} {
+				if !strings.HasPrefix(u.url, tc.prefix) || !strings.HasSuffix(u.url, u.path) {
+					t.Fatalf("URL %q, want %s<port>%s", u.url, tc.prefix, u.path)
+				}
+				resp, err := http.Get(u.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(body) != u.body {
+					t.Fatalf("GET %s: %d %q", u.url, resp.StatusCode, body)
+				}
 			}
 		})
 	}

@@ -24,15 +24,16 @@ type healthSource interface {
 	Healthy(context.Context) (bool, string)
 }
 
-// workloadCheck serves the workload's health as --health-addr says and
-// returns the URL for the Consul agent's HTTP check, or "" for a TTL check
-// that the agent passes itself every 10 s. Only an address the operator
-// named is an error when it cannot be served; auto falls back to the TTL
-// check.
-func (c *RunCmd) workloadCheck(ctx context.Context, consulAddr string, rt healthSource, log hclog.Logger) (string, error) {
-	ttl := func(why string) (string, error) {
-		log.Info("the agent passes the workload's TTL check every 10s", "why", why)
-		return "", nil
+// workloadCheck serves the workload's health and the agent's liveness as
+// --health-addr says and returns the URLs for the Consul agent's HTTP
+// checks, or none for TTL checks that the agent passes itself: the
+// workload's every 10 s, and its session's every second while it contends.
+// Only an address the operator named is an error when it cannot be served;
+// auto falls back to the TTL checks.
+func (c *RunCmd) workloadCheck(ctx context.Context, consulAddr string, rt healthSource, log hclog.Logger) (checkURLs, error) {
+	ttl := func(why string) (checkURLs, error) {
+		log.Info("the agent passes the workload's TTL check every 10s, and its session's while it contends", "why", why)
+		return checkURLs{}, nil
 	}
 	switch c.HealthAddr {
 	case healthOff, "":
@@ -42,19 +43,19 @@ func (c *RunCmd) workloadCheck(ctx context.Context, consulAddr string, rt health
 		if !ok {
 			return ttl(fmt.Sprintf("the Consul agent at %q is not on loopback, so it may not reach a port of this host; --health-addr names one it can", consulAddr))
 		}
-		url, err := serveHealth(ctx, net.JoinHostPort(host, "0"), rt, log)
+		urls, err := serveHealth(ctx, net.JoinHostPort(host, "0"), rt, log)
 		if err != nil {
 			log.Warn("cannot serve the workload's health on loopback", "error", err)
 			return ttl("no loopback port")
 		}
-		log.Info("the Consul agent checks the workload's health here every 10s", "url", url)
-		return url, nil
+		log.Info("the Consul agent checks the workload's health here every 10s, and the agent's liveness", "url", urls.Health, "alive", urls.Alive)
+		return urls, nil
 	}
-	url, err := serveHealth(ctx, c.HealthAddr, rt, log)
+	urls, err := serveHealth(ctx, c.HealthAddr, rt, log)
 	if err != nil {
-		return "", fmt.Errorf("--health-addr %s: %w", c.HealthAddr, err)
+		return checkURLs{}, fmt.Errorf("--health-addr %s: %w", c.HealthAddr, err)
 	}
-	return url, nil
+	return urls, nil
 }
 
 // loopbackHost returns the loopback IP to serve on when the Consul agent's

@@ -85,24 +85,31 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	return err
 }
 
-// serveHealth serves the workload's health on addr until ctx ends, and
-// returns the URL for Consul's HTTP check. A wildcard host becomes
-// 127.0.0.1, which Go's wildcard listeners accept on IPv6 hosts too: the
-// check is run by the node's own Consul agent.
-func serveHealth(ctx context.Context, addr string, rt healthSource, log hclog.Logger) (string, error) {
+// checkURLs are what the Consul agent's HTTP checks ask of the agent: the
+// workload's health, and whether the agent itself answers (for its
+// session). Both are empty when the agent passes TTL checks instead.
+type checkURLs struct{ Health, Alive string }
+
+// serveHealth serves the workload's health and the agent's liveness on
+// addr until ctx ends, and returns their URLs for Consul's HTTP checks. A
+// wildcard host becomes 127.0.0.1, which Go's wildcard listeners accept on
+// IPv6 hosts too: the checks are run by the node's own Consul agent.
+func serveHealth(ctx context.Context, addr string, rt healthSource, log hclog.Logger) (checkURLs, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/health", agent.HealthHandler(rt))
+	mux.Handle("/alive", agent.AliveHandler())
 	a, err := serveHTTP(ctx, addr, mux, log)
 	if err != nil {
-		return "", err
+		return checkURLs{}, err
 	}
 	tcp, ok := a.(*net.TCPAddr)
 	if !ok {
-		return "", fmt.Errorf("listening on %s, not a TCP address", a)
+		return checkURLs{}, fmt.Errorf("listening on %s, not a TCP address", a)
 	}
 	host := tcp.IP
 	if host.IsUnspecified() {
 		host = net.IPv4(127, 0, 0, 1)
 	}
-	return "http://" + net.JoinHostPort(host.String(), strconv.Itoa(tcp.Port)) + "/health", nil
+	base := "http://" + net.JoinHostPort(host.String(), strconv.Itoa(tcp.Port))
+	return checkURLs{Health: base + "/health", Alive: base + "/alive"}, nil
 }

@@ -59,13 +59,14 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 			return fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
 	}
-	healthURL, err := c.workloadCheck(ctx, consul.Address, rt, log.Named("health"))
+	urls, err := c.workloadCheck(ctx, consul.Address, rt, log.Named("health"))
 	if err != nil {
 		return err
 	}
 	a, err := agent.New(agent.Config{Group: c.Group, Node: c.Node, Store: st, Runtime: rt, SessionTTL: c.SessionTTL,
 		Allow:  agent.Allow{Privileged: c.AllowPrivileged, HostNetwork: c.AllowHostNetwork, HostPID: c.AllowHostPID, BindPrefixes: c.AllowBind},
-		Logger: log.Named("agent"), Metrics: metrics, HealthURL: healthURL})
+		Logger: log.Named("agent"), Metrics: metrics,
+		HealthURL: urls.Health, AliveURL: urls.Alive})
 	if err != nil {
 		return err
 	}
