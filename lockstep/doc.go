@@ -1,9 +1,11 @@
 // Package lockstep is a gated, fenced, fair counting semaphore on Consul.
 //
 // A Session is a Consul session bound to the node's serfHealth and to a short
-// TTL check that the Session itself keeps passing, so a killed process or a
-// dead node loses its slot within seconds instead of Consul's default 2×TTL
-// plus lock-delay. Session.Done closes when the session is gone.
+// TTL check that the Session itself keeps passing, or to a check that the
+// Consul agent runs against the process (SessionOptions.ConsulRunsCheck),
+// so a killed process or a dead node loses its slot within seconds instead
+// of Consul's default 2×TTL plus lock-delay. Session.Done closes when the
+// session is gone.
 //
 // Semaphore.Acquire waits in FIFO order (by the CreateIndex of each
 // contender's key) and takes a slot in one transaction that also checks a
