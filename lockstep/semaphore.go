@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,7 +109,8 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 	if grant == nil {
 		grant = func() api.TxnOps { return nil }
 	}
-	if err := m.enqueue(ctx, w.Join); err != nil {
+	j, err := m.enqueue(ctx, w.Join)
+	if err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
@@ -121,7 +123,7 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g, grant)
+	h, err := m.waitTurn(wctx, g, grant, j)
 	if err != nil {
 		m.dequeue()
 		return nil, err
@@ -138,56 +140,112 @@ func (m *Semaphore) entry(state string) []byte {
 // CreateIndex fixes its place in line and its session's death removes it,
 // and writes join with it. Consul errors are retried with backoff until ctx
 // ends.
-func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) error {
+func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) (joined, error) {
 	r := retry{log: m.log}
 	for {
 		select {
 		case <-m.s.Done():
-			return ErrSessionLost
+			return joined{}, ErrSessionLost
 		case <-ctx.Done():
-			return ctx.Err()
+			return joined{}, ctx.Err()
 		default:
 		}
-		ok, err := m.lockContender(ctx, join)
+		ok, j, err := m.lockContender(ctx, join)
 		var te *TxnError
 		switch {
 		case errors.As(err, &te):
-			return err
+			return joined{}, err
 		case err != nil && isInvalidSession(err):
 			m.s.lost("consul no longer knows the session", err)
-			return ErrSessionLost
+			return joined{}, ErrSessionLost
 		case err != nil:
 			r.wait(ctx, "enqueue", err)
 		case !ok:
 			m.s.lost("could not lock the contender key", nil)
-			return ErrSessionLost
+			return joined{}, ErrSessionLost
 		default:
-			return nil
+			return j, nil
 		}
 	}
 }
 
+// joined is what the transaction that put this contender in line saw.
+type joined struct {
+	// pred is the contender that joined just before us, as the line's tail
+	// named it, or nil when it could not be told: then the line is listed.
+	pred *contender
+	// holds says our holder key is locked by our session already.
+	holds bool
+}
+
+// Ops of the join transaction, before the caller's.
+const (
+	joinOpLock = 1 // after the delete that makes the key, and its place, new
+	joinOps    = 5
+)
+
 // lockContender creates and locks our contender key, with join in the same
-// transaction; ok is false when Consul refused the lock.
-func (m *Semaphore) lockContender(ctx context.Context, join api.TxnOps) (ok bool, err error) {
-	if len(join) == 0 {
-		ok, _, err = m.c.KV().Acquire(&api.KVPair{Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()},
-			(&api.WriteOptions{}).WithContext(ctx))
-		return ok, err
-	}
-	ops := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()}}}, join...)
+// transaction; ok is false when Consul refused the lock. The key is made
+// anew, so that its CreateIndex is this join's even if an earlier one of
+// ours was left behind. The transaction also swaps the line's tail record
+// for our key and returns the one before: the contender that joined just
+// before us, found without listing the line, which at the start of a
+// rollout, with every node joining at once, would cost O(N) each.
+func (m *Semaphore) lockContender(ctx context.Context, join api.TxnOps) (ok bool, j joined, err error) {
+	tail := m.opts.Prefix + tailKey
+	ops := append(api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}},
+		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("waiting"), Session: m.s.ID()}},
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tail}}, // no result when there is no tail yet
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: tail, Value: []byte(m.key)}},
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: m.hkey}},
+	}, join...)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil || ok {
-		return ok, err
+	if err != nil {
+		return false, joined{}, err
+	}
+	if ok {
+		return true, m.parseJoin(resp), nil
 	}
 	switch op, what := firstTxnError(resp); {
 	case op < 0 || isDenied(what):
-		return false, &TxnError{Op: op, What: what}
-	case op == 0:
-		return false, nil
+		return false, joined{}, &TxnError{Op: op, What: what}
+	case op == joinOpLock:
+		return false, joined{}, nil
+	case op < joinOps:
+		return false, joined{}, &TxnError{Op: -1, What: what}
 	default:
-		return false, &TxnError{Op: op - 1, What: what}
+		return false, joined{}, &TxnError{Op: op - joinOps, What: what}
 	}
+}
+
+// parseJoin reads the join transaction's results: our key as made, the
+// tail before our write to it (written at an earlier index than ours, by
+// the join of the contender it names, so that index is that contender's
+// CreateIndex), and our holder key if we lock it.
+func (m *Semaphore) parseJoin(resp *api.TxnResponse) joined {
+	var j joined
+	var mine uint64
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == m.key {
+			mine = r.KV.CreateIndex
+		}
+	}
+	for _, r := range resp.Results {
+		kv := r.KV
+		switch {
+		case kv == nil:
+		case kv.Key == m.hkey && kv.Session == m.s.ID():
+			j.holds = true
+		case kv.Key == m.opts.Prefix+tailKey && kv.ModifyIndex < mine && len(kv.Value) > 0:
+			pred := string(kv.Value)
+			session, ok := strings.CutPrefix(pred, m.opts.Prefix+contenderPrefix)
+			if ok && session != "" && !strings.Contains(session, "/") && session != m.s.ID() {
+				j.pred = &contender{Session: session, Key: pred, CreateIndex: kv.ModifyIndex, ModifyIndex: kv.ModifyIndex}
+			}
+		}
+	}
+	return j
 }
 
 // dequeue removes the contender key with a fresh context: it runs when the

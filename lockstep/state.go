@@ -14,6 +14,9 @@ const (
 	holdersKey      = ".holders"
 	holderPrefix    = holdersKey + "/"
 	contenderPrefix = "c/"
+	// tailKey names the contender that joined last: each join swaps in its
+	// own key in the transaction that joins.
+	tailKey = ".tail"
 )
 
 // Entry describes a contender, in its own key and in the holders record.

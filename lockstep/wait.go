@@ -16,29 +16,39 @@ import (
 // read and our transaction: re-read and try again at once.
 var errRace = errors.New("lockstep: holders record changed")
 
-// waitTurn waits in line until this contender holds a slot. It lists the
-// prefix when it joins, to learn who is ahead; from then on it watches only
-// the last waiter ahead of it, and once it heads the line, only the holders
-// (the record and the keys under P/.holders/). So a release or a death
-// wakes one or two waiters, never the whole line, and what they read is
-// O(K) bytes, not the line. It lists the line again only when the waiter
-// ahead leaves it without a grant (it gave up or died).
-func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps) (*Hold, error) {
+// waitTurn waits in line until this contender holds a slot. It learns who
+// joined just before it from the join (j), or, when that could not be told,
+// lists the prefix; from then on it watches only the last waiter ahead of
+// it, and once it heads the line, only the holders (the record and the
+// keys under P/.holders/). So a release or a death wakes one or two
+// waiters, never the whole line, and what they read is O(K) bytes, not the
+// line. It lists the line only when the waiter ahead leaves it without a
+// grant (it gave up or died).
+func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps, j joined) (*Hold, error) {
+	var ahead []contender
+	whole := false // ahead is everyone ahead of us, not just the last
+	if j.pred != nil && !j.holds {
+		ahead = []contender{*j.pred}
+	}
 	for {
-		snap, ahead, err := m.joinLine(ctx)
-		if err != nil {
-			return nil, err
+		if ahead == nil {
+			snap, a, err := m.joinLine(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, holds := snap.live[m.s.ID()]; holds {
+				return m.adopt(ctx, g, ops)
+			}
+			ahead, whole = a, true
 		}
-		if _, holds := snap.live[m.s.ID()]; holds {
-			return m.adopt(ctx, g, ops)
-		}
-		head, since, err := m.waitAhead(ctx, ahead)
+		head, since, err := m.waitAhead(ctx, ahead, whole)
 		if err != nil {
 			return nil, err
 		}
 		if head {
 			return m.headTurn(ctx, g, ops, since)
 		}
+		ahead, whole = nil, false
 	}
 }
 
@@ -70,11 +80,12 @@ func (m *Semaphore) joinLine(ctx context.Context) (*snapshot, []contender, error
 // waitAhead blocks on the last waiter ahead of us until it is granted a
 // slot, which the grant writes into its key: FIFO means everyone ahead of
 // it went first, so we head the line, and since is the index of that
-// grant. If instead its key goes (it gave up or died) or comes back under
-// the same name with a new CreateIndex (it left and joined again, behind
-// us), it reports false unless no one else was ahead: the line must be
-// read again.
-func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool, since uint64, err error) {
+// grant. If instead its key goes (it gave up, died, or was granted and
+// released before we looked) or comes back under the same name with a new
+// CreateIndex (it left and joined again, behind us), it reports false
+// unless ahead is the whole line ahead of us and no one else was in it:
+// the line must be read again.
+func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool) (head bool, since uint64, err error) {
 	if len(ahead) == 0 {
 		return true, 0, nil
 	}
@@ -92,7 +103,7 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender) (head bool
 		r.reset()
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
-			return len(ahead) == 1, 0, nil
+			return whole && len(ahead) == 1, 0, nil
 		case isHolding(p.Value):
 			return true, p.ModifyIndex, nil
 		}

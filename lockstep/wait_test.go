@@ -2,10 +2,13 @@ package lockstep
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // Waiters get the slot in the order they joined the line, whoever holds it
@@ -68,7 +71,7 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 	c := devClient(t)
 	ctx := ctxFor(t, 30*time.Second)
 	p, w := newSem(t, c, "pred"), newSem(t, c, "waiter")
-	if err := p.enqueue(ctx, nil); err != nil {
+	if _, err := p.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := p.read(ctx, p.opts.Prefix, 0)
@@ -77,19 +80,71 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 	}
 	ahead := slices.Clone(snap.contenders)
 	p.dequeue()
-	if err := p.enqueue(ctx, nil); err != nil {
+	if _, err := p.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.enqueue(ctx, nil); err != nil {
+	if _, err := w.enqueue(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	head, _, err := w.waitAhead(wctx, ahead)
+	for _, whole := range []bool{true, false} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		head, _, err := w.waitAhead(wctx, ahead, whole)
+		cancel()
+		if err != nil {
+			t.Fatalf("whole=%v: waited for a predecessor that had come back behind: %v", whole, err)
+		}
+		// Only a waiter that read the whole line knows no one else was
+		// ahead; one that knew its predecessor from the join reads it now.
+		if head != whole {
+			t.Fatalf("whole=%v: head=%v", whole, head)
+		}
+	}
+}
+
+// A contender learns who joined just before it from the transaction that
+// puts it in line, and waits on that one without listing the line: when
+// every node joins at once, as at the start of a rollout, a listing each
+// would read O(N) bytes. The order stays first come, first served.
+func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	lc, log := loggedClient(t, srv)
+	g := commit(t, c, "tail", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	first, err := newSem(t, c, "first").Acquire(ctx, g)
 	if err != nil {
-		t.Fatalf("waited for a predecessor that had come back behind: %v", err)
+		t.Fatal(err)
 	}
-	if !head {
-		t.Fatal("no one else was ahead, yet the waiter does not head the line")
+	var gots []<-chan *Hold
+	for i := range 4 {
+		gots = append(gots, acquireAsync(t, ctx, newSem(t, lc, fmt.Sprintf("w%d", i)), g))
+		waitInLine(t, c, i+1, fmt.Sprintf("waiter %d in line", i))
+	}
+	if n := log.nonBlocking("/v1/kv/" + testPrefix + "/"); n != 0 {
+		t.Fatalf("joiners listed the line %d times, want none", n)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range gots {
+		var h *Hold
+		select {
+		case h = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d not granted after those ahead of it released", i)
+		}
+		if h == nil {
+			t.FailNow()
+		}
+		for j, other := range gots[i+1:] {
+			select {
+			case <-other:
+				t.Fatalf("waiter %d granted before waiter %d released", i+1+j, i)
+			default:
+			}
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
