@@ -56,7 +56,9 @@ type Config struct {
 	// AliveURL, when set, binds the agent's lockstep session to an HTTP
 	// check that the Consul agent runs against this URL, which must be
 	// served by AliveHandler in this process, every SessionTTL/3, and that
-	// goes critical after 3 failures in a row. Such a session costs nothing
+	// goes critical after 3 failures in a row. Its path must be this
+	// process's own (a random token, say): another process that binds the
+	// port of a killed agent must not answer for it. Such a session costs nothing
 	// while idle, so the agent keeps one for as long as it runs: a turn
 	// then costs no catalog write for the session's check and no session
 	// of its own. Optional: without it, each rollout makes a session bound

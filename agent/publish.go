@@ -248,6 +248,10 @@ func (p *publisher) workloadCheck(health string) *api.AgentServiceCheck {
 // aliveFailures is how many of the alive check's runs in a row must fail
 // before Consul marks it critical, which ends the session: as long as a
 // TTL check gives, so one slow answer does not cost a holder its slot.
+// Consul arms a check it has just (re-)registered to change its status at
+// its first run, though: so for up to one interval after each of the
+// mirror's registrations, a single run that fails (the agent dead, or not
+// answering within the interval) ends the session.
 const aliveFailures = 3
 
 // aliveCheck is the check a long-lived session is bound to. It asks

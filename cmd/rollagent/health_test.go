@@ -37,21 +37,31 @@ func TestServeHealthURL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, u := range []struct{ url, path, body string }{
-				{urls.Health, "/health", "healthy: ok\n"},
-				{urls.Alive, "/alive", "alive\n"},
+			if !strings.HasPrefix(urls.Health, tc.prefix) || !strings.HasSuffix(urls.Health, "/health") {
+				t.Fatalf("URL %q, want %s<port>/health", urls.Health, tc.prefix)
+			}
+			// The liveness path is the process's own, so that another
+			// agent on a reused port cannot answer for a dead one.
+			base := strings.TrimSuffix(urls.Health, "/health")
+			if !strings.HasPrefix(urls.Alive, base+"/alive/") || len(urls.Alive) < len(base+"/alive/")+16 {
+				t.Fatalf("liveness URL %q, want %s/alive/<token>", urls.Alive, base)
+			}
+			for _, u := range []struct {
+				url, body string
+				status    int
+			}{
+				{urls.Health, "healthy: ok\n", http.StatusOK},
+				{urls.Alive, "alive\n", http.StatusOK},
+				{base + "/alive/0123456789abcdef", "404 page not found\n", http.StatusNotFound},
 			} {
-				if !strings.HasPrefix(u.url, tc.prefix) || !strings.HasSuffix(u.url, u.path) {
-					t.Fatalf("URL %q, want %s<port>%s", u.url, tc.prefix, u.path)
-				}
 				resp, err := http.Get(u.url)
 				if err != nil {
 					t.Fatal(err)
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || string(body) != u.body {
-					t.Fatalf("GET %s: %d %q", u.url, resp.StatusCode, body)
+				if resp.StatusCode != u.status || string(body) != u.body {
+					t.Fatalf("GET %s: %d %q, want %d %q", u.url, resp.StatusCode, body, u.status, u.body)
 				}
 			}
 		})

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -95,9 +97,15 @@ type checkURLs struct{ Health, Alive string }
 // wildcard host becomes 127.0.0.1, which Go's wildcard listeners accept on
 // IPv6 hosts too: the checks are run by the node's own Consul agent.
 func serveHealth(ctx context.Context, addr string, rt healthSource, log hclog.Logger) (checkURLs, error) {
+	// The liveness path is this process's own: a port freed by a killed
+	// agent may be bound next by another agent on the host (of another
+	// group), and the dead one's check must not pass on its answers.
+	var token [8]byte
+	_, _ = rand.Read(token[:])
+	alive := "/alive/" + hex.EncodeToString(token[:])
 	mux := http.NewServeMux()
 	mux.Handle("/health", agent.HealthHandler(rt))
-	mux.Handle("/alive", agent.AliveHandler())
+	mux.Handle(alive, agent.AliveHandler())
 	a, err := serveHTTP(ctx, addr, mux, log)
 	if err != nil {
 		return checkURLs{}, err
@@ -111,5 +119,5 @@ func serveHealth(ctx context.Context, addr string, rt healthSource, log hclog.Lo
 		host = net.IPv4(127, 0, 0, 1)
 	}
 	base := "http://" + net.JoinHostPort(host.String(), strconv.Itoa(tcp.Port))
-	return checkURLs{Health: base + "/health", Alive: base + "/alive"}, nil
+	return checkURLs{Health: base + "/health", Alive: base + alive}, nil
 }
