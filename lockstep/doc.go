@@ -10,11 +10,14 @@
 // Semaphore.Acquire waits in FIFO order (by the CreateIndex of each
 // contender's key) and takes a slot in one transaction that also checks a
 // Gate: the desired key is still at the index the caller saw, and none of the
-// gate's closing keys (a CANCEL, a pause) exist. A waiter lists the line once,
-// when it joins; from then on it watches just the last waiter ahead of it
-// (whose grant marks its key "holding"), and once it heads the line, just the
-// holders (the record and their holder keys, O(K) bytes). So a release wakes
-// one waiter, not all of them, and no wake reads the whole line.
+// gate's closing keys (a CANCEL, a pause) exist. The transaction that joins
+// the line also swaps the line's tail record for the joiner's key, which
+// names the waiter just ahead of it: so a joiner reads O(1) bytes, not the
+// line, and lists the line only when that waiter is gone without a grant.
+// From then on it watches just the last waiter ahead of it (whose grant
+// marks its key "holding"), and once it heads the line, just the holders
+// (the record and their holder keys, O(K) bytes). So a release wakes one
+// waiter, not all of them, and no wake reads the whole line.
 //
 // A Hold is fenced: Hold.Fence re-checks the gate and the hold in one
 // transaction together with the caller's own writes, and fails once the
@@ -31,6 +34,9 @@
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next
 //	                      grant or release
+//	P/.tail               the key of the contender that joined last, swapped
+//	                      in by each join (a plain set after a read, in one
+//	                      transaction: Consul applies them one at a time)
 //	P/c/<session>         one contender key per waiter or holder, locked by its
 //	                      session; the grant marks it "holding"
 package lockstep
