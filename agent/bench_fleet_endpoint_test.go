@@ -108,10 +108,10 @@ func txnEndpoint(ops []txnOp) string {
 	switch {
 	case len(ops) == 0:
 		return "txn: not JSON"
+	case has("set", "/slot/.tail"):
+		return "txn: join the line (and write waiting)"
 	case has("get-tree", ""):
 		return "txn: read the node's records"
-	case ops[0].KV.Verb == "lock" && strings.Contains(ops[0].KV.Key, "/slot/c/"):
-		return "txn: join the line (and write waiting)"
 	case has("lock", "/slot/.holders/"):
 		return "txn: grant (and write replacing)"
 	case has("delete", "/slot/.holders/"):
@@ -166,6 +166,9 @@ func TestEndpointOf(t *testing.T) {
 	grant := `[{"KV":{"Verb":"check-index","Key":"rollagent/groups/web/desired"}},{"KV":{"Verb":"check-session","Key":"rollagent/groups/web/slot/c/s1"}},` +
 		`{"KV":{"Verb":"cas","Key":"rollagent/groups/web/slot/.holders"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/.holders/s1"}}]`
 	release := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/.holders/s1"}},{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/s1"}}]`
+	join := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/s1"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/s1"}},` +
+		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.tail"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/slot/.tail"}},` +
+		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.holders/s1"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
 	tests := []struct {
 		name, method, url, body, want string
 	}{
@@ -178,6 +181,7 @@ func TestEndpointOf(t *testing.T) {
 		{"ahead", "GET", "/v1/kv/rollagent/groups/web/slot/c/s0?index=5", "", "wait on the waiter ahead (blocking)"},
 		{"grant", "PUT", "/v1/txn", grant, "txn: grant (and write replacing)"},
 		{"release", "PUT", "/v1/txn", release, "txn: release (and write converged)"},
+		{"join", "PUT", "/v1/txn", join, "txn: join the line (and write waiting)"},
 		{"records", "PUT", "/v1/txn", `[{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/nodes/n1"}}]`, "txn: read the node's records"},
 		{"garbled txn", "PUT", "/v1/txn", `{`, "txn: not JSON"},
 		{"check removed", "PUT", "/v1/agent/check/deregister/rollagent-web-n1-session-ab", "", "remove the session check"},
