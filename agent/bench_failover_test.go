@@ -38,7 +38,7 @@ type failoverKind struct {
 const tunedGossipLAN = `gossip_lan { probe_interval = "500ms" probe_timeout = "250ms" suspicion_mult = 3 }`
 
 var failoverKinds = []failoverKind{
-	{"agent-killed", false, "", "agent and its hook SIGKILLed; the session's 3 s TTL check lapses on the node's live Consul client"},
+	{"agent-killed", false, "", "agent and its hook SIGKILLed; the node's live Consul client finds the agent's liveness check failing (3 runs 1 s apart, or the first run after a re-registration) and ends its session"},
 	{"node-killed", true, "", "the node's Consul client agent SIGKILLed with the agent: serfHealth has to fail (gossip suspicion)"},
 	{"node-killed-tuned-gossip", true, tunedGossipLAN, "as node-killed, on a cluster whose every agent has `" + tunedGossipLAN + "`"},
 }
