@@ -58,10 +58,10 @@ type Config struct {
 	// served by AliveHandler in this process, every SessionTTL/3, and that
 	// goes critical after 3 failures in a row. Its path must be this
 	// process's own (a random token, say): another process that binds the
-	// port of a killed agent must not answer for it. Such a session costs nothing
-	// while idle, so the agent keeps one for as long as it runs: a turn
-	// then costs no catalog write for the session's check and no session
-	// of its own. Optional: without it, each rollout makes a session bound
+	// port of a killed agent must not answer for it. Such a session costs
+	// nothing while idle, so the agent keeps one for as long as it runs: a
+	// turn then costs no catalog write for the session's check and no
+	// session of its own. Optional: without it, each rollout makes a session bound
 	// to a TTL check that the agent passes every SessionTTL/3 while it
 	// contends, and the session ends when the node converges.
 	AliveURL string
@@ -267,7 +267,12 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 	}
 	s, err := lockstep.NewSession(ctx, a.c, opts)
 	if err != nil {
-		if !opts.ConsulRunsCheck {
+		if opts.ConsulRunsCheck {
+			// The check may be gone with a Consul agent that lost its
+			// state: register it again on the next try, not only when
+			// the node's state next changes.
+			a.pub.forget()
+		} else {
 			a.pub.dropSession(opts.CheckID)
 		}
 		return nil, err

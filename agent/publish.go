@@ -281,6 +281,14 @@ func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (str
 	return p.aliveID, nil
 }
 
+// forget makes the next registration go ahead even if it says the same as
+// the last one.
+func (p *publisher) forget() {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	p.registered = ""
+}
+
 // withSession registers the service as n together with a new TTL check for
 // a session to be bound to, and returns the check's ID. Consul has the
 // check in its catalog when this returns, so a session may name it.
