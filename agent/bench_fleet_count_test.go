@@ -345,14 +345,16 @@ func TestBytesKindOf(t *testing.T) {
 }
 
 func TestJoinsLine(t *testing.T) {
-	lock := `[{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/abc"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
+	lock := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/abc"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/abc"}},` +
+		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.tail"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/slot/.tail"}},` +
+		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.holders/abc"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
 	tests := []struct {
 		name, method, url, body string
 		want                    bool
 	}{
 		{"kv acquire of a contender key", "PUT", "/v1/kv/rollagent/groups/web/slot/c/abc?acquire=s", "", true},
 		{"kv acquire elsewhere", "PUT", "/v1/kv/rollagent/groups/web/lock?acquire=s", "", false},
-		{"txn locking a contender key first", "PUT", "/v1/txn", lock, true},
+		{"txn joining the line", "PUT", "/v1/txn", lock, true},
 		{"txn of a grant", "PUT", "/v1/txn", `[{"KV":{"Verb":"check-index","Key":"rollagent/groups/web/desired"}}]`, false},
 		{"txn that is not JSON", "PUT", "/v1/txn", `{`, false},
 	}
