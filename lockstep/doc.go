@@ -13,11 +13,14 @@
 // gate's closing keys (a CANCEL, a pause) exist. The transaction that joins
 // the line also swaps the line's tail record for the joiner's key, which
 // names the waiter just ahead of it: so a joiner reads O(1) bytes, not the
-// line, and lists the line only when that waiter is gone without a grant.
-// From then on it watches just the last waiter ahead of it (whose grant
-// marks its key "holding"), and once it heads the line, just the holders
-// (the record and their holder keys, O(K) bytes). So a release wakes one
-// waiter, not all of them, and no wake reads the whole line.
+// line. When that waiter's key is gone by the time it looks, the holders
+// record's latest grant tells whether it was granted (and released since),
+// so that the joiner heads the line, or left without a grant; only then is
+// the line listed. From then on it watches just the last waiter ahead of
+// it (whose grant marks its key "holding"), and once it heads the line,
+// just the holders (the record and their holder keys, O(K) bytes). So a
+// release wakes one waiter, not all of them, and no wake reads the whole
+// line.
 //
 // A Hold is fenced: Hold.Fence re-checks the gate and the hold in one
 // transaction together with the caller's own writes, and fails once the
@@ -29,7 +32,8 @@
 //
 // KV layout under the semaphore prefix P:
 //
-//	P/.holders            JSON {"holders": {"<session>": {...}}}, CAS on every change
+//	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...}},
+//	                      CAS on every change; last names the latest grant
 //	P/.holders/<session>  one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next

@@ -43,6 +43,8 @@ type Semaphore struct {
 	key  string // this contender's key, P/c/<session>, while it waits
 	hkey string // its holder key, P/.holders/<session>, while it holds
 	log  hclog.Logger
+	// joined is the CreateIndex of our contender key, from our last join.
+	joined uint64
 
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any
@@ -164,6 +166,7 @@ func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) (joined, error
 			m.s.lost("could not lock the contender key", nil)
 			return joined{}, ErrSessionLost
 		default:
+			m.joined = j.index
 			return j, nil
 		}
 	}
@@ -176,6 +179,8 @@ type joined struct {
 	pred *contender
 	// holds says our holder key is locked by our session already.
 	holds bool
+	// index is the CreateIndex of our contender key, made by the join.
+	index uint64
 }
 
 // Ops of the join transaction, before the caller's.
@@ -225,12 +230,12 @@ func (m *Semaphore) lockContender(ctx context.Context, join api.TxnOps) (ok bool
 // CreateIndex), and our holder key if we lock it.
 func (m *Semaphore) parseJoin(resp *api.TxnResponse) joined {
 	var j joined
-	var mine uint64
 	for _, r := range resp.Results {
 		if r.KV != nil && r.KV.Key == m.key {
-			mine = r.KV.CreateIndex
+			j.index = r.KV.CreateIndex
 		}
 	}
+	mine := j.index
 	for _, r := range resp.Results {
 		kv := r.KV
 		switch {

@@ -30,6 +30,18 @@ type Entry struct {
 // what makes "fewer than K hold" atomic.
 type holders struct {
 	Holders map[string]Entry `json:"holders"`
+	// Last is the latest grant. A waiter that finds the key of the waiter
+	// ahead of it gone learns from it whether that one was granted (and
+	// has released since), so that it heads the line, or left the line
+	// without a grant, so that the line must be read.
+	Last *grant `json:"last,omitempty"`
+}
+
+// grant names a granted contender by its session and the CreateIndex of
+// its contender key, which tells one join of a session from the next.
+type grant struct {
+	Session string `json:"session"`
+	Joined  uint64 `json:"joined"`
 }
 
 // contender is one key under P/c/: a session in line, waiting or, once

@@ -103,11 +103,35 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool
 		r.reset()
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
-			return whole && len(ahead) == 1, 0, nil
+			if whole && len(ahead) == 1 {
+				return true, 0, nil
+			}
+			return m.grantedLast(ctx, pred)
 		case isHolding(p.Value):
 			return true, p.ModifyIndex, nil
 		}
 		pred.ModifyIndex = p.ModifyIndex
+	}
+}
+
+// grantedLast tells, once the key of the waiter ahead is gone, whether it
+// went with a release after a grant: then that waiter had the latest grant,
+// as no one behind it may be granted before us, and we head the line. If
+// the holders record names another, it left the line without a grant, and
+// the line must be read to find who is ahead of us now.
+func (m *Semaphore) grantedLast(ctx context.Context, pred contender) (head bool, since uint64, err error) {
+	r := retry{log: m.log}
+	for {
+		if ctx.Err() != nil {
+			return false, 0, context.Cause(ctx)
+		}
+		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
+		if err != nil {
+			r.wait(ctx, "read holders", err)
+			continue
+		}
+		last := snap.holders.Last
+		return last != nil && last.Session == pred.Session && last.Joined == pred.CreateIndex, 0, nil
 	}
 }
 
@@ -179,7 +203,7 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	if snap.bad != nil {
 		m.log.Warn("overwriting the holders record", "error", snap.bad)
 	}
-	rec := holders{Holders: maps.Clone(snap.live)}
+	rec := holders{Holders: maps.Clone(snap.live), Last: &grant{Session: m.s.ID(), Joined: m.joined}}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: time.Now().UTC()}
 	recJSON, err := json.Marshal(rec)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
 )
 
@@ -146,5 +147,58 @@ func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A waiter that finds the key of the waiter ahead of it gone tells from the
+// holders record's latest grant whether that one was granted and released,
+// so that it heads the line without listing it, or left the line without a
+// grant, so that it must read the line.
+func TestWaiterTellsAReleaseFromALeaver(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g := commit(t, c, "last", 1)
+	ctx := ctxFor(t, 30*time.Second)
+	noOps := func() api.TxnOps { return nil }
+	a := newSem(t, c, "a")
+	ha, err := a.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, w, leaver, behind := newSem(t, c, "b"), newSem(t, c, "w"), newSem(t, c, "leaver"), newSem(t, c, "behind")
+	jb, err := b.enqueue(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jw, err := w.enqueue(ctx, nil)
+	if err != nil || jw.pred == nil || jw.pred.Session != b.s.ID() {
+		t.Fatalf("w's join: %+v, %v; want b ahead", jw, err)
+	}
+	if err := ha.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.waitTurn(ctx, g, noOps, jb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := w.waitAhead(ctx, []contender{*jw.pred}, false)
+	if err != nil || !head {
+		t.Fatalf("behind a waiter granted and released: head=%v, %v; want head", head, err)
+	}
+
+	if _, err := leaver.enqueue(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	jbehind, err := behind.enqueue(ctx, nil)
+	if err != nil || jbehind.pred == nil || jbehind.pred.Session != leaver.s.ID() {
+		t.Fatalf("behind's join: %+v, %v; want the leaver ahead", jbehind, err)
+	}
+	leaver.dequeue()
+	head, _, err = behind.waitAhead(ctx, []contender{*jbehind.pred}, false)
+	if err != nil || head {
+		t.Fatalf("behind a waiter that left without a grant: head=%v, %v; want the line read", head, err)
 	}
 }
