@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -22,11 +21,7 @@ import (
 // ends it.
 func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	srv := consultest.NewDev(t)
-	counted := &countingTransport{next: cleanhttp.DefaultPooledTransport()}
-	c, err := api.NewClient(&api.Config{Address: srv.HTTPAddr, HttpClient: &http.Client{Transport: counted}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, counted := countedClient(t, srv)
 	st := coordinator.NewStore(c, "")
 	group := fleettest.Group("alive")
 	rt := &switchHealth{}

@@ -51,10 +51,9 @@ func (c *countingTransport) count(sub string) int {
 	return n
 }
 
-// An idle agent waits on blocking queries; it must not poll, neither before
-// anything is committed nor once converged.
-func TestIdleAgentDoesNotPoll(t *testing.T) {
-	srv := consultest.NewDev(t)
+// countedClient is a client of srv whose requests are counted by path.
+func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *countingTransport) {
+	t.Helper()
 	ct := &countingTransport{next: cleanhttp.DefaultPooledTransport()}
 	cfg := api.DefaultConfig()
 	cfg.Address = srv.HTTPAddr
@@ -63,6 +62,14 @@ func TestIdleAgentDoesNotPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, ct
+}
+
+// An idle agent waits on blocking queries; it must not poll, neither before
+// anything is committed nor once converged.
+func TestIdleAgentDoesNotPoll(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c, ct := countedClient(t, srv)
 	dir := t.TempDir()
 	rt := &agent.Exec{ReplaceCmd: []string{"sh", "-c", "cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json"},
 		HealthCmd: []string{"test", "-f", dir + "/installed.json"}, StateDir: dir, Group: "web", Node: "n1"}
