@@ -5,10 +5,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -76,5 +78,133 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	fleettest.WaitFor(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		return err == nil && len(ss) == 0
+	})
+}
+
+// flakyAlive answers for the agent like AliveHandler, but fails the first
+// probe after each of the agent's service registrations, never two in a
+// row: less than the alive check's FailuresBeforeCritical, so a session on
+// it must outlive every one.
+type flakyAlive struct {
+	mu         sync.Mutex
+	armed      bool // fail after registrations
+	failNext   bool
+	lastFailed bool
+	down       bool // fail every probe
+	failed     int
+	probes     int
+}
+
+func (f *flakyAlive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.probes++
+	fail := f.down || (f.failNext && !f.lastFailed)
+	if fail && !f.down {
+		f.failNext = false
+		f.failed++
+	}
+	f.lastFailed = fail
+	f.mu.Unlock()
+	if fail {
+		http.Error(w, "not now", http.StatusServiceUnavailable)
+		return
+	}
+	agent.AliveHandler().ServeHTTP(w, r)
+}
+
+// registered is told of each service registration that Consul accepted.
+func (f *flakyAlive) registered() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = f.armed
+}
+
+func (f *flakyAlive) set(do func(*flakyAlive)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	do(f)
+}
+
+// onRegister calls hook after each service registration Consul accepted.
+type onRegister struct {
+	next http.RoundTripper
+	hook func()
+}
+
+func (o *onRegister) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := o.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
+		o.hook()
+	}
+	return resp, err
+}
+
+// Consul restarts a check that a registration lists, and arms the new one
+// to go critical at its first failed run. The agent registers its service
+// on each change of state, so if each registration listed the alive check,
+// a single probe that failed after one would end a live agent's session,
+// and cost a holder its turn. It is listed once; a run of failures as long
+// as FailuresBeforeCritical still ends the session.
+func TestAliveCheckOutlivesStateChanges(t *testing.T) {
+	srv := consultest.NewDev(t)
+	alive := &flakyAlive{}
+	cfg := api.DefaultConfig()
+	cfg.Address = srv.HTTPAddr
+	cfg.HttpClient = &http.Client{Transport: &onRegister{next: cleanhttp.DefaultPooledTransport(), hook: alive.registered}}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := coordinator.NewStore(c, "")
+	group := fleettest.Group("flaky")
+	rt := &switchHealth{}
+	rt.set(true, "serving")
+	mux := http.NewServeMux()
+	mux.Handle("/health", agent.HealthHandler(rt))
+	mux.Handle("/alive", alive)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	commitRecording(t, st, group, "v1", "")
+	p := startAgentWith(t, agent.Config{Group: group, Node: "n1", Store: st, Runtime: rt, Resync: time.Hour,
+		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
+	defer p.stop(t)
+	var first string
+	fleettest.WaitFor(t, 30*time.Second, "a session made while converged", func() bool {
+		ss, _, err := srv.Client().Session().List(nil)
+		if err == nil && len(ss) == 1 {
+			first = ss[0].ID
+		}
+		return first != ""
+	})
+	// A check's first run, too, goes critical if it fails: the session is
+	// made on the check as soon as Consul has it, so the test starts once
+	// that has passed.
+	fleettest.WaitFor(t, 10*time.Second, "the alive check's first run", func() bool {
+		alive.mu.Lock()
+		defer alive.mu.Unlock()
+		return alive.probes > 0
+	})
+	alive.set(func(f *flakyAlive) { f.armed = true })
+	for i, release := range []string{"v2", "v3", "v4"} {
+		sha := commitRecording(t, st, group, release, "")
+		fleettest.WaitFor(t, 30*time.Second, release+" converged and mirrored", func() bool {
+			n := nodeState(t, st, group, "n1")
+			svc, _, err := srv.Client().Agent().Service("rollagent-"+group+"-n1", nil)
+			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged &&
+				err == nil && svc.Meta["state"] == coordinator.StateConverged && svc.Meta["sha"] == sha
+		})
+		fleettest.WaitFor(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
+			alive.mu.Lock()
+			defer alive.mu.Unlock()
+			return alive.failed > i && !alive.failNext
+		})
+	}
+	if s, _, err := srv.Client().Session().Info(first, nil); err != nil || s == nil {
+		t.Fatalf("session %s: %v, %v; want it alive after single failed probes", first, s, err)
+	}
+	alive.set(func(f *flakyAlive) { f.down = true })
+	fleettest.WaitFor(t, 15*time.Second, "the session ended by probes failing in a row", func() bool {
+		s, _, err := srv.Client().Session().Info(first, nil)
+		return err == nil && s == nil
 	})
 }

@@ -32,7 +32,7 @@ type publisher struct {
 	// set, instead of a TTL check that keepHealth passes.
 	healthURL string
 	// aliveURL, when set, adds the alive check (Config.AliveURL), run by
-	// Consul every aliveEvery, to every registration, as aliveID.
+	// Consul every aliveEvery, to the service, as aliveID (see register).
 	aliveURL   string
 	aliveEvery time.Duration
 	// aliveID is this process's own: an agent restarted after a kill
@@ -53,6 +53,11 @@ type publisher struct {
 	regMu      sync.Mutex
 	session    sessionCheck // the live session's check, if any
 	registered string       // what the last registration said, to skip a repeat
+	// aliveOn says a registration that listed the alive check has landed
+	// since the last forget. Later ones leave it out, and so leave it
+	// running: Consul restarts a check that a registration lists, and arms
+	// the restarted one to go critical at its first failed run.
+	aliveOn bool
 }
 
 // sessionCheck is the TTL check a lockstep session is bound to. It is
@@ -201,6 +206,15 @@ func (p *publisher) mirrorOnce(ctx context.Context) error {
 // register registers the service with n, and the session's check while
 // there is one, unless the last registration said the same. Callers hold
 // regMu.
+//
+// A registration that lists the alive check replaces the service's checks:
+// that drops the checks a killed predecessor left on the service (its
+// session's then ends at once), which would stay critical there for good.
+// It is made once, and again after forget; the others leave the alive
+// check out, and so keep the checks they do not list, or a live holder
+// would lose its session to a single failed run after each change of state.
+// Without the alive check, every registration replaces the checks: the
+// session's check goes by being left out (dropSession).
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: "rollagent-" + p.group,
@@ -208,7 +222,8 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
 		Checks: api.AgentServiceChecks{p.workloadCheck(health)},
 	}
-	if p.aliveURL != "" {
+	listAlive := p.aliveURL != "" && !p.aliveOn
+	if listAlive {
 		reg.Checks = append(reg.Checks, p.aliveCheck())
 	}
 	if p.session.id != "" {
@@ -216,17 +231,17 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 			TTL: p.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
 	}
 	said := fmt.Sprint(reg.Tags, reg.Meta, health, p.session)
-	if said == p.registered {
+	if said == p.registered && !listAlive {
 		return nil // each registration is a catalog write
 	}
-	// Replacing the checks drops a session check that a killed agent left
-	// on the service, which would stay critical there for good.
-	opts := api.ServiceRegisterOpts{ReplaceExistingChecks: true}.WithContext(ctx)
+	replace := p.aliveURL == "" || listAlive
+	opts := api.ServiceRegisterOpts{ReplaceExistingChecks: replace}.WithContext(ctx)
 	if err := p.c.Agent().ServiceRegisterOpts(reg, opts); err != nil {
 		p.registered = ""
 		return err
 	}
 	p.registered = said
+	p.aliveOn = p.aliveOn || listAlive
 	return nil
 }
 
@@ -248,10 +263,10 @@ func (p *publisher) workloadCheck(health string) *api.AgentServiceCheck {
 // aliveFailures is how many of the alive check's runs in a row must fail
 // before Consul marks it critical, which ends the session: as long as a
 // TTL check gives, so one slow answer does not cost a holder its slot.
-// Consul arms a check it has just (re-)registered to change its status at
-// its first run, though: so for up to one interval after each of the
-// mirror's registrations, a single run that fails (the agent dead, or not
-// answering within the interval) ends the session.
+// Consul arms a check it has just registered to change its status at its
+// first run, so the alive check is registered once (see register): only
+// that first run, within one interval of the agent's start (or of a Consul
+// agent that lost the check), can end the session alone.
 const aliveFailures = 3
 
 // aliveCheck is the check a long-lived session is bound to. It asks
@@ -269,7 +284,7 @@ func (p *publisher) aliveCheck() *api.AgentServiceCheck {
 func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (string, error) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
-	if p.registered != "" {
+	if p.aliveOn {
 		return p.aliveID, nil
 	}
 	p.mu.Lock()
@@ -282,11 +297,12 @@ func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (str
 }
 
 // forget makes the next registration go ahead even if it says the same as
-// the last one.
+// the last one, and list the alive check again: it may be gone with a
+// Consul agent that lost its state.
 func (p *publisher) forget() {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
-	p.registered = ""
+	p.registered, p.aliveOn = "", false
 }
 
 // withSession registers the service as n together with a new TTL check for
