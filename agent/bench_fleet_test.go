@@ -11,9 +11,10 @@ package agent_test
 //
 //	go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./agent/
 //
-// Each case rolls once, whatever b.N is. The Markdown table of results is
-// printed at the end; set FLEET_BENCH_MD to a file to have it written there
-// too, as the block fleetMDName.
+// Each case rolls once per run (FLEET_BENCH_RUNS, default 1), whatever b.N
+// is. The Markdown table of results is printed at the end; set
+// FLEET_BENCH_MD to a file to have it written there too, as the block
+// fleetMDName.
 
 import (
 	"context"
@@ -22,6 +23,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,13 +40,30 @@ import (
 
 // fleetCase is one rollout: n agents at max_parallel k, talking to the dev
 // agent, or when clients is set, spread evenly over that many client agents.
-// fleetCase is one rollout. Its agents serve their workload's health and
-// their liveness over HTTP for the Consul agent to check, as `rollagent
-// run` does by default, unless ttl: then they pass TTL checks themselves,
-// as with --health-addr=off, and make a session per rollout.
+// Its agents serve their workload's health and their liveness over HTTP for
+// the Consul agent to check, as `rollagent run` does by default, unless ttl:
+// then they pass TTL checks themselves, as with --health-addr=off, and make
+// a session per rollout.
 type fleetCase struct {
 	n, k, clients int
 	ttl           bool
+}
+
+// FLEET_BENCH_RUNS is how many times each case runs (default 1). The runs go
+// round the whole list of cases, so that a slow spell of a noisy machine
+// falls on different cases, and the report gives each case's median run.
+const fleetRunsEnv = "FLEET_BENCH_RUNS"
+
+func fleetRuns(b *testing.B) int {
+	v := os.Getenv(fleetRunsEnv)
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 20 {
+		b.Fatalf("%s=%q: want a whole number from 1 to 20", fleetRunsEnv, v)
+	}
+	return n
 }
 
 var fleetCases = []fleetCase{{100, 1, 0, true}, {100, 1, 0, false}, {300, 1, 0, true}, {300, 1, 0, false},
@@ -97,18 +116,20 @@ enable_debug = true`
 func BenchmarkFleet(b *testing.B) {
 	raiseNoFile(b, fleetNoFile)
 	srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
-	rep := &fleetReport{started: time.Now()}
-	for _, fc := range fleetCases {
-		b.Run(fc.name(), func(b *testing.B) {
-			// Fresh client agents for each case, stopped at its end: one
-			// that has just seen 1,000 services and checks go is slow for a
-			// while.
-			clients := make([]*consultest.Server, fc.clients)
-			for i := range clients {
-				clients[i] = consultest.New(b, consultest.Options{Client: true, Join: []string{srv.SerfAddr}, HCL: fleetClientHCL})
-			}
-			rep.add(b, runFleetCase(b, srv, clients, fc))
-		})
+	rep := &fleetReport{started: time.Now(), runs: fleetRuns(b)}
+	for run := range rep.runs {
+		for _, fc := range fleetCases {
+			b.Run(fmt.Sprintf("%s/run=%d", fc.name(), run+1), func(b *testing.B) {
+				// Fresh client agents for each case, stopped at its end: one
+				// that has just seen 1,000 services and checks go is slow for a
+				// while.
+				clients := make([]*consultest.Server, fc.clients)
+				for i := range clients {
+					clients[i] = consultest.New(b, consultest.Options{Client: true, Join: []string{srv.SerfAddr}, HCL: fleetClientHCL})
+				}
+				rep.add(b, runFleetCase(b, srv, clients, fc, run))
+			})
+		}
 	}
 	rep.publish(b)
 }
@@ -400,8 +421,8 @@ func median(ds []time.Duration) time.Duration {
 
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
-func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase) *fleetResult {
-	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t", fc.n, fc.k, fc.clients, fc.ttl),
+func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int) *fleetResult {
+	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-r%d", fc.n, fc.k, fc.clients, fc.ttl, run+1),
 		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
 		log: fleetLogger(b)}
 	r := &fleetResult{fleetCase: fc}
