@@ -216,12 +216,14 @@ func (t *fleetTraffic) slowestLive() (time.Duration, int) {
 
 // fleetClient is one agent's own Consul client, as `rollagent run` makes
 // it (agent.ConsulConfig: a pooled transport, uncompressed), with its
-// requests counted into t.
-func fleetClient(addr string, t *fleetTraffic) (*api.Client, error) {
+// requests counted into t, and its transport, for the caller to close
+// idle connections on when the agent stops.
+func fleetClient(addr string, t *fleetTraffic) (*api.Client, *http.Transport, error) {
 	cfg := agent.ConsulConfig()
 	cfg.Address, cfg.Scheme = addr, "http"
 	cfg.HttpClient = &http.Client{Transport: countingRT{base: cfg.Transport, t: t}}
-	return api.NewClient(cfg)
+	c, err := api.NewClient(cfg)
+	return c, cfg.Transport, err
 }
 
 // raftIndex is the leader's last raft log index: every raft write, from

@@ -234,6 +234,8 @@ type benchFleet struct {
 	turned chan struct{} // one send per turn, buffered
 	// checksURL serves every agent's HTTP checks, unless fc.ttl.
 	checksURL string
+	// transports are the agents' clients', closed when they stop.
+	transports []*http.Transport
 }
 
 func (f *benchFleet) turnDone(granted time.Time, result string) {
@@ -299,10 +301,11 @@ func (f *benchFleet) startAgents(sha string) {
 		if len(f.clients) > 0 {
 			addr = f.clients[i%len(f.clients)].HTTPAddr
 		}
-		c, err := fleetClient(addr, f.traffic)
+		c, tr, err := fleetClient(addr, f.traffic)
 		if err != nil {
 			f.b.Fatal(err)
 		}
+		f.transports = append(f.transports, tr)
 		cfg.Store = coordinator.NewStore(c, "")
 		a, err := agent.New(cfg)
 		if err != nil {
@@ -322,6 +325,11 @@ func (f *benchFleet) stopAgents() {
 	case <-done:
 	case <-time.After(2 * time.Minute):
 		f.b.Error("agents did not stop within 2m")
+	}
+	// Each agent's client keeps its connections for 90 s: thousands of
+	// them, left to the Consul agent while the next case runs.
+	for _, tr := range f.transports {
+		tr.CloseIdleConnections()
 	}
 	if k, err := f.store.Keys(f.group); err == nil {
 		_, _ = f.srv.Client().KV().DeleteTree(k.Root(), nil)
