@@ -9,7 +9,7 @@ package agent_test
 // under one lock. So the 1,000-node cases run a second time with the nodes
 // spread over fleetClientAgents client agents joined to the dev agent:
 //
-//	go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./agent/
+//	go test -run '^$' -bench Fleet -benchtime 1x -timeout 90m ./agent/
 //
 // Each case rolls once per run (FLEET_BENCH_RUNS, default 1), whatever b.N
 // is. The Markdown table of results is printed at the end; set
