@@ -65,6 +65,12 @@ type Config struct {
 	// to a TTL check that the agent passes every SessionTTL/3 while it
 	// contends, and the session ends when the node converges.
 	AliveURL string
+
+	// noStateMirror keeps the node's state out of its Consul service: the
+	// service is registered once, not again at each change of state. Only
+	// the fleet bench sets it (export_test.go), to show what the mirror
+	// costs a shared Consul agent.
+	noStateMirror bool
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -110,7 +116,7 @@ func New(cfg Config) (*Agent, error) {
 	c := cfg.Store.Client()
 	p := &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
 		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		changed: make(chan struct{}, 1)}
+		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1)}
 	p.aliveID = lockstep.NewCheckID(p.serviceID() + ":alive")
 	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: p}, nil
 }

@@ -150,6 +150,9 @@ func (rep *fleetReport) markdown() string {
 		"the Consul agent runs both checks, and the agent keeps one session, bound to the liveness check, from before the rollout; "+
 		"rows marked \"TTL checks\" run the agents as --health-addr=off does: they pass TTL checks themselves, and make a session "+
 		"per rollout, bound to a TTL check registered with the node's \"waiting\" state. "+
+		"Rows marked \"no state mirror\" are a diagnostic, not what `rollagent run` does: each agent registers its service once, "+
+		"and not again at each change of state, so the Consul UI would not follow the rollout; they show what that mirror costs a Consul agent "+
+		"that carries every node's service. "+
 		"Session TTL %s (the agent's --session-ttl; the liveness check runs every third of it): "+
 		"a shared agent stalls its local endpoints while it syncs thousands of checks and services.\n", fleetSessionTTL)
 	fmt.Fprintf(&sb, "\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, "+
@@ -194,6 +197,9 @@ func (r *fleetResult) markdownRow(every []float64) string {
 	if r.ttl {
 		consul += ", TTL checks"
 	}
+	if r.noMirror {
+		consul += ", no state mirror (diagnostic)"
+	}
 	return fmt.Sprintf("| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %s | %.2f + %.2f | %s |\n",
 		r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), everyRun(every), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
 		r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
@@ -208,6 +214,9 @@ func (r *fleetResult) consulShort() string {
 	}
 	if r.ttl {
 		name += " TTL"
+	}
+	if r.noMirror {
+		name += " no mirror"
 	}
 	return name
 }

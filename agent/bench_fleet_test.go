@@ -2,7 +2,8 @@ package agent_test
 
 // BenchmarkFleet rolls a new SHA across 100, 300 and 1,000 in-process
 // agents (agent.New, each with its own Consul client and a runtime that
-// replaces at once) against one Consul dev agent on loopback, and measures
+// replaces at once) against one Consul dev agent on loopback (a fresh one
+// for each case), and measures
 // what the rollout costs Consul per node as N grows. The shared agent holds
 // every node's session checks and service, which a real fleet spreads over
 // a Consul agent per node; its anti-entropy then does O(N) work per change
@@ -43,10 +44,12 @@ import (
 // Its agents serve their workload's health and their liveness over HTTP for
 // the Consul agent to check, as `rollagent run` does by default, unless ttl:
 // then they pass TTL checks themselves, as with --health-addr=off, and make
-// a session per rollout.
+// a session per rollout. A noMirror case keeps each node's state out of its
+// Consul service (agent.WithoutStateMirror), which `rollagent run` never
+// does: it shows what that mirror, which the Consul UI shows, costs.
 type fleetCase struct {
 	n, k, clients int
-	ttl           bool
+	ttl, noMirror bool
 }
 
 // FLEET_BENCH_RUNS is how many times each case runs (default 1). The runs go
@@ -66,9 +69,10 @@ func fleetRuns(b *testing.B) int {
 	return n
 }
 
-var fleetCases = []fleetCase{{100, 1, 0, true}, {100, 1, 0, false}, {300, 1, 0, true}, {300, 1, 0, false},
-	{1000, 1, 0, false}, {1000, 10, 0, false},
-	{1000, 1, fleetClientAgents, false}, {1000, 10, fleetClientAgents, false}}
+var fleetCases = []fleetCase{{n: 100, k: 1, ttl: true}, {n: 100, k: 1}, {n: 300, k: 1, ttl: true}, {n: 300, k: 1},
+	{n: 1000, k: 1}, {n: 1000, k: 10},
+	{n: 1000, k: 1, clients: fleetClientAgents}, {n: 1000, k: 10, clients: fleetClientAgents},
+	{n: 300, k: 1, noMirror: true}, {n: 1000, k: 1, noMirror: true}}
 
 // fleetClientAgents is how many client agents the spread cases use: 100
 // nodes each, about what one shared agent carried well at N=100.
@@ -81,6 +85,9 @@ func (fc fleetCase) name() string {
 	}
 	if fc.ttl {
 		name += "/ttl"
+	}
+	if fc.noMirror {
+		name += "/no-mirror"
 	}
 	return name
 }
@@ -115,14 +122,15 @@ enable_debug = true`
 
 func BenchmarkFleet(b *testing.B) {
 	raiseNoFile(b, fleetNoFile)
-	srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
 	rep := &fleetReport{started: time.Now(), runs: fleetRuns(b)}
 	for run := range rep.runs {
 		for _, fc := range fleetCases {
 			b.Run(fmt.Sprintf("%s/run=%d", fc.name(), run+1), func(b *testing.B) {
-				// Fresh client agents for each case, stopped at its end: one
-				// that has just seen 1,000 services and checks go is slow for a
-				// while.
+				// A fresh dev agent, and fresh client agents, for each case,
+				// stopped at its end: a Consul agent that has just seen 1,000
+				// services and checks go is slow for a while, and a case's
+				// figures should not depend on the cases run before it.
+				srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
 				clients := make([]*consultest.Server, fc.clients)
 				for i := range clients {
 					clients[i] = consultest.New(b, consultest.Options{Client: true, Join: []string{srv.SerfAddr}, HCL: fleetClientHCL})
@@ -297,6 +305,9 @@ func (f *benchFleet) startAgents(sha string) {
 			checks.Handle("/"+node+"/alive", agent.AliveHandler())
 			cfg.HealthURL, cfg.AliveURL = f.checksURL+"/"+node+"/health", f.checksURL+"/"+node+"/alive"
 		}
+		if f.fc.noMirror {
+			cfg = agent.WithoutStateMirror(cfg)
+		}
 		addr := f.srv.HTTPAddr
 		if len(f.clients) > 0 {
 			addr = f.clients[i%len(f.clients)].HTTPAddr
@@ -430,7 +441,7 @@ func median(ds []time.Duration) time.Duration {
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
 func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int) *fleetResult {
-	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-r%d", fc.n, fc.k, fc.clients, fc.ttl, run+1),
+	f := &benchFleet{b: b, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-nm%t-r%d", fc.n, fc.k, fc.clients, fc.ttl, fc.noMirror, run+1),
 		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
 		log: fleetLogger(b)}
 	r := &fleetResult{fleetCase: fc}

@@ -40,6 +40,9 @@ type publisher struct {
 	// and so ends its session at once. Under one ID, the new process's
 	// answers would keep the dead one's session, and its slot, alive.
 	aliveID string
+	// noMirror registers the service once, and again only for the
+	// session's or the alive check (Config.noStateMirror).
+	noMirror bool
 	// changed is a buffered(1) signal to mirror: sends never block.
 	changed chan struct{}
 
@@ -231,6 +234,9 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 			TTL: p.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
 	}
 	said := fmt.Sprint(reg.Tags, reg.Meta, health, p.session)
+	if p.noMirror {
+		said = fmt.Sprint(p.session)
+	}
 	if said == p.registered && !listAlive {
 		return nil // each registration is a catalog write
 	}
