@@ -30,7 +30,7 @@ func (g *GroupState) Gate() Verdict {
 	case g.Spec == nil:
 		v.Reason = "desired spec is missing from history"
 	case g.Cancel != nil:
-		v.Reason = "cancelled: " + orDash(g.Cancel.Reason)
+		v.Reason = g.Cancel.describe()
 	case g.Pause != nil:
 		v.Reason = fmt.Sprintf("paused after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
 	case g.Spec.Update.FailureAction == hashspec.FailurePause && len(g.Failures) >= g.Spec.Update.MaxFailures:
@@ -102,11 +102,4 @@ func (g *GroupState) Progress() Progress {
 	}
 	p.Done = g.Desired != nil && p.Total > 0 && p.Converged == p.Total
 	return p
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -13,8 +13,11 @@ import (
 // fixture builds the KV pairs of a group from records, the way Consul would
 // list them.
 type fixture struct {
-	spec     *hashspec.Spec
-	cancel   bool
+	spec   *hashspec.Spec
+	cancel bool
+	// cancelAs replaces the cancel record's reason ("operator") and sets
+	// who cancelled, when cancel is set.
+	cancelAs *Cancel
 	pause    bool
 	failures int
 	nodes    map[string]string // node -> state, on the desired SHA when "converged"
@@ -49,7 +52,11 @@ func (f fixture) state(t *testing.T) *GroupState {
 		put(k.History(sha), HistoryEntry{SHA: sha, Spec: canon, CommittedAt: at}),
 	}
 	if f.cancel {
-		pairs = append(pairs, put(k.Cancel(sha), Cancel{SHA: sha, Reason: "operator"}))
+		c := Cancel{SHA: sha, Reason: "operator"}
+		if f.cancelAs != nil {
+			c.Reason, c.By = f.cancelAs.Reason, f.cancelAs.By
+		}
+		pairs = append(pairs, put(k.Cancel(sha), c))
 	}
 	if f.pause {
 		pairs = append(pairs, put(k.Pause(sha), Pause{SHA: sha, Failures: f.failures, Reason: "max_failures"}))
@@ -82,6 +89,11 @@ func TestGate(t *testing.T) {
 	}{
 		{"open with K from policy", fixture{spec: specWith(t, "pause", 1, 3)}, true, "open", 3, 0},
 		{"cancelled", fixture{spec: specWith(t, "pause", 1, 1), cancel: true}, false, "cancelled: operator", 0, 0},
+		// `rollagent cancel` without --reason: a valid record, not an unreadable one.
+		{"cancelled without a reason", fixture{spec: specWith(t, "pause", 1, 1), cancel: true, cancelAs: &Cancel{By: "ops@host"}},
+			false, "cancelled by ops@host", 0, 0},
+		{"cancelled with a reason", fixture{spec: specWith(t, "pause", 1, 1), cancel: true, cancelAs: &Cancel{By: "ops@host", Reason: "bad image"}},
+			false, "cancelled by ops@host: bad image", 0, 0},
 		{"paused record", fixture{spec: specWith(t, "pause", 2, 1), pause: true, failures: 2}, false, "paused after 2", 0, 0},
 		{"pause by count before the record lands", fixture{spec: specWith(t, "pause", 2, 1), failures: 2}, false, "reached max_failures=2", 0, 0},
 		{"below max_failures", fixture{spec: specWith(t, "pause", 2, 1), failures: 1}, true, "open", 1, 0},
@@ -155,5 +167,17 @@ func TestProgress(t *testing.T) {
 	f.nodes = map[string]string{"a": StateConverged}
 	if !f.state(t).Progress().Done {
 		t.Fatal("all converged must be done")
+	}
+}
+
+// A CANCEL written without --reason is a valid record: the gate names who
+// cancelled, and nothing calls the record unreadable.
+func TestCancelWithoutReason(t *testing.T) {
+	g := fixture{spec: specWith(t, "pause", 1, 1), cancel: true, cancelAs: &Cancel{By: "ops@host"}}.state(t)
+	if v := g.Gate(); v.Open || v.Reason != "cancelled by ops@host" {
+		t.Fatalf("gate = %+v, want closed with reason %q", v, "cancelled by ops@host")
+	}
+	if g.Cancel.Reason != "" || len(g.Problems) != 0 {
+		t.Fatalf("cancel = %+v, problems %q: want the record as written", g.Cancel, g.Problems)
 	}
 }

@@ -59,6 +59,19 @@ type Cancel struct {
 	By     string    `json:"by,omitempty"`
 }
 
+// describe says who cancelled and why, as far as the record tells: the
+// gate's reason, which agents copy into their state.
+func (c *Cancel) describe() string {
+	s := "cancelled"
+	if c.By != "" {
+		s += " by " + c.By
+	}
+	if c.Reason != "" {
+		s += ": " + c.Reason
+	}
+	return s
+}
+
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {
 	SHA      string    `json:"sha"`

@@ -127,14 +127,21 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	if g.Spec == nil {
 		g.Problems = append(g.Problems, "desired SHA "+ShortSHA(sha)+" has no valid spec in history")
 	}
+	// A CANCEL or a pause counts even when its value is garbage. The
+	// placeholder goes in only then: a record without a reason is valid
+	// (`rollagent cancel` without --reason writes one).
 	if p := byKey[k.Cancel(sha)]; p != nil {
-		c := Cancel{SHA: sha, Reason: "(unreadable cancel record)"}
-		g.note(decode(p.Key, p.Value, &c))
-		g.Cancel = &c // a CANCEL counts even when its value is garbage
+		var c Cancel
+		if !g.note(decode(p.Key, p.Value, &c)) {
+			c = Cancel{SHA: sha, Reason: "(unreadable cancel record)"}
+		}
+		g.Cancel = &c
 	}
 	if p := byKey[k.Pause(sha)]; p != nil {
-		ps := Pause{SHA: sha, Reason: "(unreadable pause record)"}
-		g.note(decode(p.Key, p.Value, &ps))
+		var ps Pause
+		if !g.note(decode(p.Key, p.Value, &ps)) {
+			ps = Pause{SHA: sha, Reason: "(unreadable pause record)"}
+		}
 		g.Pause = &ps
 	}
 	prefix := k.FailuresPrefix(sha)
