@@ -26,6 +26,9 @@ type recordingRuntime struct {
 	sha   string
 	calls []string
 	sick  string // when set, WaitHealthy fails with it
+	// unfetchable is how many Prepare calls fail, as with an image that a
+	// registry cannot serve for a while.
+	unfetchable int
 }
 
 // destructive are the calls that change a node's workload.
@@ -73,6 +76,12 @@ func (r *recordingRuntime) Recover(context.Context, string) error { r.record("Re
 
 func (r *recordingRuntime) Prepare(context.Context, *hashspec.Spec, string) error {
 	r.record("Prepare")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unfetchable > 0 {
+		r.unfetchable--
+		return errors.New("image is not present and the pull failed: registry unreachable")
+	}
 	return nil
 }
 

@@ -1,0 +1,53 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+)
+
+// An image that cannot be fetched (a typo, a registry down) fails the node
+// before it asks for a slot: it joins no line, its workload is not touched,
+// no failure counts against the rollout, and the agent tries again on its
+// own, so the rollout goes on once the image can be had.
+func TestPrepareFailureTakesNoSlotAndIsRetried(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	group := fleettest.Group("prepare")
+	sha := commitRecording(t, st, group, "v1", "")
+	k, err := st.Keys(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &recordingRuntime{unfetchable: 1}
+	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	waitNode(t, st, group, "n1", "failed in prepare", func(n *coordinator.NodeState) bool {
+		return n.State == coordinator.StateFailed && strings.HasPrefix(n.Error, "prepare: ") &&
+			strings.Contains(n.Error, "registry unreachable")
+	})
+	// The retry comes after DefaultRetry/2 at the soonest: the checks below
+	// see the node between its two tries.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	contenders, _, err := srv.Client().KV().Keys(k.Slot()+"c/", "", nil)
+	if err != nil || len(contenders) != 0 {
+		t.Fatalf("a node that could not prepare joined the line: %v %v", contenders, err)
+	}
+	gs, err := st.Read(ctx, group, nil)
+	if err != nil || len(gs.Failures) != 0 || !gs.Gate().Open {
+		t.Fatalf("a prepare failure must not count against the rollout: %v, failures %v, gate %+v", err, gs.Failures, gs.Gate())
+	}
+	noDestructiveCalls(t, rt.Calls())
+	waitNode(t, st, group, "n1", "converged after a second try", func(n *coordinator.NodeState) bool {
+		return n.State == coordinator.StateConverged && n.SHA == sha
+	})
+	if got := rt.SHA(); got != sha {
+		t.Fatalf("workload runs %q, want %q", got, sha)
+	}
+}
