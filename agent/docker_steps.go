@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -131,7 +132,10 @@ func lastProbe(h *container.Health) string {
 	if h == nil || len(h.Log) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (last probe exit %d: %.200s)", h.Log[len(h.Log)-1].ExitCode, h.Log[len(h.Log)-1].Output)
+	last := h.Log[len(h.Log)-1]
+	// A probe's output most often ends in a newline, which would end up
+	// inside the parentheses of every record and log line that quotes it.
+	return fmt.Sprintf(" (last probe exit %d: %.200s)", last.ExitCode, strings.TrimSpace(last.Output))
 }
 
 // WaitHealthy polls the new container until it has been healthy (or, with

@@ -152,6 +152,8 @@ func TestHealthNow(t *testing.T) {
 		{"starting", running(&container.Health{Status: container.Starting}), false, "health: starting"},
 		{"unhealthy with its last probe", running(&container.Health{Status: container.Unhealthy, Log: probe(1, "boom")}),
 			false, "health: unhealthy (last probe exit 1: boom)"},
+		{"the probe's trailing newline is dropped", running(&container.Health{Status: container.Unhealthy, Log: probe(1, "boom\n")}),
+			false, "health: unhealthy (last probe exit 1: boom)"},
 		{"long probe output is clipped", running(&container.Health{Status: container.Unhealthy, Log: probe(2, long)}),
 			false, "health: unhealthy (last probe exit 2: " + long[:200] + ")"},
 		// Docker reports a container that crash-loops under a restart

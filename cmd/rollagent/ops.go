@@ -76,10 +76,10 @@ func (c *HistoryCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 		if gs.Cancelled(h.SHA) {
 			note += " cancelled"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.SHA[:12], h.CommittedAt.Local().Format(time.RFC3339), h.Author, h.Decoded().Container.Image, note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.SHA[:12], h.CommittedAt.Local().Format(time.RFC3339), cell(h.Author), cell(h.Decoded().Container.Image), note)
 	}
 	for _, p := range gs.Problems {
-		fmt.Fprintf(tw, "problem: %s\n", p)
+		fmt.Fprintf(tw, "problem: %s\n", cell(p))
 	}
 	return tw.Flush()
 }

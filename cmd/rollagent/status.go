@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
@@ -161,10 +162,10 @@ func printTable(out io.Writer, s statusJSON) error {
 		return nil
 	}
 	fmt.Fprintf(out, "group %s  desired %s  committed %s by %s\n", s.Group, short(s.Desired.SHA),
-		ago(s.Desired.CommittedAt, s.At), s.Desired.Author)
+		ago(s.Desired.CommittedAt, s.At), cell(s.Desired.Author))
 	gate := "open"
 	if !s.Gate.Open {
-		gate = "CLOSED: " + s.Gate.Reason
+		gate = "CLOSED: " + cell(s.Gate.Reason)
 	}
 	fmt.Fprintf(out, "gate %s  max_parallel %d\n", gate, s.Gate.MaxParallel)
 	p := s.Progress
@@ -175,12 +176,12 @@ func printTable(out io.Writer, s statusJSON) error {
 	}
 	fmt.Fprintln(out, line)
 	for _, h := range s.Holders {
-		fmt.Fprintf(out, "slot held by %s for %s\n", h.Name, s.At.Sub(h.Since).Round(time.Second))
+		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, short(n.SHA), n.State, ago(n.Since, s.At), n.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(n.Node), short(n.SHA), cell(n.State), ago(n.Since, s.At), cell(n.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -188,7 +189,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	// Once the group pauses, every node's error says so; the cause is
 	// only in the failure records.
 	for _, f := range s.Failures {
-		fmt.Fprintf(out, "failure on %s %s: %s\n", f.Node, ago(f.At, s.At), f.Error)
+		fmt.Fprintf(out, "failure on %s %s: %s\n", cell(f.Node), ago(f.At, s.At), cell(f.Error))
 	}
 	printProblems(out, s.Problems)
 	return nil
@@ -196,8 +197,22 @@ func printTable(out io.Writer, s statusJSON) error {
 
 func printProblems(out io.Writer, problems []string) {
 	for _, pr := range problems {
-		fmt.Fprintf(out, "problem: %s\n", pr)
+		fmt.Fprintf(out, "problem: %s\n", cell(pr))
 	}
+}
+
+// cell makes a value read from KV fit one line of a terminal: anyone with
+// KV write can put a newline in a node's error, which would break the
+// table, or an escape sequence, which the terminal would obey. Control and
+// format characters become spaces, and runs of space one.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func bar(done, total, width int) string {

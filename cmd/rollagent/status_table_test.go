@@ -32,3 +32,37 @@ func TestStatusTableShowsFailureCause(t *testing.T) {
 		t.Fatalf("table lacks %q:\n%s", want, out.String())
 	}
 }
+
+// Values in KV are anyone's with KV write: a node's error with a newline
+// or an escape sequence in it keeps to its row, and the terminal gets no
+// escape to obey.
+func TestStatusTableKeepsKVValuesToOneLine(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	sha := strings.Repeat("ab", 32)
+	s := statusJSON{Group: "web", At: now,
+		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-time.Minute), Author: "ops\x1b]0;owned\x07"},
+		Gate:    gateJSON{Open: true, Reason: "open", MaxParallel: 1},
+		Nodes: []coordinator.NodeState{
+			{Node: "n1", SHA: sha, Desired: sha, State: coordinator.StateFailed, Since: now,
+				Error: "health: unhealthy (last probe exit 1: boom\n)\x1b[2J\u202eevil\tcell"},
+			{Node: "n2", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: now},
+		},
+		Problems: []string{"nodes/x:\nnot a valid record"},
+	}
+	var out bytes.Buffer
+	if err := printTable(&out, s); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\x07\t\u202e") {
+		t.Fatalf("table passes control characters through: %q", got)
+	}
+	for _, want := range []string{"by ops ]0;owned\n", "boom ) [2J evil cell\n", "problem: nodes/x: not a valid record\n"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if lines := strings.Count(got, "\n"); lines != 7 {
+		t.Fatalf("want 7 lines (group, gate, progress, header, 2 nodes, 1 problem), got %d:\n%s", lines, got)
+	}
+}
