@@ -149,7 +149,7 @@ func endpointTable(rows []*fleetResult) string {
 	var sb strings.Builder
 	sb.WriteString("| Request, per node |")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, " N=%d K=%d %s |", r.n, r.k, r.consulShort())
+		fmt.Fprintf(&sb, " N=%d K=%d %s |", r.n, r.k, r.consulName(false))
 	}
 	sb.WriteString("\n|---|" + strings.Repeat("---:|", len(rows)) + "\n")
 	for _, e := range order {

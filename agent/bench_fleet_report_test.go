@@ -190,33 +190,30 @@ func (r *fleetResult) markdownRow(every []float64) string {
 	if r.liveStuck > 0 {
 		slowLive = fmt.Sprintf("≥ %.2f (%d still in flight at the end)", r.slowLive.Seconds(), r.liveStuck)
 	}
-	consul := "1 shared agent"
-	if r.clients > 0 {
-		consul = fmt.Sprintf("%d client agents", r.clients)
-	}
-	if r.ttl {
-		consul += ", TTL checks"
-	}
-	if r.noMirror {
-		consul += ", no state mirror (diagnostic)"
-	}
 	return fmt.Sprintf("| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.1f / %.1f | %s | %s | %.2f | %s | %.1f | %s | %.2f + %.2f | %s |\n",
-		r.n, r.k, consul, r.wall.Seconds(), r.bound.Seconds(), r.ratio(), everyRun(every), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
+		r.n, r.k, r.consulName(true), r.wall.Seconds(), r.bound.Seconds(), r.ratio(), everyRun(every), r.clientRatio(), r.perNode(r.counts.all()), r.perNode(r.reads()),
 		r.perNode(r.writes()), r.perNode(r.live()), r.perNode(int64(r.raft)), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther], per, turn, r.firstGrant.Seconds(),
 		handoff, float64(r.hold)/1e6, slowLive, r.busyAgents, r.busyConsul, r.note)
 }
 
-// consulShort names the row's Consul topology for a column heading.
-func (r *fleetResult) consulShort() string {
-	name := "shared"
+// consulName names the row's Consul topology: in full for the table's
+// Consul column, or short for a column heading.
+func (r *fleetResult) consulName(full bool) string {
+	pick := func(long, short string) string {
+		if full {
+			return long
+		}
+		return short
+	}
+	name := pick("1 shared agent", "shared")
 	if r.clients > 0 {
-		name = fmt.Sprintf("%d clients", r.clients)
+		name = fmt.Sprintf(pick("%d client agents", "%d clients"), r.clients)
 	}
 	if r.ttl {
-		name += " TTL"
+		name += pick(", TTL checks", " TTL")
 	}
 	if r.noMirror {
-		name += " no mirror"
+		name += pick(", no state mirror (diagnostic)", " no mirror")
 	}
 	return name
 }
