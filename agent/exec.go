@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -146,7 +147,9 @@ func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.
 	if err := cmd.Run(); err != nil {
 		msg := make([]byte, 2000)
 		n, _ := out.ReadAt(msg, 0)
-		return fmt.Errorf("%s: %w: %.500s", argv[0], err, msg[:n])
+		// Trimmed: hook output nearly always ends in a newline, which would
+		// end up inside every record and log line that quotes the error.
+		return fmt.Errorf("%s: %w: %.500s", argv[0], err, strings.TrimSpace(string(msg[:n])))
 	}
 	return nil
 }

@@ -386,8 +386,9 @@ func TestExecHookOutput(t *testing.T) {
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("Replace = %v", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr+sha)):
-				t.Fatalf("Replace = %v, want an error with %q and the hook's output", err, tt.wantErr)
+			case tt.wantErr != "" && (err == nil || !strings.HasSuffix(err.Error(), tt.wantErr+sha)):
+				// The output's last newline is no part of the error.
+				t.Fatalf("Replace = %q, want an error ending in %q and the hook's output", err, tt.wantErr)
 			}
 		})
 	}
