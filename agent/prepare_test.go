@@ -1,10 +1,8 @@
 package agent_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
@@ -33,16 +31,11 @@ func TestPrepareFailureTakesNoSlotAndIsRetried(t *testing.T) {
 	})
 	// The retry comes after DefaultRetry/2 at the soonest: the checks below
 	// see the node between its two tries.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	contenders, _, err := srv.Client().KV().Keys(k.Slot()+"c/", "", nil)
 	if err != nil || len(contenders) != 0 {
 		t.Fatalf("a node that could not prepare joined the line: %v %v", contenders, err)
 	}
-	gs, err := st.Read(ctx, group, nil)
-	if err != nil || len(gs.Failures) != 0 || !gs.Gate().Open {
-		t.Fatalf("a prepare failure must not count against the rollout: %v, failures %v, gate %+v", err, gs.Failures, gs.Gate())
-	}
+	noFailureCounted(t, st, group, "a prepare failure")
 	noDestructiveCalls(t, rt.Calls())
 	waitNode(t, st, group, "n1", "converged after a second try", func(n *coordinator.NodeState) bool {
 		return n.State == coordinator.StateConverged && n.SHA == sha

@@ -246,6 +246,22 @@ func waitNode(t *testing.T, st *coordinator.Store, group, node, what string, con
 	})
 }
 
+// noFailureCounted fails the test unless group's rollout has no failure
+// recorded and its gate is open: what did happen (why) must not count
+// against the rollout.
+func noFailureCounted(t *testing.T, st *coordinator.Store, group, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := st.Read(ctx, group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs.Failures) != 0 || !gs.Gate().Open {
+		t.Fatalf("%s must not count as a failure of the rollout: failures %v, gate %+v", why, gs.Failures, gs.Gate())
+	}
+}
+
 func noDestructiveCalls(t *testing.T, calls []string) {
 	t.Helper()
 	for _, c := range calls {
