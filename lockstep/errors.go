@@ -19,6 +19,11 @@ var (
 	ErrNotHeld = errors.New("lockstep: not held")
 	// ErrBadGate means a Gate is missing a field it needs.
 	ErrBadGate = errors.New("lockstep: bad gate")
+	// ErrNoClaim is returned by Reclaim when no claim names the contender.
+	ErrNoClaim = errors.New("lockstep: no claim to reclaim")
+	// ErrClaimLost is what a *LostError is: another contender's claim ran
+	// out of lease with its session gone, and must be reported (MarkLost).
+	ErrClaimLost = errors.New("lockstep: a claim was lost")
 )
 
 // ClosedError says which closing key shut the gate.

@@ -2,6 +2,7 @@ package lockstep
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -26,6 +27,12 @@ type Gate struct {
 	// Limit is K, how many may hold a slot at once.
 	// Optional, defaults to DefaultLimit.
 	Limit int
+	// Lease is how long after the grant a node's claim on its slot keeps
+	// counting against K once the session that took it is gone: a process
+	// that dies mid-step leaves its node down until it returns, or until
+	// the step could not have lasted longer anyway. Make it the step's own
+	// deadline. Optional, defaults to 0: the claim ends with its session.
+	Lease time.Duration
 }
 
 func (g Gate) limit() int {

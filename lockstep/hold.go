@@ -234,15 +234,20 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 		if err != nil {
 			return err
 		}
-		rec, index = holders{Holders: snap.live, Last: snap.holders.Last}, snap.holdersIndex
+		rec, index = holders{Holders: snap.live, Last: snap.holders.Last, Claims: snap.holders.Claims}, snap.holdersIndex
 	}
 	// Deleting our holder key wakes the head of the line.
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
 	if index != 0 {
-		others := holders{Holders: map[string]Entry{}, Last: rec.Last}
+		others := holders{Holders: map[string]Entry{}, Last: rec.Last, Claims: map[string]Claim{}}
 		for id, e := range rec.Holders {
 			if id != m.s.ID() {
 				others.Holders[id] = e
+			}
+		}
+		for name, c := range rec.Claims {
+			if name != m.opts.Name {
+				others.Claims[name] = c
 			}
 		}
 		b, _ := json.Marshal(others)
@@ -265,4 +270,18 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 		return errRace
 	}
 	return nil
+}
+
+// Drop lets go of the hold in this process without releasing it: the
+// holder key and the node's claim stay, so that the slot is still held by
+// the node, and Reclaim takes it back. Fence and Release fail from then on.
+func (h *Hold) Drop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return
+	}
+	h.released = true
+	h.stop()
+	h.m.forget(h)
 }

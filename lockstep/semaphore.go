@@ -45,6 +45,8 @@ type Semaphore struct {
 	log  hclog.Logger
 	// joined is the CreateIndex of our contender key, from our last join.
 	joined uint64
+	// note goes into our claim at the grant (Writes.Note).
+	note string
 
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any
@@ -99,6 +101,9 @@ type Writes struct {
 	// grant; the last call before a nil error made what was written.
 	// Optional.
 	Grant func() api.TxnOps
+	// Note goes into the node's claim (Claim.Note): what the step is for,
+	// such as the SHA it moves to. Optional.
+	Note string
 }
 
 // AcquireWith is Acquire with w's writes. A *TxnError names an op of the
@@ -107,6 +112,7 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
+	m.note = w.Note
 	grant := w.Grant
 	if grant == nil {
 		grant = func() api.TxnOps { return nil }

@@ -35,6 +35,10 @@ type holders struct {
 	// has released since), so that it heads the line, or left the line
 	// without a grant, so that the line must be read.
 	Last *grant `json:"last,omitempty"`
+	// Claims are the slots held by name (a node), which outlive the
+	// session that took them (see Claim). A record without them, from an
+	// older version, counts only its live holders.
+	Claims map[string]Claim `json:"claims,omitempty"`
 }
 
 // grant names a granted contender by its session and the CreateIndex of
@@ -128,6 +132,8 @@ func (s *snapshot) ahead(session string) (out []contender, ok bool) {
 // in order.
 type Holders struct {
 	Holding map[string]Entry
+	// Claims are the slots held by name; see Claim.
+	Claims  map[string]Claim
 	Waiting []string // session IDs in queue order
 	// Problem says why the holders record could not be read, or is "".
 	// Holding is right all the same: it comes from the holder keys.
@@ -154,7 +160,7 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 		}
 	}
 	snap := parseSnapshot(prefix, mine, 0)
-	h := &Holders{Holding: snap.live}
+	h := &Holders{Holding: snap.live, Claims: snap.holders.Claims}
 	if snap.bad != nil {
 		h.Problem = snap.bad.Error()
 	}

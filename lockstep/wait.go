@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -152,11 +151,12 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 	if g.limit() == 1 {
 		index = since
 	}
+	wait := m.opts.WaitTime
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, index)
+		snap, err := m.readWait(ctx, m.opts.Prefix+holdersKey, index, wait)
 		if err != nil {
 			r.wait(ctx, "read holders", err)
 			continue
@@ -164,8 +164,19 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		if _, holds := snap.live[m.s.ID()]; holds {
 			return m.adopt(ctx, g, ops)
 		}
-		if len(snap.live) >= g.limit() {
-			index = snap.index
+		now := time.Now()
+		busy, lost, wake := snap.budget(m.opts.Name, now)
+		_, ours := snap.holders.Claims[m.opts.Name]
+		switch {
+		case lost != nil:
+			return nil, lost
+		case len(busy) >= g.limit() && !ours:
+			// A dead holder's claim ends with its lease, which no write
+			// marks: wake then to count again.
+			index, wait = snap.index, m.opts.WaitTime
+			if !wake.IsZero() {
+				wait = min(wait, wake.Sub(now)+10*time.Millisecond)
+			}
 			r.reset()
 			continue
 		}
@@ -186,7 +197,13 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 // read lists prefix (the semaphore's, or its holders'), blocking while its
 // index is still index.
 func (m *Semaphore) read(ctx context.Context, prefix string, index uint64) (*snapshot, error) {
-	pairs, meta, err := m.c.KV().List(prefix, m.blocking(ctx, index))
+	return m.readWait(ctx, prefix, index, m.opts.WaitTime)
+}
+
+// readWait is read with a blocking query of at most wait.
+func (m *Semaphore) readWait(ctx context.Context, prefix string, index uint64, wait time.Duration) (*snapshot, error) {
+	q := (&api.QueryOptions{WaitIndex: index, WaitTime: max(wait, time.Millisecond)}).WithContext(ctx)
+	pairs, meta, err := m.c.KV().List(prefix, q)
 	if err != nil {
 		return nil, consulErr{err}
 	}
@@ -203,8 +220,7 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	if snap.bad != nil {
 		m.log.Warn("overwriting the holders record", "error", snap.bad)
 	}
-	rec := holders{Holders: maps.Clone(snap.live), Last: &grant{Session: m.s.ID(), Joined: m.joined}}
-	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: time.Now().UTC()}
+	rec := m.granted(snap, g, m.note, time.Now())
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,151 @@
+package lockstep
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// endSession ends s the way a killed process's session ends: Consul drops
+// it, which releases (deletes) its holder key, while the holders record
+// keeps the claim.
+func endSession(t *testing.T, s *Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder whose session dies mid-step keeps its node's slot until its
+// lease runs out: the next waiter is told it is lost, and only after that
+// is reported does the slot pass.
+func TestClaimOutlivesItsSession(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-claim", 1)
+	g.Lease = 3 * time.Second
+	ctx := ctxFor(t, time.Minute)
+	dead := newSem(t, c, "n1")
+	granted := time.Now()
+	if _, err := dead.AcquireWith(ctx, g, Writes{Note: "sha-claim"}); err != nil {
+		t.Fatal(err)
+	}
+	endSession(t, dead.s)
+
+	next := newSem(t, c, "n2")
+	_, err := next.Acquire(ctx, g)
+	var lost *LostError
+	if !errors.As(err, &lost) || !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("Acquire = %v, want a *LostError", err)
+	}
+	if waited := time.Since(granted); waited < g.Lease {
+		t.Fatalf("the slot passed %s after the grant, before the %s lease ran out", waited, g.Lease)
+	}
+	if lost.Name != "n1" || lost.Claim.Note != "sha-claim" || lost.Claim.Session != dead.s.ID() {
+		t.Fatalf("lost claim = %+v", lost)
+	}
+	if err := next.MarkLost(ctx, lost.Name, lost.Claim.Session); err != nil {
+		t.Fatal(err)
+	}
+	h, err := next.Acquire(ctx, g)
+	if err != nil {
+		t.Fatalf("after MarkLost: %v", err)
+	}
+	hs, err := ReadHolders(c, testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hs.Counted(time.Now()); len(got) != 1 || got[0] != "n2" {
+		t.Fatalf("counted %v, want [n2]: a lost claim must not count", got)
+	}
+	if cl, ok := hs.ClaimOf("n1"); !ok || !cl.Lost {
+		t.Fatalf("n1's claim = %+v, %v: kept, marked lost, for n1 to find when it returns", cl, ok)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hs, _ := ReadHolders(c, testPrefix, nil); hs != nil && len(hs.Claims) != 1 {
+		t.Fatalf("claims after release = %v, want n1's alone", hs.Claims)
+	}
+}
+
+// A node's new process reclaims the slot its dead one held, ahead of the
+// line, and the line waits until it releases.
+func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-reclaim", 1)
+	g.Lease = time.Minute
+	ctx := ctxFor(t, time.Minute)
+	dead := newSem(t, c, "n1")
+	if _, err := dead.Acquire(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	endSession(t, dead.s)
+	waiter := acquireAsync(t, ctx, newSem(t, c, "n2"), g)
+	waitInLine(t, c, 1, "n2 in line")
+
+	back := newSem(t, c, "n1")
+	if _, err := newSem(t, c, "n3").Reclaim(ctx, g); !errors.Is(err, ErrNoClaim) {
+		t.Fatalf("Reclaim with no claim = %v, want ErrNoClaim", err)
+	}
+	h, err := back.Reclaim(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Fence(ctx); err != nil {
+		t.Fatalf("fence of a reclaimed hold: %v", err)
+	}
+	select {
+	case <-waiter:
+		t.Fatal("n2 was granted while n1's claim was held")
+	case <-time.After(time.Second):
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-waiter:
+		if h2 == nil {
+			t.FailNow()
+		}
+		_ = h2.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("n2 not granted after n1 released its reclaimed slot")
+	}
+}
+
+func TestClaimBudget(t *testing.T) {
+	now := time.Now()
+	live := map[string]Entry{"s-live": {Name: "a"}}
+	cases := []struct {
+		name   string
+		claims map[string]Claim
+		busy   int
+		lost   string
+	}{
+		{"live holder without a claim", nil, 1, ""},
+		{"live claim counts once", map[string]Claim{"a": {Session: "s-live", Until: now.Add(-time.Hour)}}, 1, ""},
+		{"dead claim within its lease", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(time.Minute)}}, 2, ""},
+		{"dead claim past its lease", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(-time.Second)}}, 1, "b"},
+		{"reported lost", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(-time.Second), Lost: true}}, 1, ""},
+		{"own expired claim is not reported", map[string]Claim{"self": {Session: "s-dead", Until: now.Add(-time.Second)}}, 1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := &snapshot{live: live, holders: holders{Claims: tc.claims}}
+			busy, lost, _ := snap.budget("self", now)
+			if len(busy) != tc.busy {
+				t.Errorf("busy = %v, want %d", busy, tc.busy)
+			}
+			got := ""
+			if lost != nil {
+				got = lost.Name
+			}
+			if got != tc.lost {
+				t.Errorf("lost = %q, want %q", got, tc.lost)
+			}
+		})
+	}
+}
