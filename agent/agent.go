@@ -83,6 +83,11 @@ type Agent struct {
 	sess *lockstep.Session
 	// consulRetry paces reads of the group while Consul is unreachable.
 	consulRetry backoff
+	// undoing is the SHA whose undo this process began and could not
+	// finish (Look.Undoing), "" when none.
+	undoing string
+	// unrecorded is a failure this process could not record yet.
+	unrecorded *pendingFailure
 	// problems is what was last logged of the group state's problems, so
 	// that each distinct set is logged once, not on every look.
 	problems string

@@ -186,8 +186,6 @@ func (r *instantRuntime) Inspect(context.Context) (agent.Observed, error) {
 	return agent.Observed{SHA: r.sha}, nil
 }
 
-func (r *instantRuntime) Recover(context.Context, string) error { return nil }
-
 func (r *instantRuntime) Prepare(context.Context, *hashspec.Spec, string) error { return nil }
 
 func (r *instantRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step agent.StepFunc) error {

@@ -115,30 +115,8 @@ func (d *Docker) Inspect(ctx context.Context) (Observed, error) {
 	o := Observed{Leftover: p.prev != nil}
 	if p.cur != nil {
 		o.SHA = p.cur.Labels[LabelSHA]
-	} else if p.prev != nil {
-		o.SHA = p.prev.Labels[LabelSHA]
 	}
 	return o, nil
-}
-
-// Recover keeps a new container that runs desiredSHA and is healthy, and
-// otherwise puts the old one back.
-func (d *Docker) Recover(ctx context.Context, desiredSHA string) error {
-	p, err := d.find(ctx)
-	if err != nil || p.prev == nil {
-		return err
-	}
-	if p.cur != nil && p.cur.Labels[LabelSHA] == desiredSHA {
-		if ok, _ := d.Healthy(ctx); ok {
-			d.log.Info("finishing an interrupted replacement: the new container is healthy")
-			return d.Finish(ctx)
-		}
-	}
-	d.log.Info("undoing an interrupted replacement: restoring the old container")
-	if p.cur != nil {
-		return d.Restore(ctx, p.cur.Labels[LabelSHA])
-	}
-	return d.Restore(ctx, "")
 }
 
 // Prepare makes sure the image is present, pulling it if it is not.

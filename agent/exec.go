@@ -80,20 +80,12 @@ func (e *Exec) Inspect(context.Context) (Observed, error) {
 	if err != nil {
 		return Observed{}, err
 	}
-	return Observed{SHA: st.SHA, Leftover: st.Pending != ""}, nil
-}
-
-// Recover keeps an interrupted install of desiredSHA if it is healthy, and
-// otherwise reinstalls what was there before.
-func (e *Exec) Recover(ctx context.Context, desiredSHA string) error {
-	st, err := e.load()
-	if err != nil || st.Pending == "" {
-		return err
+	if st.Pending != "" {
+		// The hook may have got as far as installing it: what runs is
+		// what the pending install made, until verified or undone.
+		return Observed{SHA: st.Pending, Leftover: true}, nil
 	}
-	if ok, _ := e.Healthy(ctx); ok && st.Pending == desiredSHA {
-		return e.Finish(ctx)
-	}
-	return e.Restore(ctx, st.Pending)
+	return Observed{SHA: st.SHA}, nil
 }
 
 // Prepare stores the spec where the hook will read it.

@@ -5,7 +5,7 @@ import "time"
 // Metrics receives what the agent measures. The Prometheus implementation
 // lives with the CLI; tests and embedders may pass their own.
 type Metrics interface {
-	Replacement(result string) // "success", "failed", "aborted"
+	Replacement(result string) // "success", "failed", "aborted", "kept", "released"
 	SlotWait(d time.Duration)
 	SlotHold(d time.Duration)
 	Converged(ok bool)

@@ -262,7 +262,7 @@ func (f *fleet) checkKV(sha string, commits int) {
 	f.t.Helper()
 	f.waitFor(30*time.Second, "the slot to be free", func() bool {
 		gs := f.state()
-		return gs.Holders != nil && len(gs.Holders.Holding) == 0
+		return gs.Holders != nil && len(gs.Holders.Holding) == 0 && len(gs.Holders.Claims) == 0
 	})
 	gs := f.state()
 	switch {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -12,104 +11,105 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// reconcile takes one look at the node against gs and does what the gate
-// allows. It returns how soon to look again without a change to desired,
-// or 0 to wait for one.
+// reconcile takes one look at the node against gs and carries out what
+// decide makes of it. It returns how soon to look again without a change
+// to desired, or 0 to wait for one.
 func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.Duration {
-	rt := a.cfg.Runtime
+	a.pub.sync(gs)
+	if err := a.recordPending(ctx); err != nil {
+		return jitter(DefaultRetry)
+	}
+	obs, err := a.cfg.Runtime.Inspect(ctx)
 	desired := ""
 	if gs.Desired != nil {
 		desired = gs.Desired.SHA
-	}
-	a.pub.sync(gs)
-	obs, err := rt.Inspect(ctx)
-	if err == nil && gs.DesiredUnreadable() {
-		// Not even an interrupted replacement is resolved against a record
-		// nobody can read: Recover would pick a side on garbage.
-		a.pub.set(ctx, a.pub.state(obs.SHA, "", coordinator.StateWaiting, "the desired record is unreadable; touching nothing until it is fixed"))
-		return 0
-	}
-	if err == nil && obs.Leftover {
-		if err = rt.Recover(ctx, desired); err == nil {
-			obs, err = rt.Inspect(ctx)
-		}
 	}
 	if err != nil {
 		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateUnknown, err.Error()))
 		return jitter(DefaultRetry)
 	}
-	a.cfg.Metrics.Converged(desired != "" && obs.SHA == desired)
-	switch {
-	case desired == "":
-		a.log.Info("nothing committed for the group yet")
-		return 0
-	case obs.SHA == desired && !a.midReplacement(gs, desired):
-		n := a.pub.state(obs.SHA, desired, coordinator.StateConverged, "")
-		a.pub.set(ctx, n)
-		a.idleSession(ctx, n)
-		return 0
-	case obs.SHA == desired:
-		// Killed while verifying a first deploy, say: nothing was set aside
-		// to recover, and a workload that was never seen healthy must not
-		// count as converged, or a bad release would roll on.
-		a.log.Info("the workload runs the desired SHA but was never verified; verifying it under a slot")
-	}
-	if state, why := a.blocked(gs); state != "" {
-		n := a.pub.state(obs.SHA, desired, state, why)
+	l := a.look(ctx, gs, obs)
+	d := decide(l)
+	a.cfg.Metrics.Converged(desired != "" && obs.SHA == desired && d.State == coordinator.StateConverged)
+	if d.Plan == PlanIdle {
+		if d.State == "" {
+			a.log.Info("nothing committed for the group yet")
+			return 0
+		}
+		n := a.pub.state(obs.SHA, desired, d.State, d.Reason)
 		a.pub.set(ctx, n)
 		a.idleSession(ctx, n) // nothing to contend for until desired moves
 		return 0
 	}
-	if obs.SHA != desired { // a workload to verify needs nothing prepared
-		if err := rt.Prepare(ctx, gs.Spec, desired); err != nil {
+	if d.Plan != PlanReclaim && underSlot(l) == StepReplace {
+		if err := a.cfg.Runtime.Prepare(ctx, gs.Spec, desired); err != nil {
 			a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateFailed, "prepare: "+err.Error()))
 			return jitter(DefaultRetry)
 		}
 	}
-	return a.replace(ctx, gs, obs)
+	return a.act(ctx, gs, l, d.Plan)
 }
 
-// midReplacement says this node's own record shows it heading for sha and
-// never converged on it: an agent stopped after it started the new workload
-// and before it saw it healthy (or before its release wrote converged), or
-// a verification that failed or was stopped. A converged record, one for
-// another SHA, or none is no evidence against the workload, so the node
-// counts as converged as before.
-func (a *Agent) midReplacement(gs *coordinator.GroupState, sha string) bool {
+// look gathers what decide needs from gs and the runtime.
+func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
+	v := gs.Gate()
+	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason}
+	if gs.Desired != nil {
+		l.Desired = gs.Desired.SHA
+	}
+	l.ClosedState = closedState(gs, v)
+	if v.Open {
+		l.Refused = a.refused(gs)
+	}
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
-			return n.Desired == sha && n.State != coordinator.StateConverged
+			l.Unverified = obs.SHA != "" && n.Desired == obs.SHA && n.State != coordinator.StateConverged
 		}
 	}
-	return false
+	if gs.Holders != nil {
+		_, l.Claimed = gs.Holders.ClaimOf(a.cfg.Node)
+	}
+	if l.Claimed {
+		l.Undoing = a.undoing
+	}
+	if l.Claimed || l.Leftover || l.Unverified || obs.SHA != "" && obs.SHA != l.Desired {
+		l.Healthy, _ = a.cfg.Runtime.Healthy(ctx)
+	}
+	return l
 }
 
-// blocked says why this node must not move to the desired SHA now, as a
-// node state and a reason, or "" when it may contend for a slot.
-func (a *Agent) blocked(gs *coordinator.GroupState) (string, string) {
-	v := gs.Gate()
+// closedState is the node state that says why the gate is closed.
+func closedState(gs *coordinator.GroupState, v coordinator.Verdict) string {
 	switch {
 	case gs.Cancel != nil:
-		return coordinator.StateCancelled, v.Reason
+		return coordinator.StateCancelled
 	case gs.Pause != nil || (!v.Open && gs.Spec != nil && len(gs.Failures) > 0):
-		return coordinator.StatePaused, v.Reason
-	case !v.Open:
-		return coordinator.StateWaiting, v.Reason
+		return coordinator.StatePaused
 	}
+	return coordinator.StateWaiting
+}
+
+// refused says why this node will not move to the desired SHA although
+// the gate is open, or "".
+func (a *Agent) refused(gs *coordinator.GroupState) string {
 	for _, f := range gs.Failures {
 		if f.Node == a.cfg.Node {
-			return coordinator.StateFailed, f.Error
+			return f.Error
 		}
 	}
 	if err := a.cfg.Allow.Check(gs.Spec); err != nil {
-		return coordinator.StateFailed, err.Error()
+		return err.Error()
 	}
-	return "", ""
+	return ""
 }
 
-// replace waits for a slot and replaces the workload under it.
-func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Observed) time.Duration {
-	s, err := a.session(ctx, a.pub.state(obs.SHA, gs.Desired.SHA, coordinator.StateWaiting, ""))
+// act takes this node's slot, by reclaiming it or by waiting in line, and
+// does under it what underSlot says.
+func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, plan Plan) time.Duration {
+	if gs.DesiredPair == nil {
+		return jitter(DefaultRetry) // a claim but no desired key: nothing to fence on
+	}
+	s, err := a.session(ctx, a.pub.state(l.SHA, l.Desired, coordinator.StateWaiting, ""))
 	if err != nil {
 		a.cfg.Metrics.ConsulError()
 		a.log.Warn("cannot create a session", "error", err)
@@ -119,49 +119,76 @@ func (a *Agent) replace(ctx context.Context, gs *coordinator.GroupState, obs Obs
 	if err != nil {
 		return jitter(DefaultRetry)
 	}
-	start := time.Now()
-	hold, claim, err := a.acquire(ctx, m, gs, obs)
-	a.cfg.Metrics.SlotWait(time.Since(start))
-	switch {
-	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || ctx.Err() != nil:
-		return 0
-	case errors.Is(err, lockstep.ErrSessionLost):
-		a.closeSession()
-		return time.Second
-	case err != nil:
-		a.log.Warn("cannot acquire a slot", "error", err)
-		return jitter(DefaultRetry)
+	g := gs.LockGate(a.keys)
+	g.Lease = a.lease(gs.Spec)
+	begin := time.Now()
+	start := begin // the grant's time, once sent
+	var hold *lockstep.Hold
+	if plan == PlanClaimDown {
+		if err := m.ClaimDown(ctx, g, l.Desired); err != nil {
+			retry, _ := a.notHeld(ctx, m, err)
+			return retry
+		}
+		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
+		plan = PlanReclaim
+	}
+	if plan == PlanReclaim {
+		hold, err = m.Reclaim(ctx, g, a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
+	} else {
+		hold, err = a.acquire(ctx, m, g, gs, l, &start)
+	}
+	waited := time.Since(begin)
+	a.cfg.Metrics.SlotWait(waited)
+	if retry, done := a.notHeld(ctx, m, err); done {
+		return retry
 	}
 	held := time.Now()
-	a.pub.published(ctx, claim)
-	// A signal now must not leave the workload half replaced: the step runs
-	// to its end (or its undoing) on a context of its own.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gs.Spec.Update.HealthyDeadline.Std()+shutdownGrace)
-	defer cancel()
-	a.log.Info("slot acquired", "waited", held.Sub(start).Round(time.Millisecond))
-	result, done := a.replaceHeld(rctx, hold, gs, obs, held)
-	a.release(rctx, hold, done)
+	a.log.Info("slot held", "reclaimed", plan == PlanReclaim, "waited", waited.Round(time.Millisecond))
+	t := &turn{a: a, hold: hold, gs: gs, l: l, granted: start, byGrant: plan == PlanContend}
+	result := t.run(ctx)
 	a.cfg.Metrics.SlotHold(time.Since(held))
-	a.cfg.Metrics.Replacement(result)
-	if result == "aborted" {
-		// Stopped by its fence: if the gate closed, desired moved and the
-		// next look waits on it; if Consul was out of reach, look again soon.
+	a.cfg.Metrics.Replacement(string(result))
+	switch result {
+	case resultAborted:
+		// The claim stays in Consul: the next look, soon, takes it back
+		// under the gate as it is then.
 		return jitter(2 * time.Second)
+	case resultKept:
+		return 0 // nothing may move until desired does
 	}
-	// Replaced or failed: nothing to contend for until desired moves, which
-	// may not be before the next resync, so a session that costs passes
-	// goes now.
 	a.idleSession(ctx, a.pub.current())
 	return 0
 }
 
+// notHeld handles a failure to take the slot; done is false when there is
+// none.
+func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (time.Duration, bool) {
+	var lost *lockstep.LostError
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.As(err, &lost):
+		a.reportLost(ctx, m, lost)
+		return time.Millisecond, true
+	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || errors.Is(err, lockstep.ErrNoClaim) || ctx.Err() != nil:
+		return 0, true
+	case errors.Is(err, lockstep.ErrSessionLost):
+		a.closeSession()
+		return time.Second, true
+	}
+	a.log.Warn("cannot take a slot", "error", err)
+	return jitter(DefaultRetry), true
+}
+
 // acquire waits for a slot. The node's "waiting" record goes in with its
-// place in line, and its "replacing" record with the grant, which it
-// returns: two writes that need no round trip of their own.
-func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, gs *coordinator.GroupState, obs Observed) (*lockstep.Hold, coordinator.NodeState, error) {
+// place in line, and its "replacing" record with the grant: two writes
+// that need no round trip of their own.
+// sent is set to when the grant was sent: the grant fences the first step
+// for grantFence from then, not from when its reply was read.
+func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look, sent *time.Time) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
-	var w lockstep.Writes
-	if waiting := a.pub.state(obs.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
+	w := lockstep.Writes{Note: sha}
+	if waiting := a.pub.state(l.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
 		w.Join = a.nodeOps(waiting)
 		// Counted as written now: if joining fails, the next look finds
 		// the record unlike this (publisher.sync) and writes it again.
@@ -169,11 +196,15 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, gs *coordina
 	}
 	var claim coordinator.NodeState
 	w.Grant = func() api.TxnOps {
-		claim = a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
+		claim = a.pub.state(l.SHA, sha, coordinator.StateReplacing, "")
+		*sent = time.Now()
 		return a.nodeOps(claim)
 	}
-	hold, err := m.AcquireWith(ctx, gs.LockGate(a.keys), w)
-	return hold, claim, err
+	hold, err := m.AcquireWith(ctx, g, w)
+	if err == nil {
+		a.pub.published(ctx, claim)
+	}
+	return hold, err
 }
 
 // nodeOps is the op that writes n, for a transaction of lockstep's.
@@ -186,198 +217,41 @@ func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
 	return api.TxnOps{op}
 }
 
-// release gives the slot back, writing done (the node's converged record)
-// in the same transaction: one write fewer between two nodes' turns.
-func (a *Agent) release(ctx context.Context, hold *lockstep.Hold, done *coordinator.NodeState) {
-	var ops api.TxnOps
-	if done != nil {
-		ops = a.nodeOps(*done)
+// leaseGrace is what a node's claim gets beyond its step's own bounds
+// (replace, then verify) to undo, record and release.
+const leaseGrace = time.Minute
+
+// lease is how long a node's claim keeps counting after its process is
+// gone: as long as its step could have lasted.
+func (a *Agent) lease(spec *hashspec.Spec) time.Duration {
+	if spec == nil {
+		return a.stepTimeout() + hashspec.DefaultHealthyDeadline.Std() + leaseGrace
 	}
-	if err := hold.Release(ctx, ops...); err != nil {
-		a.log.Warn("cannot release the slot; closing the session frees it", "error", err)
-		a.closeSession()
-		if done != nil {
-			a.pub.set(ctx, *done)
-		}
-		return
-	}
-	if done != nil {
-		a.pub.published(ctx, *done)
-	}
+	return a.stepTimeout() + spec.Update.HealthyDeadline.Std() + leaseGrace
 }
 
-// grantFence is how soon after the grant the first destructive step may
-// count the grant as its fence: the grant checked the gate and the session
-// and wrote the step's record, so a fence of its own at once would check
-// the same again and cost a round trip between two nodes' turns.
-const grantFence = time.Second
-
-// replaceHeld runs the replacement with a fence before each destructive
-// step, verifies health, and finishes or restores. On success it returns
-// the converged record for the release to write.
-func (a *Agent) replaceHeld(ctx context.Context, hold *lockstep.Hold, gs *coordinator.GroupState, obs Observed, granted time.Time) (string, *coordinator.NodeState) {
-	rt, spec, sha := a.cfg.Runtime, gs.Spec, gs.Desired.SHA
-	first := true
-	step := func(ctx context.Context, name string) error {
-		byGrant := first && time.Since(granted) < grantFence
-		first = false
-		if byGrant {
-			a.log.Info("fenced by the grant", "step", name)
-			return nil
-		}
-		n := a.pub.state(obs.SHA, sha, coordinator.StateReplacing, "")
-		op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
-		if err != nil {
-			return err
-		}
-		if err := a.fence(ctx, hold, op); err != nil {
-			return &fenceError{step: name, err: err}
-		}
-		a.log.Info("fenced", "step", name)
-		a.pub.published(ctx, n)
-		return nil
+// stepTimeout bounds one destructive call of the runtime.
+func (a *Agent) stepTimeout() time.Duration {
+	if b, ok := a.cfg.Runtime.(interface{ StepTimeout() time.Duration }); ok {
+		return b.StepTimeout()
 	}
-	var err error
-	verifyOnly := obs.SHA == sha
-	if verifyOnly {
-		err = step(ctx, "verify")
-	} else {
-		err = rt.Replace(ctx, spec, sha, step)
-	}
-	if err == nil {
-		err = a.verify(ctx, spec, sha)
-	}
-	if err == nil {
-		if ferr := rt.Finish(ctx); ferr != nil {
-			a.log.Warn("new workload is healthy but the old one was not removed; the next start removes it", "error", ferr)
-		}
-		n := a.pub.state(sha, sha, coordinator.StateConverged, "")
-		return "success", &n
-	}
-	return a.failed(ctx, gs, obs, err, verifyOnly), nil
+	return DefaultStepTimeout
 }
 
-// verifyRecordAfter is how long a health check runs before the node's
-// "verifying" record is written. A check that passes sooner goes straight
-// from "replacing" to "converged": the record would be true for a moment
-// only, and its write would sit between this node's grant and the next
-// node's. Either record tells a restarted agent to verify before it counts
-// the node as converged.
-const verifyRecordAfter = time.Second
-
-// verify waits for the new workload to be healthy, writing the "verifying"
-// record once that takes verifyRecordAfter. That write is done before
-// verify returns, so it cannot land after the release's "converged".
-func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) error {
-	wrote := make(chan struct{})
-	t := time.AfterFunc(verifyRecordAfter, func() {
-		defer close(wrote)
-		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
-	})
-	err := a.cfg.Runtime.WaitHealthy(ctx, spec)
-	if !t.Stop() {
-		<-wrote
-	}
-	return err
-}
-
-// fence runs hold.Fence, retrying a failure to reach Consul (a leader
-// election, say) for up to two thirds of the session TTL. Within that time
-// a success proves the slot is still ours; past it, a partitioned holder
-// may already have lost its slot to the next node, and it must undo its
-// step at once rather than keep its node down beside that one. A closed
-// gate or a lost session is final at once.
-func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) error {
-	deadline := time.Now().Add(a.cfg.SessionTTL * 2 / 3)
-	for wait := 250 * time.Millisecond; ; wait *= 2 {
-		// Bound each try too: a Consul client cut off from its servers holds
-		// a request for its RPC hold timeout (7s) before it answers.
-		actx, cancel := context.WithDeadline(ctx, deadline)
-		_, err := hold.Fence(actx, op)
-		cancel()
-		if err == nil || !lockstep.IsTransient(err) || time.Now().Add(wait).After(deadline) {
-			return err
-		}
-		a.log.Warn("fence could not reach consul; retrying", "in", wait, "error", err)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-hold.Lost():
-			return err
-		case <-time.After(wait):
+// reportLost records that another node never came back from its step, as
+// a failure of that node's for the SHA it was moving to, and only then
+// marks its claim lost, so that the failure is never missed; a second
+// reporter's record of the same node counts once.
+func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *lockstep.LostError) {
+	c := lost.Claim
+	msg := lost.Name + " lost while replacing; not back within " + c.Until.Sub(c.Since).Round(time.Second).String()
+	a.log.Warn("a node never came back from its step", "lost", lost.Name, "since", c.Since)
+	if c.Note != "" && coordinator.ValidSHA(c.Note) {
+		if err := a.record(ctx, lost.Name, c.Note, msg); err != nil {
+			return
 		}
 	}
-}
-
-// Errors a runtime wraps for a replacement that failed through no fault of
-// the release: failed does not record them, and the next look tries again.
-var (
-	// errInterrupted means the runtime found what an interrupted
-	// replacement left: an agent killed in the middle of a call that the
-	// runtime finished after the restarted agent had looked. The next look
-	// recovers it.
-	errInterrupted = errors.New("agent: an interrupted replacement must be recovered first")
-	// errUnreachable means the runtime could not reach what runs the
-	// workload (the Docker daemon), or saw it stop the workload as it went
-	// away.
-	errUnreachable = errors.New("agent: runtime unreachable")
-)
-
-// failed restores the old workload and, unless the replacement was merely
-// stopped by its fence or by a fault of the node rather than of the
-// release, records the failure and applies failure_action.
-//
-// A workload that was only being verified is left in place: there is
-// nothing older to restore, and removing it would leave the node with
-// nothing at all.
-func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Observed, err error, verifyOnly bool) string {
-	sha := gs.Desired.SHA
-	if verifyOnly {
-		a.log.Warn("the workload in place failed its verification; leaving it, as there is nothing to restore", "error", err)
-	} else if rerr := a.cfg.Runtime.Restore(ctx, sha); rerr != nil {
-		err = fmt.Errorf("%w; restoring the old workload also failed: %v", err, rerr)
-	} else if obs.SHA != "" {
-		// The node counts as down until the old workload is healthy again,
-		// so the slot is kept until then (or until healthy_deadline).
-		if herr := a.cfg.Runtime.WaitHealthy(ctx, gs.Spec); herr != nil {
-			a.log.Warn("restored workload is not healthy", "error", herr)
-		}
+	if err := m.MarkLost(ctx, lost.Name, c.Session); err != nil {
+		a.log.Warn("cannot mark the lost node's claim", "error", err)
 	}
-	var fe *fenceError
-	if errors.As(err, &fe) {
-		a.log.Info("replacement stopped by its fence", "step", fe.step, "reason", fe.err)
-		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
-		return "aborted"
-	}
-	if errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) {
-		a.log.Warn("replacement stopped by a fault of the node, not of the release; trying again", "error", err)
-		a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateWaiting, err.Error()))
-		return "aborted"
-	}
-	a.log.Error("replacement failed", "error", err, "restored", !verifyOnly)
-	action, rerr := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, a.cfg.Node, sha, err.Error())
-	if rerr != nil {
-		a.log.Error("cannot record the failure", "error", rerr)
-	}
-	a.log.Info("failure recorded", "action", actionName(action))
-	a.pub.set(ctx, a.pub.state(obs.SHA, sha, coordinator.StateFailed, err.Error()))
-	return "failed"
-}
-
-type fenceError struct {
-	step string
-	err  error
-}
-
-func (e *fenceError) Error() string { return fmt.Sprintf("fence before %q: %v", e.step, e.err) }
-func (e *fenceError) Unwrap() error { return e.err }
-
-func actionName(a coordinator.Action) string {
-	switch a {
-	case coordinator.ActionPause:
-		return "pause"
-	case coordinator.ActionRollback:
-		return "rollback"
-	}
-	return "none"
 }

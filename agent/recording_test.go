@@ -20,7 +20,7 @@ import (
 
 // recordingRuntime is a Runtime whose workload is a SHA in memory and which
 // records every call, so that a test can say exactly what the agent did to
-// its node: nothing destructive means no Replace, Restore, Finish or Recover.
+// its node: nothing destructive means no Replace, Restore or Finish.
 type recordingRuntime struct {
 	mu    sync.Mutex
 	sha   string
@@ -32,7 +32,7 @@ type recordingRuntime struct {
 }
 
 // destructive are the calls that change a node's workload.
-var destructive = []string{"Replace", "Restore", "Finish", "Recover"}
+var destructive = []string{"Replace", "Restore", "Finish"}
 
 func (r *recordingRuntime) record(call string) {
 	r.mu.Lock()
@@ -71,8 +71,6 @@ func (r *recordingRuntime) Inspect(context.Context) (agent.Observed, error) {
 	r.record("Inspect")
 	return agent.Observed{SHA: r.SHA()}, nil
 }
-
-func (r *recordingRuntime) Recover(context.Context, string) error { r.record("Recover"); return nil }
 
 func (r *recordingRuntime) Prepare(context.Context, *hashspec.Spec, string) error {
 	r.record("Prepare")

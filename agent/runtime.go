@@ -8,9 +8,12 @@ import (
 
 // Observed is what a runtime finds on its node.
 type Observed struct {
-	SHA string // SHA of the workload that runs now; "" when none is managed
-	// Leftover says a replacement was interrupted (the agent died mid-step),
-	// so Recover must run before anything else.
+	// SHA of the workload that runs now, or that an interrupted step
+	// started; "" when none is managed or only a set-aside one is left.
+	SHA string
+	// Leftover says a replacement was interrupted (the agent died mid-step)
+	// with the old workload set aside: it is verified, finished or undone
+	// under the node's slot before anything else.
 	Leftover bool
 }
 
@@ -23,9 +26,6 @@ type StepFunc func(ctx context.Context, step string) error
 type Runtime interface {
 	// Inspect reports the workload without changing anything.
 	Inspect(ctx context.Context) (Observed, error)
-	// Recover resolves an interrupted replacement: it keeps the new
-	// workload if it runs desiredSHA, and otherwise restores the old one.
-	Recover(ctx context.Context, desiredSHA string) error
 	// Prepare does the non-destructive work before a slot is needed, such
 	// as pulling the image.
 	Prepare(ctx context.Context, spec *hashspec.Spec, sha string) error

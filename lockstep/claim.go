@@ -159,6 +159,32 @@ func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 	}, nil)
 }
 
+// ClaimDown writes a claim for this contender's Name, whatever the count,
+// if there is none: its node is down already (its workload unhealthy), so
+// it uses one of K whether or not it holds a slot, and claiming it keeps
+// the rollout from taking another node down beside it. Reclaim then takes
+// it ahead of the line, so that a rollout heals the nodes that are down
+// first. The gate is checked in the same transaction: nothing is claimed
+// for a closed one.
+func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
+	if err := g.validate(); err != nil {
+		return err
+	}
+	now := time.Now()
+	err := m.editClaims(ctx, func(rec *holders) bool {
+		if _, ok := rec.Claims[m.opts.Name]; ok {
+			return false
+		}
+		rec.Claims[m.opts.Name] = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
+		return true
+	}, g.checkOps())
+	var te *TxnError
+	if errors.As(err, &te) && !isDenied(te.What) {
+		return m.gateError(ctx, g, te.Op)
+	}
+	return err
+}
+
 // editClaims applies edit to the holders record and writes it by CAS,
 // with extra ops in the same transaction, reading it again after a race.
 // edit returns false when there is nothing to write.
@@ -168,7 +194,10 @@ func (m *Semaphore) editClaims(ctx context.Context, edit func(*holders) bool, ex
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 		if err == nil {
 			rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
-			if rec.Claims == nil || !edit(&rec) {
+			if rec.Claims == nil {
+				rec.Claims = map[string]Claim{}
+			}
+			if !edit(&rec) {
 				return nil
 			}
 			err = m.casHolders(ctx, rec, snap.holdersIndex, extra)

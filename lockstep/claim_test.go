@@ -149,3 +149,44 @@ func TestClaimBudget(t *testing.T) {
 		})
 	}
 }
+
+// A node that is down claims its slot whatever the count, and the line
+// waits for it; a closed gate claims nothing.
+func TestClaimDown(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-down", 1)
+	g.Lease = time.Minute
+	ctx := ctxFor(t, time.Minute)
+	holder := newSem(t, c, "n1")
+	h1, err := holder.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := newSem(t, c, "n2")
+	if err := down.ClaimDown(ctx, g, "sha-down"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(t, ctx, newSem(t, c, "n3"), g)
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := down.Reclaim(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waiter:
+		t.Fatal("n3 granted beside n2, which is down")
+	case <-time.After(time.Second):
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h3 := <-waiter; h3 != nil {
+		_ = h3.Release(ctx)
+	}
+	cancelGate(t, c, g)
+	if err := newSem(t, c, "n4").ClaimDown(ctx, g, "sha-down"); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("ClaimDown under a CANCEL = %v, want ErrCancelled", err)
+	}
+}

@@ -285,3 +285,31 @@ func (h *Hold) Drop() {
 	h.stop()
 	h.m.forget(h)
 }
+
+// Check runs ops only while this hold is still held, whatever the gate
+// says now, in one transaction: for undoing a step the holder took, which
+// must go on under the node's slot when a CANCEL closed the gate. Its
+// errors are Fence's, less the gate's.
+func (h *Hold) Check(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, error) {
+	if h.isReleased() {
+		return nil, ErrNotHeld
+	}
+	m := h.m
+	all := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.hkey, Session: m.s.ID()}}}, ops...)
+	ok, resp, _, err := m.c.Txn().Txn(all, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulErr{err}
+	}
+	if ok {
+		return resp, nil
+	}
+	op, what := firstTxnError(resp)
+	switch {
+	case op < 0 || isDenied(what):
+		return nil, &TxnError{Op: op, What: what}
+	case op == 0:
+		h.markLost()
+		return nil, ErrSessionLost
+	}
+	return nil, &TxnError{Op: op - 1, What: what}
+}

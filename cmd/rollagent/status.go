@@ -178,6 +178,17 @@ func printTable(out io.Writer, s statusJSON) error {
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
+	for _, c := range s.Orphans {
+		switch {
+		case c.Lost:
+			fmt.Fprintf(out, "slot of %s: lost (not back by its lease); recorded failed, no longer counts\n", cell(c.Name))
+		case c.Counts:
+			fmt.Fprintf(out, "slot held by %s for %s, its agent gone: it counts as down until it is back or for %s more\n",
+				cell(c.Name), s.At.Sub(c.Since).Round(time.Second), c.Until.Sub(s.At).Round(time.Second))
+		default:
+			fmt.Fprintf(out, "slot of %s: its lease ran out; the next waiter records it lost\n", cell(c.Name))
+		}
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {

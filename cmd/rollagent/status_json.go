@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // statusSchema is bumped on any change that could break a script reading
@@ -23,6 +24,7 @@ type statusJSON struct {
 	Progress progressJSON            `json:"progress"`
 	Nodes    []coordinator.NodeState `json:"nodes"`
 	Holders  []holderJSON            `json:"holders"`
+	Orphans  []claimJSON             `json:"orphaned_claims"`
 	Waiting  int                     `json:"waiting_for_slot"`
 	Failures []coordinator.Failure   `json:"failures"`
 	Problems []string                `json:"problems"`
@@ -57,13 +59,26 @@ type holderJSON struct {
 	Since time.Time `json:"since"`
 }
 
+// claimJSON is a node's claim on a slot whose process is gone: the node
+// still counts against max_parallel until it is back or Until passes.
+type claimJSON struct {
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Counts is false once Until passed, or Lost: then it no longer holds
+	// the rollout back.
+	Counts bool `json:"counts"`
+	// Lost says a waiter recorded the node failed as lost.
+	Lost bool `json:"lost"`
+}
+
 func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
 	v, p := gs.Gate(), gs.Progress()
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
 		Gate: gateJSON{Open: v.Open, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.Limit},
 		Progress: progressJSON{Total: p.Total, Converged: p.Converged, Replacing: p.Replacing,
 			Waiting: p.Waiting, Failed: p.Failed, Other: p.Other, Done: p.Done},
-		Nodes: nonNil(gs.Nodes), Holders: []holderJSON{}, Failures: nonNil(gs.Failures),
+		Nodes: nonNil(gs.Nodes), Holders: []holderJSON{}, Orphans: []claimJSON{}, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
 	if e, ok := estimate(gs, v, p, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
@@ -73,6 +88,7 @@ func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
 			s.Holders = append(s.Holders, holderJSON{Name: h.Name, Since: h.Since})
 		}
 		sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Name < s.Holders[j].Name })
+		s.Orphans = orphans(gs.Holders, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
 	return s
@@ -85,4 +101,20 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// orphans lists the claims whose session is gone, by node name.
+func orphans(h *lockstep.Holders, now time.Time) []claimJSON {
+	out := []claimJSON{}
+	counted := map[string]bool{}
+	for _, n := range h.Counted(now) {
+		counted[n] = true
+	}
+	for name, c := range h.Claims {
+		if !h.Live(c.Session) {
+			out = append(out, claimJSON{Name: name, Since: c.Since, Until: c.Until, Counts: counted[name], Lost: c.Lost})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// Look is what one look of the agent saw: its workload, its node's own
+// record and slot, and the gate. decide and underSlot are pure functions of
+// it, so that every combination is table-tested without Consul or Docker;
+// reconcile only carries out what they return.
+type Look struct {
+	// Unreadable says the desired record exists but does not decode.
+	Unreadable bool
+	// Desired is the desired SHA, "" when nothing is committed.
+	Desired string
+	// Open is the gate for Desired; Closed says why it is not, as the
+	// node's state (cancelled, paused or waiting) and a reason.
+	Open        bool
+	ClosedState string
+	Reason      string
+	// Refused is why this node will not move to Desired although the gate
+	// is open: a failure of its own recorded for it, or a spec its host
+	// does not allow. "" when none.
+	Refused string
+
+	// SHA is what runs now, "" for nothing managed.
+	SHA string
+	// Leftover says an interrupted step left the old workload set aside.
+	Leftover bool
+	// Healthy is the workload's health at this look.
+	Healthy bool
+	// Unverified says the node's own record shows it heading for SHA and
+	// never converged on it: a step was cut off before it saw it healthy.
+	Unverified bool
+	// Claimed says the slot record keeps a claim for this node: a step of
+	// its own was cut off (its process died, its release or its grant's
+	// reply was lost), and the node still holds its slot.
+	Claimed bool
+	// Undoing is the SHA whose undo this process began, behind its fence,
+	// and could not finish (the runtime failed it): it is carried on under
+	// the node's slot whatever the gate says now, as a step that passed
+	// its fence runs to its end. A restarted process knows of none.
+	Undoing string
+}
+
+// Plan is what a look leads to.
+type Plan int
+
+const (
+	// PlanIdle: nothing to do but publish State.
+	PlanIdle Plan = iota
+	// PlanReclaim: take back this node's slot, before anything else, and
+	// then act under it (underSlot).
+	PlanReclaim
+	// PlanContend: wait in line for a slot and act under it (underSlot).
+	PlanContend
+	// PlanClaimDown: the workload is down and behind: claim the node's
+	// slot at once (it uses one of K already), then reclaim it, ahead of
+	// the line, so that the nodes that are down are healed first.
+	PlanClaimDown
+)
+
+// Decision is a Plan, with the node's state and its reason when idle.
+type Decision struct {
+	Plan   Plan
+	State  string
+	Reason string
+}
+
+// decide is the choice of one look. An interrupted step is never resolved
+// outside a slot: the node reclaims its own, or waits in line for one while
+// the gate is open, and touches nothing while it is closed.
+func decide(l Look) Decision {
+	switch {
+	case l.Unreadable:
+		return Decision{State: coordinator.StateWaiting, Reason: "the desired record is unreadable; touching nothing until it is fixed"}
+	case l.Claimed:
+		return Decision{Plan: PlanReclaim}
+	case l.Desired == "":
+		return Decision{}
+	case (l.Leftover || l.Unverified) && !l.Open:
+		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens"}
+	case (l.Leftover || l.Unverified) && l.Refused != "":
+		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
+	case l.Leftover || l.Unverified:
+		return Decision{Plan: PlanContend}
+	case l.SHA == l.Desired:
+		return Decision{State: coordinator.StateConverged}
+	case !l.Open:
+		return Decision{State: l.ClosedState, Reason: l.Reason}
+	case l.Refused != "":
+		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
+	case !l.Healthy && l.SHA != "":
+		return Decision{Plan: PlanClaimDown}
+	}
+	return Decision{Plan: PlanContend}
+}
+
+// Step is what a node that holds its slot does first.
+type Step int
+
+const (
+	// StepRelease: nothing to change; give the slot back.
+	StepRelease Step = iota
+	// StepKeep: touch nothing and keep the slot: the node is down because
+	// of the rollout and the gate forbids any move, so it must keep
+	// counting against K. The next look reclaims it.
+	StepKeep
+	// StepVerify: verify what runs for min_healthy_time; then finish (drop
+	// what was set aside) and go on to Desired if that is something else,
+	// or undo it under the slot and count a failure.
+	StepVerify
+	// StepReplace: replace the workload with Desired.
+	StepReplace
+	// StepUndo: bring back what was set aside (Undoing, or what runs):
+	// under the node's slot, whatever the gate, as the workload is down.
+	StepUndo
+)
+
+// underSlot is the first step of a node that holds its slot. With the gate
+// closed (a CANCEL, a pause) nothing moves forward: a healthy workload of
+// any SHA stays; an unhealthy one with the old one set aside is undone
+// (counted as a failure when a new one runs), and one with nothing to
+// bring back keeps its slot. With it open, an interrupted step is verified
+// before anything else, so that an old workload is dropped only after the
+// new one passed min_healthy_time.
+func underSlot(l Look) Step {
+	interrupted := l.Leftover || l.Unverified
+	switch {
+	case l.Undoing != "":
+		return StepUndo
+	case !l.Open && (l.Healthy || l.SHA == "" && !l.Leftover):
+		return StepRelease
+	case !l.Open && l.Leftover:
+		return StepUndo
+	case !l.Open:
+		return StepKeep
+	case interrupted:
+		return StepVerify
+	case l.SHA == l.Desired && l.Healthy:
+		return StepRelease
+	case l.SHA == l.Desired:
+		return StepVerify
+	case l.Refused != "":
+		if l.Healthy || l.SHA == "" {
+			return StepRelease
+		}
+		return StepKeep
+	}
+	return StepReplace
+}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+const (
+	shaA = "a"
+	shaB = "b"
+)
+
+func open(l Look) Look {
+	l.Desired, l.Open, l.Reason = shaB, true, "open"
+	return l
+}
+
+func cancelled(l Look) Look {
+	l.Desired, l.Open, l.ClosedState, l.Reason = shaB, false, coordinator.StateCancelled, "cancelled by ops"
+	return l
+}
+
+func TestDecide(t *testing.T) {
+	cases := []struct {
+		name  string
+		look  Look
+		plan  Plan
+		state string
+	}{
+		{"unreadable desired touches nothing", Look{Unreadable: true, Claimed: true, Leftover: true}, PlanIdle, coordinator.StateWaiting},
+		{"nothing committed", Look{SHA: shaA}, PlanIdle, ""},
+		{"a claim of its own is reclaimed first, gate open", open(Look{SHA: shaA, Claimed: true}), PlanReclaim, ""},
+		{"a claim of its own is reclaimed first, under a CANCEL", cancelled(Look{SHA: shaB, Leftover: true, Claimed: true}), PlanReclaim, ""},
+		{"converged", open(Look{SHA: shaB, Healthy: true}), PlanIdle, coordinator.StateConverged},
+		{"behind, gate open", open(Look{SHA: shaA, Healthy: true}), PlanContend, ""},
+		{"behind and down, gate open: claims its slot and goes first", open(Look{SHA: shaA}), PlanClaimDown, ""},
+		{"nothing managed yet: a first deploy waits its turn", open(Look{}), PlanContend, ""},
+		{"behind and down, cancelled", cancelled(Look{SHA: shaA}), PlanIdle, coordinator.StateCancelled},
+		{"behind, cancelled", cancelled(Look{SHA: shaA}), PlanIdle, coordinator.StateCancelled},
+		{"behind, refused", open(Look{SHA: shaA, Refused: "failed before"}), PlanIdle, coordinator.StateFailed},
+		{"leftover, gate open: verified under a slot", open(Look{SHA: shaB, Leftover: true}), PlanContend, ""},
+		{"leftover under a CANCEL: nothing moves", cancelled(Look{SHA: shaB, Leftover: true}), PlanIdle, coordinator.StateCancelled},
+		{"leftover of a superseded SHA, gate open", open(Look{SHA: shaA, Leftover: true}), PlanContend, ""},
+		{"unverified desired, gate open", open(Look{SHA: shaB, Unverified: true}), PlanContend, ""},
+		{"unverified under a CANCEL", cancelled(Look{SHA: shaB, Unverified: true}), PlanIdle, coordinator.StateCancelled},
+		{"unverified but its own failure is recorded", open(Look{SHA: shaB, Unverified: true, Refused: "unhealthy"}), PlanIdle, coordinator.StateFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decide(tc.look)
+			if d.Plan != tc.plan || d.State != tc.state {
+				t.Fatalf("decide = %+v, want plan %d state %q", d, tc.plan, tc.state)
+			}
+		})
+	}
+}
+
+func TestUnderSlot(t *testing.T) {
+	cases := []struct {
+		name string
+		look Look
+		want Step
+	}{
+		{"cancelled, healthy: a workload of any SHA stays", cancelled(Look{SHA: shaA, Leftover: true, Healthy: true}), StepRelease},
+		{"cancelled, new workload down: undone under the slot", cancelled(Look{SHA: shaB, Leftover: true}), StepUndo},
+		{"cancelled, only the set-aside workload left: brought back", cancelled(Look{Leftover: true}), StepUndo},
+		{"cancelled, down with nothing to bring back: keep the slot", cancelled(Look{SHA: shaB, Unverified: true}), StepKeep},
+		{"cancelled, nothing managed", cancelled(Look{}), StepRelease},
+		{"open, leftover of the desired SHA", open(Look{SHA: shaB, Leftover: true, Healthy: true}), StepVerify},
+		{"open, leftover of a superseded SHA", open(Look{SHA: shaA, Leftover: true, Healthy: true}), StepVerify},
+		{"open, unverified desired", open(Look{SHA: shaB, Unverified: true, Healthy: true}), StepVerify},
+		{"open, converged and healthy: a lost release or reply", open(Look{SHA: shaB, Healthy: true}), StepRelease},
+		{"open, desired but down", open(Look{SHA: shaB}), StepVerify},
+		{"open, behind", open(Look{SHA: shaA, Healthy: true}), StepReplace},
+		{"open, behind and down: goes now", open(Look{SHA: shaA}), StepReplace},
+		{"open, refused and healthy", open(Look{SHA: shaA, Healthy: true, Refused: "x"}), StepRelease},
+		{"open, refused and down", open(Look{SHA: shaA, Refused: "x"}), StepKeep},
+		{"an undo this process began goes on under a pause", cancelled(Look{SHA: shaA, Leftover: true, Undoing: shaB}), StepUndo},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := underSlot(tc.look); got != tc.want {
+				t.Fatalf("underSlot = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// grantFence is how soon after the grant the first destructive step may
+// count the grant as its fence: the grant checked the gate and the session
+// and wrote the step's record, so a fence of its own at once would check
+// the same again and cost a round trip between two nodes' turns.
+const grantFence = time.Second
+
+// verifyRecordAfter is how long a health check runs before the node's
+// "verifying" record is written. A check that passes sooner goes straight
+// from "replacing" to "converged": the record would be true for a moment
+// only, and its write would sit between this node's grant and the next
+// node's. Either record tells a restarted agent to verify before it counts
+// the node as converged.
+const verifyRecordAfter = time.Second
+
+// verify waits for the new workload to be healthy, writing the "verifying"
+// record once that takes verifyRecordAfter. That write is done before
+// verify returns, so it cannot land after the release's "converged".
+func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) error {
+	wrote := make(chan struct{})
+	t := time.AfterFunc(verifyRecordAfter, func() {
+		defer close(wrote)
+		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
+	})
+	err := a.cfg.Runtime.WaitHealthy(ctx, spec)
+	if !t.Stop() {
+		<-wrote
+	}
+	return err
+}
+
+// fence runs hold.Fence, retrying a failure to reach Consul (a leader
+// election, say) for up to two thirds of the session TTL. Within that time
+// a success proves the slot is still ours; past it, a partitioned holder
+// may already have lost its slot to the next node, and it must undo its
+// step at once rather than keep its node down beside that one. A closed
+// gate or a lost session is final at once.
+func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) error {
+	deadline := time.Now().Add(a.cfg.SessionTTL * 2 / 3)
+	for wait := 250 * time.Millisecond; ; wait *= 2 {
+		// Bound each try too: a Consul client cut off from its servers holds
+		// a request for its RPC hold timeout (7s) before it answers.
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		_, err := hold.Fence(actx, op)
+		cancel()
+		if err == nil || !lockstep.IsTransient(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		a.log.Warn("fence could not reach consul; retrying", "in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-hold.Lost():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Errors a runtime wraps for a replacement that failed through no fault of
+// the release: failed does not record them, and the next look tries again.
+var (
+	// errInterrupted means the runtime found what an interrupted
+	// replacement left: an agent killed in the middle of a call that the
+	// runtime finished after the restarted agent had looked. The next look
+	// recovers it.
+	errInterrupted = errors.New("agent: an interrupted replacement must be recovered first")
+	// errUnreachable means the runtime could not reach what runs the
+	// workload (the Docker daemon), or saw it stop the workload as it went
+	// away.
+	errUnreachable = errors.New("agent: runtime unreachable")
+)
+
+type fenceError struct {
+	step string
+	err  error
+}
+
+func (e *fenceError) Error() string { return fmt.Sprintf("fence before %q: %v", e.step, e.err) }
+func (e *fenceError) Unwrap() error { return e.err }
+
+// record records node's failure to reach sha and applies failure_action,
+// on a fresh context: the step's own may have run out, and a failure that
+// goes unrecorded is a failure_action that never fires. A Consul error is
+// tried again with backoff within settleTimeout.
+func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var b backoff
+	for {
+		action, err := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, node, sha, msg)
+		if err == nil {
+			a.log.Info("failure recorded", "node", node, "action", actionName(action))
+			a.unrecorded = nil
+			return nil
+		}
+		a.cfg.Metrics.ConsulError()
+		d := b.next()
+		if ctx.Err() != nil || time.Until(deadlineOf(ctx)) < d {
+			a.log.Error("cannot record the failure yet; the next look tries again", "error", err)
+			a.unrecorded = &pendingFailure{node: node, sha: sha, msg: msg}
+			return err
+		}
+		a.log.Warn("cannot record the failure yet", "in", d, "error", err)
+		time.Sleep(d)
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+func actionName(a coordinator.Action) string {
+	switch a {
+	case coordinator.ActionPause:
+		return "pause"
+	case coordinator.ActionRollback:
+		return "rollback"
+	}
+	return "none"
+}
+
+// pendingFailure is a failure that could not be recorded yet.
+type pendingFailure struct{ node, sha, msg string }
+
+// recordPending records a failure a look before could not, before this
+// look decides anything: a failure is counted even if Consul was out of
+// reach when it happened.
+func (a *Agent) recordPending(ctx context.Context) error {
+	p := a.unrecorded
+	if p == nil {
+		return nil
+	}
+	return a.record(ctx, p.node, p.sha, p.msg)
+}

@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+const (
+	// DefaultStepTimeout bounds one destructive call of a runtime that
+	// does not say how long its steps take (StepTimeout): a Docker
+	// rename, stop, create and start.
+	DefaultStepTimeout = 30 * time.Second
+	// settleTimeout bounds recording a failure and releasing: each is
+	// retried on a fresh context until it lands or this passes.
+	settleTimeout = time.Minute
+)
+
+// result is how a turn under the slot ended.
+type result string
+
+const (
+	resultSuccess  result = "success"  // the node converged on the desired SHA
+	resultFailed   result = "failed"   // the release failed on the node, counted once
+	resultAborted  result = "aborted"  // stopped by its fence or a fault of the node's: the claim stays, look again soon
+	resultKept     result = "kept"     // down and the gate forbids any move: the claim stays until desired moves
+	resultReleased result = "released" // nothing to change
+)
+
+// turn is one hold of the node's slot: what underSlot says, carried out.
+type turn struct {
+	a    *Agent
+	hold *lockstep.Hold
+	gs   *coordinator.GroupState
+	l    Look
+	// granted is when the grant was sent; byGrant says the grant fenced
+	// the first step (a reclaim checks no gate, so its first step fences).
+	granted time.Time
+	byGrant bool
+}
+
+// run carries out the turn. A signal now must not leave the workload half
+// replaced: the step runs to its end, or to a state its next look
+// resolves, on a context of its own, each call within its own bound.
+func (t *turn) run(ctx context.Context) result {
+	ctx = context.WithoutCancel(ctx)
+	switch underSlot(t.l) {
+	case StepKeep:
+		t.a.log.Warn("the workload is down and the gate is closed: touching nothing, keeping the node's slot", "reason", t.l.Reason)
+		return t.keep(ctx, t.l.ClosedState, t.l.Reason+"; the workload is down, so the node keeps its slot")
+	case StepVerify:
+		return t.verify(ctx)
+	case StepReplace:
+		return t.replace(ctx)
+	case StepUndo:
+		return t.undoDown(ctx)
+	}
+	after := t.l
+	after.Claimed = false
+	d := decide(after)
+	state := d.State
+	if d.Plan != PlanIdle || state == "" {
+		state = coordinator.StateWaiting
+	}
+	return t.release(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, state, d.Reason), resultReleased)
+}
+
+// verify waits for what an interrupted step left to be healthy, then drops
+// what was set aside and goes on to the desired SHA; or undoes it.
+func (t *turn) verify(ctx context.Context) result {
+	sha := t.l.SHA
+	if sha == "" { // cut off before a new workload started: nothing to verify
+		return t.undo(ctx, "", nil, true)
+	}
+	if err := t.step(ctx, sha, "verify"); err != nil {
+		return t.stopped(ctx, err)
+	}
+	if err := t.a.verify(ctx, t.gs.Spec, sha); err != nil {
+		// With nothing set aside there is nothing to bring back, and
+		// removing what runs would leave the node with nothing at all.
+		return t.undo(ctx, sha, err, t.l.Leftover)
+	}
+	if sha == t.l.Desired {
+		return t.finish(ctx, sha)
+	}
+	if t.l.Leftover {
+		if err := t.step(ctx, sha, "drop the old workload"); err != nil {
+			return t.stopped(ctx, err)
+		}
+		if err := t.a.cfg.Runtime.Finish(ctx); err != nil {
+			return t.stopped(ctx, err)
+		}
+	}
+	t.l.Leftover, t.l.Unverified, t.l.Healthy = false, false, true
+	if err := t.a.cfg.Runtime.Prepare(ctx, t.gs.Spec, t.l.Desired); err != nil {
+		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
+	}
+	return t.replace(ctx)
+}
+
+// replace swaps the workload for the desired SHA, fencing each step, and
+// verifies it. A step stopped by its fence or by a fault of the node's is
+// not undone here: the node keeps its slot, and its next look decides
+// under the gate as it is then.
+func (t *turn) replace(ctx context.Context) result {
+	rt, sha := t.a.cfg.Runtime, t.l.Desired
+	first := t.byGrant
+	step := func(ctx context.Context, name string) error {
+		if first && time.Since(t.granted) < grantFence {
+			first = false
+			t.a.log.Info("fenced by the grant", "step", name)
+			return nil
+		}
+		first = false
+		return t.step(ctx, t.l.SHA, name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
+	err := rt.Replace(rctx, t.gs.Spec, sha, step)
+	cancel()
+	if err == nil {
+		err = t.a.verify(ctx, t.gs.Spec, sha)
+	} else if lockstep.IsTransient(err) && time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec)-leaseGrace/2)) {
+		return t.undoCutOff(ctx, sha, err)
+	} else if stoppedByFault(err) {
+		return t.stopped(ctx, err)
+	}
+	if err != nil {
+		return t.undo(ctx, sha, err, true)
+	}
+	return t.finish(ctx, sha)
+}
+
+// finish drops what was set aside, once the new workload passed
+// min_healthy_time, and releases the slot with the node converged. A gate
+// that closed meanwhile leaves the old workload set aside, which the next
+// look with the gate open drops: nothing moves under a CANCEL.
+func (t *turn) finish(ctx context.Context, sha string) result {
+	converged := t.a.pub.state(sha, sha, coordinator.StateConverged, "")
+	if obs, err := t.a.cfg.Runtime.Inspect(ctx); err == nil && !obs.Leftover {
+		return t.release(ctx, converged, resultSuccess)
+	}
+	if err := t.step(ctx, sha, "drop the old workload"); err != nil {
+		var fe *fenceError
+		if errors.As(err, &fe) && (errors.Is(err, lockstep.ErrCancelled) || errors.Is(err, lockstep.ErrSuperseded)) {
+			return t.release(ctx, converged, resultSuccess)
+		}
+		return t.stopped(ctx, err)
+	}
+	if err := t.a.cfg.Runtime.Finish(ctx); err != nil {
+		t.a.log.Warn("new workload is healthy but the old one was not removed; the next look removes it", "error", err)
+	}
+	return t.release(ctx, converged, resultSuccess)
+}
+
+// undoCutOff undoes a step whose fence could not reach Consul, without a
+// fence: the node's claim keeps its slot in Consul until its lease runs
+// out, whatever became of the session, so the undo is still under the
+// node's slot, and bringing the old workload back beats leaving the node
+// down until Consul is back. Nothing is counted against the release; the
+// claim stays for the next look to reclaim and release.
+func (t *turn) undoCutOff(ctx context.Context, sha string, cause error) result {
+	t.a.log.Warn("cut off from Consul mid-step: undoing it under the node's claim", "error", cause)
+	uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
+	err := t.a.cfg.Runtime.Restore(uctx, sha)
+	cancel()
+	if err != nil {
+		t.a.undoing = sha
+	}
+	return t.stopped(ctx, cause)
+}
+
+// stoppedByFault says err stopped a step through no fault of the release.
+func stoppedByFault(err error) bool {
+	var fe *fenceError
+	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable)
+}
+
+// undo brings back what was set aside, under the slot and behind the gate,
+// and counts cause, if any, as the node's failure to reach sha. The node
+// keeps its slot while its workload is still down. An undo that passed its
+// fence runs to its end: if the runtime fails it, this process carries on
+// with it (Agent.undoing) at its next looks, whatever the gate says then.
+func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) result {
+	rt := t.a.cfg.Runtime
+	var rerr error
+	if restore {
+		if err := t.held(ctx, "undo"); err != nil {
+			return t.stopped(ctx, err)
+		}
+		uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
+		rerr = rt.Restore(uctx, sha)
+		cancel()
+	}
+	if cause != nil {
+		if rerr != nil {
+			cause = fmt.Errorf("%w; restoring the old workload also failed: %v", cause, rerr)
+		}
+		t.a.log.Error("replacement failed", "error", cause)
+		if err := t.a.record(ctx, t.a.cfg.Node, sha, cause.Error()); err != nil {
+			return t.stopped(ctx, err)
+		}
+	}
+	if rerr != nil {
+		t.a.undoing = sha
+		t.a.log.Warn("cannot restore the old workload yet; the node keeps its slot and tries again", "error", rerr)
+		t.hold.Drop()
+		t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateFailed, "restoring the old workload: "+rerr.Error()))
+		return resultAborted
+	}
+	t.a.undoing = ""
+	obs, _ := rt.Inspect(ctx)
+	if restore && obs.SHA != "" {
+		// The node counts as down until the old workload is healthy again.
+		if herr := rt.WaitHealthy(ctx, t.gs.Spec); herr != nil {
+			t.a.log.Warn("restored workload is not healthy", "error", herr)
+		}
+	}
+	after := t.l
+	after.SHA, after.Leftover, after.Unverified, after.Claimed, after.Undoing = obs.SHA, obs.Leftover, false, false, ""
+	d := decide(after)
+	state, msg := d.State, d.Reason
+	if cause != nil {
+		state, msg = coordinator.StateFailed, cause.Error()
+	} else if d.Plan != PlanIdle || state == "" {
+		state = coordinator.StateWaiting
+	}
+	if ok, _ := rt.Healthy(ctx); !ok && (obs.SHA != "" || obs.Leftover) {
+		return t.keep(ctx, state, msg+"; the workload is down, so the node keeps its slot")
+	}
+	if cause == nil {
+		return t.release(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, msg), resultAborted)
+	}
+	return t.release(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, msg), resultFailed)
+}
+
+// undoDown brings back what was set aside on a node whose workload is down
+// while the gate is closed, or whose undo this process could not finish:
+// counted as a failure of the new workload when one runs, and not when
+// the step was cut off before it started one.
+func (t *turn) undoDown(ctx context.Context) result {
+	if t.l.Undoing != "" {
+		return t.undo(ctx, t.l.Undoing, nil, true)
+	}
+	var cause error
+	if t.l.SHA != "" {
+		_, why := t.a.cfg.Runtime.Healthy(ctx)
+		cause = fmt.Errorf("the new workload is not healthy: %s", why)
+	}
+	return t.undo(ctx, t.l.SHA, cause, true)
+}
+
+// held checks, right before an undo, that the node still holds its slot,
+// whatever the gate says, writing the node's record.
+func (t *turn) held(ctx context.Context, name string) error {
+	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "undoing the step")
+	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
+	if err != nil {
+		return err
+	}
+	if _, err := t.hold.Check(ctx, op); err != nil {
+		return &fenceError{step: name, err: err}
+	}
+	t.a.log.Info("checked the slot", "step", name)
+	t.a.pub.published(ctx, n)
+	return nil
+}
+
+// step fences a destructive step, writing the node's record for sha.
+func (t *turn) step(ctx context.Context, sha, name string) error {
+	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
+	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
+	if err != nil {
+		return err
+	}
+	if err := t.a.fence(ctx, t.hold, op); err != nil {
+		return &fenceError{step: name, err: err}
+	}
+	t.a.log.Info("fenced", "step", name)
+	t.a.pub.published(ctx, n)
+	return nil
+}
+
+// stopped ends a turn cut off by its fence or a fault of the node's: the
+// node keeps its slot and looks again soon.
+func (t *turn) stopped(ctx context.Context, err error) result {
+	t.a.log.Info("step stopped; the node keeps its slot and looks again", "reason", err)
+	if errors.Is(err, lockstep.ErrSessionLost) {
+		t.a.closeSession()
+	}
+	t.hold.Drop()
+	t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateWaiting, err.Error()))
+	return resultAborted
+}
+
+// keep ends the turn holding the node's slot, which its next look reclaims.
+func (t *turn) keep(ctx context.Context, state, why string) result {
+	t.hold.Drop()
+	obs, _ := t.a.cfg.Runtime.Inspect(ctx)
+	t.a.pub.set(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, why))
+	return resultKept
+}
+
+// release gives the slot back with n, the node's record, in the same
+// transaction, on a fresh bounded context. If it cannot, the claim stays
+// and the next look, soon, reclaims and releases it: a release is never
+// given up while the agent lives.
+func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) result {
+	rctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if err := t.hold.Release(rctx, t.a.nodeOps(n)...); err != nil {
+		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)
+		t.hold.Drop()
+		t.a.pub.set(ctx, n)
+		return resultAborted
+	}
+	t.a.pub.published(ctx, n)
+	return r
+}
