@@ -25,8 +25,6 @@ const (
 	DefaultRetry = 10 * time.Second
 	// retryMin is the first backoff after Consul could not be reached.
 	retryMin = 250 * time.Millisecond
-	// shutdownGrace bounds finishing or restoring a step after SIGTERM.
-	shutdownGrace = 2 * time.Minute
 )
 
 // Config configure an Agent.

@@ -71,7 +71,7 @@ type sessionCheck struct {
 	ttl time.Duration
 }
 
-func (p *publisher) serviceID() string { return "rollagent-" + p.group + "-" + p.node }
+func (p *publisher) serviceID() string { return coordinator.ServiceID(p.group, p.node) }
 func (p *publisher) checkID() string   { return p.serviceID() + ":workload" }
 
 // state builds this node's NodeState, keeping the previous Since when
@@ -220,7 +220,7 @@ func (p *publisher) mirrorOnce(ctx context.Context) error {
 // session's check goes by being left out (dropSession).
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
-		ID: p.serviceID(), Name: "rollagent-" + p.group,
+		ID: p.serviceID(), Name: coordinator.ServiceName(p.group),
 		Tags:   []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
 		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
 		Checks: api.AgentServiceChecks{p.workloadCheck(health)},

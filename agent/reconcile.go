@@ -115,7 +115,8 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		a.log.Warn("cannot create a session", "error", err)
 		return jitter(DefaultRetry)
 	}
-	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep")})
+	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
 	if err != nil {
 		return jitter(DefaultRetry)
 	}

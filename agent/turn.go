@@ -41,12 +41,16 @@ type turn struct {
 	// the first step (a reclaim checks no gate, so its first step fences).
 	granted time.Time
 	byGrant bool
+	// stopping ends when the agent is asked to stop: a step cut off then
+	// is not left for a next look that will not come.
+	stopping context.Context
 }
 
 // run carries out the turn. A signal now must not leave the workload half
 // replaced: the step runs to its end, or to a state its next look
 // resolves, on a context of its own, each call within its own bound.
 func (t *turn) run(ctx context.Context) result {
+	t.stopping = ctx
 	ctx = context.WithoutCancel(ctx)
 	switch underSlot(t.l) {
 	case StepKeep:
@@ -88,7 +92,7 @@ func (t *turn) verify(ctx context.Context) result {
 		return t.finish(ctx, sha)
 	}
 	if t.l.Leftover {
-		if err := t.step(ctx, sha, "drop the old workload"); err != nil {
+		if err := t.held(ctx, "drop the old workload"); err != nil {
 			return t.stopped(ctx, err)
 		}
 		if err := t.a.cfg.Runtime.Finish(ctx); err != nil {
@@ -135,19 +139,16 @@ func (t *turn) replace(ctx context.Context) result {
 }
 
 // finish drops what was set aside, once the new workload passed
-// min_healthy_time, and releases the slot with the node converged. A gate
-// that closed meanwhile leaves the old workload set aside, which the next
-// look with the gate open drops: nothing moves under a CANCEL.
+// min_healthy_time, and releases the slot with the node converged. It is
+// the end of a step that passed its fences and changes nothing that
+// serves, so it needs the node's slot, not an open gate: a CANCEL that
+// came during the verification leaves the node on its verified workload.
 func (t *turn) finish(ctx context.Context, sha string) result {
 	converged := t.a.pub.state(sha, sha, coordinator.StateConverged, "")
 	if obs, err := t.a.cfg.Runtime.Inspect(ctx); err == nil && !obs.Leftover {
 		return t.release(ctx, converged, resultSuccess)
 	}
-	if err := t.step(ctx, sha, "drop the old workload"); err != nil {
-		var fe *fenceError
-		if errors.As(err, &fe) && (errors.Is(err, lockstep.ErrCancelled) || errors.Is(err, lockstep.ErrSuperseded)) {
-			return t.release(ctx, converged, resultSuccess)
-		}
+	if err := t.held(ctx, "drop the old workload"); err != nil {
 		return t.stopped(ctx, err)
 	}
 	if err := t.a.cfg.Runtime.Finish(ctx); err != nil {
@@ -213,7 +214,7 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 	}
 	t.a.undoing = ""
 	obs, _ := rt.Inspect(ctx)
-	if restore && obs.SHA != "" {
+	if restore && obs.SHA != "" && t.gs.Spec != nil {
 		// The node counts as down until the old workload is healthy again.
 		if herr := rt.WaitHealthy(ctx, t.gs.Spec); herr != nil {
 			t.a.log.Warn("restored workload is not healthy", "error", herr)
@@ -253,10 +254,10 @@ func (t *turn) undoDown(ctx context.Context) result {
 	return t.undo(ctx, t.l.SHA, cause, true)
 }
 
-// held checks, right before an undo, that the node still holds its slot,
-// whatever the gate says, writing the node's record.
+// held checks, right before the end or the undo of a step, that the node
+// still holds its slot, whatever the gate says, writing the node's record.
 func (t *turn) held(ctx context.Context, name string) error {
-	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "undoing the step")
+	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "")
 	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
 	if err != nil {
 		return err
@@ -290,6 +291,17 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 	t.a.log.Info("step stopped; the node keeps its slot and looks again", "reason", err)
 	if errors.Is(err, lockstep.ErrSessionLost) {
 		t.a.closeSession()
+	}
+	if t.stopping != nil && t.stopping.Err() != nil {
+		// No next look will resolve it: leave the node with its old
+		// workload, still under its claim, which keeps its slot.
+		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover {
+			uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
+			if rerr := t.a.cfg.Runtime.Restore(uctx, obs.SHA); rerr != nil {
+				t.a.log.Warn("stopping with the step cut off; cannot restore the old workload", "error", rerr)
+			}
+			cancel()
+		}
 	}
 	t.hold.Drop()
 	t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateWaiting, err.Error()))

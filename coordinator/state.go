@@ -18,15 +18,18 @@ type GroupState struct {
 	Group string
 	Index uint64 // X-Consul-Index of the read
 
-	Desired      *Desired
-	DesiredPair  *api.KVPair
-	Spec         *hashspec.Spec // the desired spec from history
-	Cancel       *Cancel        // CANCEL of the desired SHA
-	Pause        *Pause         // pause of the desired SHA
-	Failures     []Failure      // failures of the desired SHA
-	Nodes        []NodeState    // sorted by node name
-	History      []HistoryEntry // sorted by commit time
-	Holders      *lockstep.Holders
+	Desired     *Desired
+	DesiredPair *api.KVPair
+	Spec        *hashspec.Spec // the desired spec from history
+	Cancel      *Cancel        // CANCEL of the desired SHA
+	Pause       *Pause         // pause of the desired SHA
+	Failures    []Failure      // failures of the desired SHA
+	Nodes       []NodeState    // sorted by node name
+	History     []HistoryEntry // sorted by commit time
+	Holders     *lockstep.Holders
+	// Unavailable are the nodes Consul sees down (Store.Unavailable), when
+	// the reader asked (status does; the agents ask at the head of the line).
+	Unavailable  []string
 	Problems     []string
 	cancelledSHA map[string]bool
 }

@@ -3,6 +3,8 @@ package lockstep
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -188,5 +190,42 @@ func TestClaimDown(t *testing.T) {
 	cancelGate(t, c, g)
 	if err := newSem(t, c, "n4").ClaimDown(ctx, g, "sha-down"); !errors.Is(err, ErrCancelled) {
 		t.Fatalf("ClaimDown under a CANCEL = %v, want ErrCancelled", err)
+	}
+}
+
+// A name that is down outside the line counts against K at the head of the
+// line, which counts again as it comes back.
+func TestUnavailableCountsAgainstK(t *testing.T) {
+	c := devClient(t)
+	g := commit(t, c, "sha-unavail", 1)
+	ctx := ctxFor(t, time.Minute)
+	var mu sync.Mutex
+	down := []string{"n9", "n1"} // n1 is the contender itself: never counted
+	m, err := New(c, newSession(t, c), Options{Prefix: testPrefix, Name: "n1",
+		Unavailable: func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(down), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(t, ctx, m, g)
+	select {
+	case <-got:
+		t.Fatal("granted while n9 was down at K=1")
+	case <-time.After(2 * time.Second):
+	}
+	mu.Lock()
+	down = nil
+	mu.Unlock()
+	select {
+	case h := <-got:
+		if h == nil {
+			t.FailNow()
+		}
+		_ = h.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not granted once n9 was back")
 	}
 }

@@ -30,10 +30,23 @@
 // and Release takes records for its own transaction, which saves each a
 // write of its own.
 //
+// A slot belongs to a name (a node), not to a session. With Gate.Lease set,
+// a grant writes a Claim for the contender's Name into the holders record,
+// which outlives the session: a holder killed mid-step, a dead host, a
+// partition, a lost release all leave it, and it keeps counting against K
+// while its session is live or until the lease runs out. The name's next
+// process takes it back with Reclaim, ahead of the line and whatever the
+// gate, and releases it when its step is resolved. A waiter that finds an
+// expired claim at the head of the line gets a *LostError, reports it (a
+// failure of that node's, say) and calls MarkLost: only then does the
+// claim stop counting. ClaimDown claims a slot, whatever the count, for a
+// name that is down already, so that it is served first.
+//
 // KV layout under the semaphore prefix P:
 //
-//	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...}},
-//	                      CAS on every change; last names the latest grant
+//	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},
+//	                      "claims": {"<name>": {...}}}, CAS on every change; last
+//	                      names the latest grant, claims the slots held by name
 //	P/.holders/<session>  one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next

@@ -33,7 +33,17 @@ type Options struct {
 	WaitTime time.Duration
 	// Logger. Optional, defaults to a null logger.
 	Logger hclog.Logger
+	// Unavailable, when set, lists names that are down outside the line
+	// (a node whose host or process is gone, or whose workload is
+	// unhealthy): the head of the line counts them against K with the
+	// holders and claims, and counts again every UnavailablePoll while
+	// they fill it, as no write wakes it when they come back. Optional.
+	Unavailable func(ctx context.Context) ([]string, error)
 }
+
+// UnavailablePoll is how often the head of the line counts again while
+// names that Options.Unavailable lists fill the slots.
+const UnavailablePoll = 500 * time.Millisecond
 
 // Semaphore is one contender's handle on a counting semaphore in Consul.
 type Semaphore struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,9 +168,18 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		now := time.Now()
 		busy, lost, wake := snap.budget(m.opts.Name, now)
 		_, ours := snap.holders.Claims[m.opts.Name]
+		down, err := m.unavailable(ctx, busy)
+		if err != nil {
+			r.wait(ctx, "count unavailable", err)
+			continue
+		}
 		switch {
 		case lost != nil:
 			return nil, lost
+		case down > 0 && len(busy)+down >= g.limit() && !ours:
+			m.log.Debug("waiting: nodes outside the line are down", "busy", busy, "down", down)
+			index, wait = snap.index, UnavailablePoll
+			continue
 		case len(busy) >= g.limit() && !ours:
 			// A dead holder's claim ends with its lease, which no write
 			// marks: wake then to count again.
@@ -192,6 +202,25 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		}
 		index = 0
 	}
+}
+
+// unavailable counts the names Options.Unavailable lists that are neither
+// busy already nor this contender.
+func (m *Semaphore) unavailable(ctx context.Context, busy []string) (int, error) {
+	if m.opts.Unavailable == nil {
+		return 0, nil
+	}
+	names, err := m.opts.Unavailable(ctx)
+	if err != nil {
+		return 0, consulErr{err}
+	}
+	n := 0
+	for _, name := range names {
+		if name != m.opts.Name && !slices.Contains(busy, name) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // read lists prefix (the semaphore's, or its holders'), blocking while its

@@ -51,15 +51,20 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The servers outlive a SIGTERM until the agent is done: the step under
+	// way finishes first, and the Consul agent's check of this process,
+	// which keeps the step's session alive, must keep being answered.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newPromMetrics(reg, c.Group, c.Node)
 	if c.MetricsAddr != "" {
-		if err := serveMetrics(ctx, c.MetricsAddr, reg, log.Named("metrics")); err != nil {
+		if err := serveMetrics(sctx, c.MetricsAddr, reg, log.Named("metrics")); err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
 	}
-	urls, err := c.workloadCheck(ctx, consul.Address, rt, log.Named("health"))
+	urls, err := c.workloadCheck(sctx, consul.Address, rt, log.Named("health"))
 	if err != nil {
 		return err
 	}

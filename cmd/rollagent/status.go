@@ -33,6 +33,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		withUnavailable(ctx, st, gs)
 		return c.print(out, gs, time.Now())
 	}
 	return c.watch(ctx, st, out)
@@ -103,11 +104,23 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 			continue // the wait ended with no change
 		}
 		index, pause = gs.Index, time.Second
+		withUnavailable(ctx, st, gs)
 		select {
 		case states <- gs:
 		case <-ctx.Done():
 		}
 	}
+}
+
+// withUnavailable adds the nodes Consul sees down to gs; a failure to ask
+// leaves them out, with a problem that says so.
+func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator.GroupState) {
+	down, err := st.Unavailable(ctx, gs.Group)
+	if err != nil {
+		gs.Problems = append(gs.Problems, "cannot tell which nodes Consul sees down: "+err.Error())
+		return
+	}
+	gs.Unavailable = down
 }
 
 // transient says whether Consul may answer again: it could not be reached,
@@ -177,6 +190,9 @@ func printTable(out io.Writer, s statusJSON) error {
 	fmt.Fprintln(out, line)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
+	}
+	for _, n := range s.Down {
+		fmt.Fprintf(out, "node %s is down (a critical check, or its host gone): it counts against max_parallel\n", cell(n))
 	}
 	for _, c := range s.Orphans {
 		switch {

@@ -25,6 +25,7 @@ type statusJSON struct {
 	Nodes    []coordinator.NodeState `json:"nodes"`
 	Holders  []holderJSON            `json:"holders"`
 	Orphans  []claimJSON             `json:"orphaned_claims"`
+	Down     []string                `json:"unavailable"`
 	Waiting  int                     `json:"waiting_for_slot"`
 	Failures []coordinator.Failure   `json:"failures"`
 	Problems []string                `json:"problems"`
@@ -78,7 +79,7 @@ func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
 		Gate: gateJSON{Open: v.Open, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.Limit},
 		Progress: progressJSON{Total: p.Total, Converged: p.Converged, Replacing: p.Replacing,
 			Waiting: p.Waiting, Failed: p.Failed, Other: p.Other, Done: p.Done},
-		Nodes: nonNil(gs.Nodes), Holders: []holderJSON{}, Orphans: []claimJSON{}, Failures: nonNil(gs.Failures),
+		Nodes: nonNil(gs.Nodes), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
 	if e, ok := estimate(gs, v, p, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}

@@ -84,7 +84,7 @@ func TestStatusJSONSchema(t *testing.T) {
 		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
 	}
 	for _, tt := range []struct{ path, got, want string }{
-		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,problems,progress,schema,waiting_for_slot"},
+		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,orphaned_claims,problems,progress,schema,unavailable,waiting_for_slot"},
 		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha"},
 		{"progress", sortedKeys(doc["progress"]), "converged,done,eta,failed,other,replacing,total,waiting"},
 		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
@@ -97,7 +97,7 @@ func TestStatusJSONSchema(t *testing.T) {
 			}
 		})
 	}
-	for _, list := range []string{"holders", "failures", "problems"} {
+	for _, list := range []string{"holders", "orphaned_claims", "unavailable", "failures", "problems"} {
 		if _, ok := doc[list].([]any); !ok {
 			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
 		}

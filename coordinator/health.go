@@ -1,0 +1,58 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// ServiceName is the Consul service every node of group registers, which
+// the Consul UI lists with each node's SHA and state.
+func ServiceName(group string) string { return "rollagent-" + group }
+
+// ServiceID is node's instance of its group's service.
+func ServiceID(group, node string) string { return ServiceName(group) + "-" + node }
+
+// Unavailable lists the nodes of group that Consul sees down, sorted: an
+// instance of the group's service with a critical check (the workload is
+// unhealthy, or the node's agent no longer answers its liveness check), or
+// on a Consul node whose serfHealth is critical (the host is gone). They
+// count against max_parallel like a node being replaced, until they are
+// back or their service leaves the catalog (deregistered, or reaped with
+// its Consul node): a rollout never takes a node down beside them.
+func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error) {
+	svc := ServiceName(group)
+	q := (&api.QueryOptions{Filter: fmt.Sprintf(`ServiceName == %q or CheckID == "serfHealth"`, svc)}).WithContext(ctx)
+	checks, _, err := s.c.Health().State(api.HealthCritical, q)
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	down, hosts := map[string]bool{}, map[string]bool{}
+	for _, c := range checks {
+		if c.CheckID == "serfHealth" {
+			hosts[c.Node] = true
+		} else if n, ok := strings.CutPrefix(c.ServiceID, svc+"-"); ok {
+			down[n] = true
+		}
+	}
+	if len(hosts) > 0 {
+		inst, _, err := s.c.Catalog().Service(svc, "", (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return nil, consulError(s.c, err)
+		}
+		for _, i := range inst {
+			if n, ok := strings.CutPrefix(i.ServiceID, svc+"-"); ok && hosts[i.Node] {
+				down[n] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(down))
+	for n := range down {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
