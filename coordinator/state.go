@@ -29,6 +29,7 @@ type GroupState struct {
 	Holders      *lockstep.Holders
 	Problems     []string
 	cancelledSHA map[string]bool
+	byKey        map[string]*api.KVPair
 }
 
 // Read lists the group's tree once and decodes it.
@@ -55,8 +56,8 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 
 // Parse builds a GroupState from the pairs of a group's tree.
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
-	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{}}
 	byKey := map[string]*api.KVPair{}
+	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{}, byKey: byKey}
 	for _, p := range pairs {
 		byKey[p.Key] = p
 		g.parsePair(k, p)
@@ -144,16 +145,24 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		}
 		g.Pause = &ps
 	}
+	g.Failures = g.failuresOf(k, sha, g.note)
+}
+
+// failuresOf decodes the failure records of sha, sorted by node; note is
+// told of each record that does not decode, which is left out.
+func (g *GroupState) failuresOf(k Keys, sha string, note func(error) bool) []Failure {
+	var fs []Failure
 	prefix := k.FailuresPrefix(sha)
-	for key, p := range byKey {
+	for key, p := range g.byKey {
 		if strings.HasPrefix(key, prefix) {
 			var f Failure
-			if g.note(decode(p.Key, p.Value, &f)) {
-				g.Failures = append(g.Failures, f)
+			if note(decode(p.Key, p.Value, &f)) {
+				fs = append(fs, f)
 			}
 		}
 	}
-	sort.Slice(g.Failures, func(i, j int) bool { return g.Failures[i].Node < g.Failures[j].Node })
+	sort.Slice(fs, func(i, j int) bool { return fs[i].Node < fs[j].Node })
+	return fs
 }
 
 // DesiredUnreadable reports whether the desired key exists but does not

@@ -1,0 +1,204 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// release is a spec of group web whose image tag makes its SHA.
+func release(t *testing.T, tag, action string, maxFailures int) *hashspec.Spec {
+	t.Helper()
+	js := fmt.Sprintf(`{"name":"web","container":{"image":"demo:%s"},"update":{"failure_action":%q,"max_failures":%d,"max_parallel":4}}`,
+		tag, action, maxFailures)
+	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "fixture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func commit(t *testing.T, st *Store, group string, spec *hashspec.Spec) string {
+	t.Helper()
+	r, err := st.Commit(testCtx(t), group, spec, "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.SHA
+}
+
+func read(t *testing.T, st *Store, group string) *GroupState {
+	t.Helper()
+	g, err := st.Read(testCtx(t), group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// failCount is sha's failure counter as stored, or nil.
+func failCount(t *testing.T, st *Store, group, sha string) *FailCount {
+	t.Helper()
+	k, _ := st.Keys(group)
+	p, _, err := st.Client().KV().Get(k.FailCount(sha), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == nil {
+		return nil
+	}
+	var c FailCount
+	if err := decode(p.Key, p.Value, &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// Failures recorded at the same instant by several holders (K >= 2) are
+// counted one after another: of N of them, exactly one pauses or rolls
+// back, and the count stored is N. Before the counter, each counted from
+// the same read, saw 1 of max_failures=2, and none paused.
+func TestConcurrentFailuresActExactlyOnce(t *testing.T) {
+	const holders, trials = 4, 20
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	tests := []struct {
+		action      string
+		maxFailures int
+		want        Action
+	}{
+		{"pause", 2, ActionPause},
+		{"pause", 3, ActionPause},
+		{"rollback", 2, ActionRollback},
+		{"rollback", 4, ActionRollback},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tc.action, tc.maxFailures), func(t *testing.T) {
+			for trial := range trials {
+				group := fmt.Sprintf("%s-%d-%d", tc.action, tc.maxFailures, trial)
+				good := commit(t, st, group, release(t, "v1", "pause", 1))
+				bad := commit(t, st, group, release(t, "bad", tc.action, tc.maxFailures))
+				actions := recordAtOnce(t, st, group, bad, holders)
+				if n := count(actions, tc.want); n != 1 {
+					t.Fatalf("trial %d: %d of %d failures returned %v, want exactly 1 (actions %v)", trial, n, holders, tc.want, actions)
+				}
+				g := read(t, st, group)
+				if got := len(g.failuresOf(g.keys(t), bad, g.note)); got != holders {
+					t.Fatalf("trial %d: %d failure records, want %d", trial, got, holders)
+				}
+				if c := failCount(t, st, group, bad); c == nil || c.Failures != holders || c.Writes != holders {
+					t.Fatalf("trial %d: counter %+v, want %d failures in %d writes", trial, c, holders, holders)
+				}
+				switch tc.want {
+				case ActionPause:
+					if g.Pause == nil || g.Pause.Failures != tc.maxFailures || g.Desired.SHA != bad {
+						t.Fatalf("trial %d: pause %+v desired %s, want a pause at %d failures", trial, g.Pause, ShortSHA(g.Desired.SHA), tc.maxFailures)
+					}
+				case ActionRollback:
+					if paused, err := st.exists(testCtx(t), g.keys(t).Pause(bad)); err != nil || paused ||
+						g.Desired.SHA != good || g.Desired.Previous != bad {
+						t.Fatalf("trial %d: desired %+v, want a rollback to %s and no pause", trial, g.Desired, ShortSHA(good))
+					}
+				}
+			}
+		})
+	}
+}
+
+// recordAtOnce records the failure of n nodes to reach sha, all released
+// at the same instant, and returns what each call did.
+func recordAtOnce(t *testing.T, st *Store, group, sha string, n int) []Action {
+	t.Helper()
+	ctx := testCtx(t)
+	actions := make([]Action, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			actions[i], errs[i] = st.RecordFailure(ctx, group, fmt.Sprintf("n%d", i), sha, "unhealthy")
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return actions
+}
+
+func count(actions []Action, a Action) int {
+	n := 0
+	for _, got := range actions {
+		if got == a {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *GroupState) keys(t *testing.T) Keys {
+	t.Helper()
+	k, err := NewKeys("", g.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// A node's failure counts once, however often it is recorded (an agent
+// retrying a write whose answer it lost), though every write moves the
+// counter.
+func TestRepeatedFailureCountsOnce(t *testing.T) {
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	bad := commit(t, st, "web", release(t, "bad", "pause", 2))
+	for i := range 3 {
+		if a, err := st.RecordFailure(testCtx(t), "web", "n1", bad, "unhealthy"); err != nil || a != ActionNone {
+			t.Fatalf("write %d: %v, %v; want no action: one node is one failure of max_failures=2", i, a, err)
+		}
+	}
+	if c := failCount(t, st, "web", bad); c == nil || c.Failures != 1 || c.Writes != 3 {
+		t.Fatalf("counter %+v, want 1 failure in 3 writes", c)
+	}
+}
+
+// A failure is recorded only against desired as it was read: a read older
+// than desired (a Consul server answering from behind its log, just after
+// a restart) would otherwise see another SHA desired and record the
+// failure that reaches max_failures with no action.
+func TestFailureTxnChecksDesiredAsRead(t *testing.T) {
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	commit(t, st, "web", release(t, "w", "pause", 1))
+	stale := read(t, st, "web")
+	x := commit(t, st, "web", release(t, "x", "pause", 1))
+	ops, action := stale.failureTxn(stale.keys(t), Failure{Node: "n1", SHA: x, Error: "unhealthy"})
+	if _, conflict, err := st.txn(testCtx(t), ops); !conflict || action != ActionNone {
+		t.Fatalf("failure written on a read from before desired moved: action %v, err %v; want a conflict", action, err)
+	}
+	if a, err := st.RecordFailure(testCtx(t), "web", "n1", x, "unhealthy"); err != nil || a != ActionPause {
+		t.Fatalf("RecordFailure = %v, %v; want the pause at max_failures=1", a, err)
+	}
+}
+
+// Resume clears the counter with the failures it counted: the next failure
+// is the first again.
+func TestResumeClearsTheCounter(t *testing.T) {
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	x := commit(t, st, "web", release(t, "x", "pause", 1))
+	if a, err := st.RecordFailure(testCtx(t), "web", "n1", x, "unhealthy"); err != nil || a != ActionPause {
+		t.Fatalf("first failure: %v, %v; want a pause", a, err)
+	}
+	if _, err := st.Resume(testCtx(t), "web"); err != nil {
+		t.Fatal(err)
+	}
+	if c := failCount(t, st, "web", x); c != nil {
+		t.Fatalf("counter %+v after resume, want none", c)
+	}
+	if a, err := st.RecordFailure(testCtx(t), "web", "n2", x, "unhealthy"); err != nil || a != ActionPause {
+		t.Fatalf("first failure after resume: %v, %v; want a pause again", a, err)
+	}
+}
