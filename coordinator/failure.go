@@ -23,7 +23,8 @@ const failureAttempts = 64
 // reaches max_failures pauses or rolls back. A node's failure counts once,
 // however often it is written. The pause and the rollback are also CAS-ed
 // on desired, so if desired moved meanwhile, the failure is counted again
-// against what desired is now.
+// against what desired is now. After a CANCEL of sha, the failure is
+// recorded and nothing else is done: the operator has taken over.
 func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -101,11 +102,11 @@ func hasFailure(fs []Failure, node string) bool {
 }
 
 // failureAction decides what the count-th failure of sha does, and the ops
-// that do it. Only a failure of the desired SHA, not paused already, acts:
-// so the one failure that reaches max_failures acts, and those after it
-// find the pause, or desired moved by the rollback.
+// that do it. Only a failure of the desired SHA, neither cancelled nor
+// paused already, acts: so the one failure that reaches max_failures acts,
+// and those after it find the pause, or desired moved by the rollback.
 func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps) {
-	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Pause != nil {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
 		return ActionNone, nil
 	}
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)

@@ -184,6 +184,32 @@ func TestFailureTxnChecksDesiredAsRead(t *testing.T) {
 	}
 }
 
+// A failure recorded after a CANCEL counts, but acts no more: the operator
+// took over, and neither a pause nor a rollback may change what they see.
+func TestFailureAfterCancelDoesNothingElse(t *testing.T) {
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	for _, action := range []string{"pause", "rollback"} {
+		t.Run(action, func(t *testing.T) {
+			commit(t, st, action, release(t, "v1", "pause", 1))
+			bad := commit(t, st, action, release(t, "bad", action, 1))
+			if _, err := st.Cancel(testCtx(t), action, bad, "bad image", "me"); err != nil {
+				t.Fatal(err)
+			}
+			before := read(t, st, action)
+			a, err := st.RecordFailure(testCtx(t), action, "n1", bad, "unhealthy")
+			if err != nil || a != ActionNone {
+				t.Fatalf("RecordFailure after cancel = %v, %v; want no action", a, err)
+			}
+			g := read(t, st, action)
+			if len(g.Failures) != 1 || g.Pause != nil || g.Desired.SHA != bad ||
+				g.DesiredPair.ModifyIndex != before.DesiredPair.ModifyIndex {
+				t.Fatalf("after cancel: failures %d pause %+v desired %s (index %d, was %d); want the failure recorded and nothing else",
+					len(g.Failures), g.Pause, ShortSHA(g.Desired.SHA), g.DesiredPair.ModifyIndex, before.DesiredPair.ModifyIndex)
+			}
+		})
+	}
+}
+
 // Resume clears the counter with the failures it counted: the next failure
 // is the first again.
 func TestResumeClearsTheCounter(t *testing.T) {
