@@ -119,7 +119,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 		}
 		d := Desired{SHA: g.Desired.Previous, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
 			Reason: fmt.Sprintf("rollback: %d failure(s) of %s reached max_failures", count, ShortSHA(sha))}
-		return ActionRollback, api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: g.DesiredPair.ModifyIndex}}}
+		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d)
 	}
 	return ActionNone, nil
 }

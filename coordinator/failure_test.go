@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -208,6 +209,60 @@ func TestFailureAfterCancelDoesNothingElse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A SHA committed again starts a new rollout: the pause, failures and
+// counter of its earlier one are gone in the commit's transaction, so it
+// neither starts paused nor counts old failures; a CANCEL stays.
+func TestRecommitStartsClean(t *testing.T) {
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	tests := []struct {
+		name        string
+		maxFailures int
+		again       func(t *testing.T, group, sha string) // makes sha desired again
+	}{
+		{"commit after a pause", 1, func(t *testing.T, group, _ string) { commit(t, st, group, release(t, "x", "pause", 1)) }},
+		{"commit below max_failures", 2, func(t *testing.T, group, _ string) { commit(t, st, group, release(t, "x", "pause", 2)) }},
+		{"rollback to it", 2, func(t *testing.T, group, sha string) {
+			if _, err := st.Rollback(testCtx(t), group, sha, "me"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			group := fmt.Sprintf("g%d", i)
+			x := commit(t, st, group, release(t, "x", "pause", tc.maxFailures))
+			if _, err := st.RecordFailure(testCtx(t), group, "n1", x, "unhealthy"); err != nil {
+				t.Fatal(err)
+			}
+			commit(t, st, group, release(t, "y", "pause", 1))
+			tc.again(t, group, x)
+			g := read(t, st, group)
+			if g.Desired.SHA != x || g.Pause != nil || len(g.Failures) != 0 || !g.Gate().Open || failCount(t, st, group, x) != nil {
+				t.Fatalf("x again: desired %s pause %+v failures %v gate %+v counter %+v; want a clean start",
+					ShortSHA(g.Desired.SHA), g.Pause, g.Failures, g.Gate(), failCount(t, st, group, x))
+			}
+			a, err := st.RecordFailure(testCtx(t), group, "n2", x, "unhealthy")
+			want := OnFailure(g.Spec, 1)
+			if err != nil || a != want {
+				t.Fatalf("first failure of the new rollout: %v, %v; want %v", a, err, want)
+			}
+			if c := failCount(t, st, group, x); c == nil || c.Failures != 1 {
+				t.Fatalf("counter %+v, want it to start again from 1", c)
+			}
+		})
+	}
+	t.Run("a cancel stays", func(t *testing.T) {
+		x := commit(t, st, "c", release(t, "x", "pause", 1))
+		if _, err := st.Cancel(testCtx(t), "c", x, "", "me"); err != nil {
+			t.Fatal(err)
+		}
+		commit(t, st, "c", release(t, "y", "pause", 1))
+		if _, err := st.Commit(testCtx(t), "c", release(t, "x", "pause", 1), "me", "commit"); err == nil || !strings.Contains(err.Error(), "cancelled") {
+			t.Fatalf("commit of a cancelled SHA: %v, want a refusal", err)
+		}
+	})
 }
 
 // Resume clears the counter with the failures it counted: the next failure
