@@ -114,11 +114,12 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	case ActionPause:
 		return ActionPause, g.pauseOps(k, count, reached)
 	case ActionRollback:
-		if g.Desired.Previous == "" {
-			return ActionNone, nil
+		to := g.rollbackTarget(sha)
+		if to == "" {
+			return ActionPause, g.pauseOps(k, count, reached+"; failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures")
 		}
-		d := Desired{SHA: g.Desired.Previous, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
-			Reason: fmt.Sprintf("rollback: %d failure(s) of %s reached max_failures", count, ShortSHA(sha))}
+		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
+			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
 		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d)
 	}
 	return ActionNone, nil
@@ -130,6 +131,37 @@ func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 	sha := g.Desired.SHA
 	p := Pause{SHA: sha, Failures: count, At: time.Now().UTC(), Reason: reason}
 	return lockstep.CloseOps(g.DesiredPair, k.Pause(sha), mustJSON(p))
+}
+
+// rollbackTarget is the SHA that failure_action=rollback of failing goes
+// to, or "" when there is none: the SHA desired before it if that one may
+// be gone back to, else the newest such in history. Nothing records that
+// a SHA ever converged on every node, so "may be gone back to" is what the
+// store can tell: a spec in history, not the failing SHA, with no CANCEL,
+// no pause and no failure record (a record that does not decode included).
+// The SHA desired before is preferred to a newer one in history: the fleet
+// ran it last, and a newer one was left by an operator's rollback.
+func (g *GroupState) rollbackTarget(failing string) string {
+	candidates := []string{g.Desired.Previous}
+	for i := len(g.History) - 1; i >= 0; i-- {
+		candidates = append(candidates, g.History[i].SHA)
+	}
+	for _, sha := range candidates {
+		if sha != "" && sha != failing && g.inHistory(sha) &&
+			!g.cancelledSHA[sha] && !g.pausedSHA[sha] && !g.failedSHA[sha] {
+			return sha
+		}
+	}
+	return ""
+}
+
+func (g *GroupState) inHistory(sha string) bool {
+	for i := range g.History {
+		if g.History[i].SHA == sha {
+			return true
+		}
+	}
+	return false
 }
 
 // PutNode publishes a node's state.

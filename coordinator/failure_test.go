@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 )
@@ -206,6 +208,84 @@ func TestFailureAfterCancelDoesNothingElse(t *testing.T) {
 				g.DesiredPair.ModifyIndex != before.DesiredPair.ModifyIndex {
 				t.Fatalf("after cancel: failures %d pause %+v desired %s (index %d, was %d); want the failure recorded and nothing else",
 					len(g.Failures), g.Pause, ShortSHA(g.Desired.SHA), g.DesiredPair.ModifyIndex, before.DesiredPair.ModifyIndex)
+			}
+		})
+	}
+}
+
+// failure_action=rollback goes to a SHA that may be gone back to: never
+// cancelled, paused or failed, preferring the one desired before. With
+// none, it pauses and says why.
+func TestAutomaticRollbackTarget(t *testing.T) {
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
+	type step func(t *testing.T, group string) // builds the history before the bad commit
+	commitTag := func(tag string) step {
+		return func(t *testing.T, group string) { commit(t, st, group, release(t, tag, "continue", 1)) }
+	}
+	cancel := func(t *testing.T, group string) {
+		if _, err := st.Cancel(testCtx(t), group, "", "", "me"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail := func(t *testing.T, group string) {
+		if _, err := st.RecordFailure(testCtx(t), group, "n9", read(t, st, group).Desired.SHA, "unhealthy"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pauseByHand := func(t *testing.T, group string) {
+		k, _ := st.Keys(group)
+		sha := read(t, st, group).Desired.SHA
+		b, _ := json.Marshal(Pause{SHA: sha, Reason: "by hand"})
+		if _, err := c.KV().Put(&api.KVPair{Key: k.Pause(sha), Value: b}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollbackTo := func(tag string) step {
+		return func(t *testing.T, group string) {
+			sha, _ := release(t, tag, "continue", 1).SHA()
+			if _, err := st.Rollback(testCtx(t), group, sha, "me"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  string // the tag rolled back to; "" for a pause
+	}{
+		{"the previous SHA", []step{commitTag("a"), commitTag("b")}, "b"},
+		{"past a cancelled previous", []step{commitTag("a"), commitTag("b"), cancel}, "a"},
+		{"past a failed previous", []step{commitTag("a"), commitTag("b"), fail}, "a"},
+		{"past a paused previous", []step{commitTag("a"), commitTag("b"), pauseByHand}, "a"},
+		{"the previous before newer history", []step{commitTag("a"), commitTag("b"), rollbackTo("a")}, "a"},
+		{"newest in history when previous failed", []step{commitTag("a"), commitTag("b"), commitTag("c"), fail}, "b"},
+		{"none: first commit", nil, ""},
+		{"none: only a cancelled one", []step{commitTag("a"), cancel}, ""},
+		{"none: only failed ones", []step{commitTag("a"), fail, commitTag("b"), fail}, ""},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			group := fmt.Sprintf("g%d", i)
+			for _, s := range tc.steps {
+				s(t, group)
+			}
+			bad := commit(t, st, group, release(t, "bad", "rollback", 1))
+			a, err := st.RecordFailure(testCtx(t), group, "n1", bad, "unhealthy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := read(t, st, group)
+			if tc.want == "" {
+				if a != ActionPause || g.Desired.SHA != bad || g.Pause == nil || !strings.Contains(g.Pause.Reason, "paused instead") ||
+					!strings.Contains(g.Gate().Reason, "failure_action=rollback paused instead") {
+					t.Fatalf("action %v desired %s pause %+v gate %q; want a pause that says rollback found nowhere to go", a, ShortSHA(g.Desired.SHA), g.Pause, g.Gate().Reason)
+				}
+				return
+			}
+			want, _ := release(t, tc.want, "continue", 1).SHA()
+			if a != ActionRollback || g.Desired.SHA != want || g.Desired.Previous != bad || g.Pause != nil {
+				t.Fatalf("action %v desired %+v pause %+v; want a rollback to %s", a, g.Desired, g.Pause, tc.want)
 			}
 		})
 	}

@@ -29,7 +29,11 @@ type GroupState struct {
 	Holders      *lockstep.Holders
 	Problems     []string
 	cancelledSHA map[string]bool
-	byKey        map[string]*api.KVPair
+	// pausedSHA and failedSHA name every SHA with a pause record or a
+	// failure record, readable or not: rollbackTarget passes them over.
+	pausedSHA map[string]bool
+	failedSHA map[string]bool
+	byKey     map[string]*api.KVPair
 }
 
 // Read lists the group's tree once and decodes it.
@@ -57,7 +61,8 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 // Parse builds a GroupState from the pairs of a group's tree.
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	byKey := map[string]*api.KVPair{}
-	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{}, byKey: byKey}
+	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{},
+		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, byKey: byKey}
 	for _, p := range pairs {
 		byKey[p.Key] = p
 		g.parsePair(k, p)
@@ -111,6 +116,11 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		}
 	case strings.HasPrefix(rel, "cancel/"):
 		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
+	case strings.HasPrefix(rel, "pause/"):
+		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
+	case strings.HasPrefix(rel, "failures/"):
+		sha, _, _ := strings.Cut(strings.TrimPrefix(rel, "failures/"), "/")
+		g.failedSHA[sha] = true
 	}
 }
 
