@@ -83,6 +83,9 @@ type Agent struct {
 	sess *lockstep.Session
 	// consulRetry paces reads of the group while Consul is unreachable.
 	consulRetry backoff
+	// stopping is Run's context's Done: retries that outlive a step's own
+	// context (recordFailure) end with it.
+	stopping <-chan struct{}
 	// problems is what was last logged of the group state's problems, so
 	// that each distinct set is logged once, not on every look.
 	problems string
@@ -125,6 +128,7 @@ func New(cfg Config) (*Agent, error) {
 // finished or undone first, within a bounded grace, and its slot released.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
+	a.stopping = ctx.Done()
 	hctx, stopHealth := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if a.cfg.HealthURL == "" {

@@ -355,7 +355,7 @@ func (a *Agent) failed(ctx context.Context, gs *coordinator.GroupState, obs Obse
 		return "aborted"
 	}
 	a.log.Error("replacement failed", "error", err, "restored", !verifyOnly)
-	action, rerr := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, a.cfg.Node, sha, err.Error())
+	action, rerr := a.recordFailure(ctx, sha, err.Error())
 	if rerr != nil {
 		a.log.Error("cannot record the failure", "error", rerr)
 	}

@@ -1,9 +1,11 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -361,5 +363,29 @@ func TestResumeClearsTheCounter(t *testing.T) {
 	}
 	if a, err := st.RecordFailure(testCtx(t), "web", "n2", x, "unhealthy"); err != nil || a != ActionPause {
 		t.Fatalf("first failure after resume: %v, %v; want a pause again", a, err)
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unreachable", &UnreachableError{Addr: "http://127.0.0.1:8500", Err: errors.New("connection refused")}, true},
+		{"unreachable, wrapped", fmt.Errorf("read: %w", &UnreachableError{Err: &url.Error{Op: "Get", Err: context.DeadlineExceeded}}), true},
+		{"no leader", fmt.Errorf("consul: %w", api.StatusError{Code: 500, Body: "No cluster leader"}), true},
+		{"rate limited", fmt.Errorf("consul: %w", api.StatusError{Code: 429}), true},
+		{"lost every race", ErrConflict, true},
+		{"denied", fmt.Errorf("consul: %w", api.StatusError{Code: 403, Body: "Permission denied"}), false},
+		{"bad request", fmt.Errorf("consul: %w", api.StatusError{Code: 400}), false},
+		{"a bad record", errors.New("desired: not a valid record"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsTransient(tc.err); got != tc.want {
+				t.Fatalf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }
