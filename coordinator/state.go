@@ -33,7 +33,9 @@ type GroupState struct {
 	// failure record, readable or not: rollbackTarget passes them over.
 	pausedSHA map[string]bool
 	failedSHA map[string]bool
-	byKey     map[string]*api.KVPair
+	// byKey is every pair read, for the records of a SHA other than the
+	// desired one: the failure counter, the failures a failure counts on.
+	byKey map[string]*api.KVPair
 }
 
 // Read lists the group's tree once and decodes it.
