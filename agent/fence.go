@@ -107,6 +107,11 @@ func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
 			a.unrecorded = nil
 			return nil
 		}
+		if !coordinator.IsTransient(err) {
+			a.log.Error("cannot record the failure", "error", err)
+			a.unrecorded = nil
+			return err
+		}
 		a.cfg.Metrics.ConsulError()
 		d := b.next()
 		if ctx.Err() != nil || time.Until(deadlineOf(ctx)) < d {

@@ -64,3 +64,20 @@ func rootCause(err error) error {
 }
 
 func isDenied(what string) bool { return strings.Contains(strings.ToLower(what), "permission denied") }
+
+// IsTransient reports whether err may go away if the same call is made
+// again: Consul out of reach, Consul answering that it cannot serve now (a
+// 5xx, such as no cluster leader, or 429), or ErrConflict, writers that kept
+// winning the race. Anything else, a denial or a record that does not
+// decode, is an answer that a retry would get again.
+func IsTransient(err error) bool {
+	var unreachable *UnreachableError
+	var status api.StatusError
+	switch {
+	case errors.As(err, &unreachable), errors.Is(err, ErrConflict):
+		return true
+	case errors.As(err, &status):
+		return status.Code >= 500 || status.Code == 429
+	}
+	return false
+}

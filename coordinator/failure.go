@@ -9,39 +9,87 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
+// failureAttempts bounds RecordFailure's tries. A try fails its CAS only
+// when another writer's transaction went through (another failure, a
+// commit, a cancel), so N failures recorded at once need at most N tries.
+const failureAttempts = 64
+
 // RecordFailure records node's failure to reach sha and applies the spec's
-// failure_action in the same transaction: at max_failures, pause closes the
-// gate for sha, and rollback makes the previous SHA desired. It returns the
-// action taken. The pause and the rollback are CAS-ed on desired, so if
-// desired moved meanwhile, only the failure is recorded.
+// failure_action in the same transaction, and returns the action taken.
+//
+// Every failure write CASes sha's failure counter (Keys.FailCount), so two
+// failures recorded at once are counted one after the other, never both
+// from the same read: of N concurrent failures, exactly the one whose count
+// reaches max_failures pauses or rolls back. A node's failure counts once,
+// however often it is written. The pause and the rollback are also CAS-ed
+// on desired, so if desired moved meanwhile, the failure is counted again
+// against what desired is now. After a CANCEL of sha, the failure is
+// recorded and nothing else is done: the operator has taken over.
 func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
 	}
 	f := Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}
-	record := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Failure(sha, node), Value: mustJSON(f)}}
-	for i := 0; i < casAttempts; i++ {
+	for range failureAttempts {
 		gs, err := s.Read(ctx, group, nil)
 		if err != nil {
 			return ActionNone, err
 		}
-		if gs.Desired == nil || gs.Desired.SHA != sha || gs.Spec == nil {
-			_, _, err := s.txn(ctx, api.TxnOps{record})
-			return ActionNone, err
-		}
-		count := len(gs.Failures)
-		if !hasFailure(gs.Failures, node) {
-			count++
-		}
-		action := OnFailure(gs.Spec, count)
-		ops := append(s.failureOps(k, gs, action, count), record)
+		ops, action := gs.failureTxn(k, f)
 		_, conflict, err := s.txn(ctx, ops)
-		if err == nil || !conflict {
-			return action, err
+		switch {
+		case err == nil:
+			return action, nil
+		case !conflict:
+			return ActionNone, err
 		}
 	}
 	return ActionNone, ErrConflict
+}
+
+// failureTxn is the transaction that records f against g, read at one
+// index, and the action it applies.
+func (g *GroupState) failureTxn(k Keys, f Failure) (api.TxnOps, Action) {
+	recorded := g.failuresOf(k, f.SHA, func(err error) bool { return err == nil })
+	count := len(recorded)
+	if !hasFailure(recorded, f.Node) {
+		count++
+	}
+	ops := api.TxnOps{
+		g.desiredCheckOp(k),
+		g.failCountOp(k, f.SHA, count),
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Failure(f.SHA, f.Node), Value: mustJSON(f)}},
+	}
+	action, more := g.failureAction(k, f.SHA, count)
+	return append(ops, more...), action
+}
+
+// desiredCheckOp checks that desired is still as read, without touching
+// it: the action was decided on it, no action included. A read that a
+// Consul server answered from a state older than its log (just after a
+// restart, say) fails it and is made again, rather than record a failure
+// of the desired SHA as one of a SHA no longer desired.
+func (g *GroupState) desiredCheckOp(k Keys) *api.TxnOp {
+	if g.DesiredPair == nil {
+		return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Desired()}}
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.Desired(), Index: g.DesiredPair.ModifyIndex}}
+}
+
+// failCountOp writes sha's counter, CAS-ed at the index read (or only if
+// it is absent), which every failure write moves.
+func (g *GroupState) failCountOp(k Keys, sha string, count int) *api.TxnOp {
+	c := FailCount{SHA: sha, Failures: count, Writes: 1, At: time.Now().UTC()}
+	var index uint64
+	if p := g.byKey[k.FailCount(sha)]; p != nil {
+		index = p.ModifyIndex
+		var old FailCount
+		if decode(p.Key, p.Value, &old) == nil {
+			c.Writes = old.Writes + 1
+		}
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.FailCount(sha), Value: mustJSON(c), Index: index}}
 }
 
 func hasFailure(fs []Failure, node string) bool {
@@ -53,19 +101,67 @@ func hasFailure(fs []Failure, node string) bool {
 	return false
 }
 
-func (s *Store) failureOps(k Keys, gs *GroupState, action Action, count int) api.TxnOps {
-	sha := gs.Desired.SHA
-	switch {
-	case action == ActionPause && gs.Pause == nil:
-		p := Pause{SHA: sha, Failures: count, At: time.Now().UTC(),
-			Reason: fmt.Sprintf("%d failure(s) reached max_failures=%d", count, gs.Spec.Update.MaxFailures)}
-		return lockstep.CloseOps(gs.DesiredPair, k.Pause(sha), mustJSON(p))
-	case action == ActionRollback && gs.Desired.Previous != "":
-		d := Desired{SHA: gs.Desired.Previous, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
-			Reason: fmt.Sprintf("rollback: %d failure(s) of %s reached max_failures", count, ShortSHA(sha))}
-		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: gs.DesiredPair.ModifyIndex}}}
+// failureAction decides what the count-th failure of sha does, and the ops
+// that do it. Only a failure of the desired SHA, neither cancelled nor
+// paused already, acts: so the one failure that reaches max_failures acts,
+// and those after it find the pause, or desired moved by the rollback.
+func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps) {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
+		return ActionNone, nil
 	}
-	return nil
+	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
+	switch OnFailure(g.Spec, count) {
+	case ActionPause:
+		return ActionPause, g.pauseOps(k, count, reached)
+	case ActionRollback:
+		to := g.rollbackTarget(sha)
+		if to == "" {
+			return ActionPause, g.pauseOps(k, count, reached+"; failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures")
+		}
+		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
+			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
+		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d)
+	}
+	return ActionNone, nil
+}
+
+// pauseOps write the pause record of the desired SHA and touch desired,
+// which closes every open gate for it and wakes the waiters.
+func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
+	sha := g.Desired.SHA
+	p := Pause{SHA: sha, Failures: count, At: time.Now().UTC(), Reason: reason}
+	return lockstep.CloseOps(g.DesiredPair, k.Pause(sha), mustJSON(p))
+}
+
+// rollbackTarget is the SHA that failure_action=rollback of failing goes
+// to, or "" when there is none: the SHA desired before it if that one may
+// be gone back to, else the newest such in history. Nothing records that
+// a SHA ever converged on every node, so "may be gone back to" is what the
+// store can tell: a spec in history, not the failing SHA, with no CANCEL,
+// no pause and no failure record (a record that does not decode included).
+// The SHA desired before is preferred to a newer one in history: the fleet
+// ran it last, and a newer one was left by an operator's rollback.
+func (g *GroupState) rollbackTarget(failing string) string {
+	candidates := []string{g.Desired.Previous}
+	for i := len(g.History) - 1; i >= 0; i-- {
+		candidates = append(candidates, g.History[i].SHA)
+	}
+	for _, sha := range candidates {
+		if sha != "" && sha != failing && g.inHistory(sha) &&
+			!g.cancelledSHA[sha] && !g.pausedSHA[sha] && !g.failedSHA[sha] {
+			return sha
+		}
+	}
+	return ""
+}
+
+func (g *GroupState) inHistory(sha string) bool {
+	for i := range g.History {
+		if g.History[i].SHA == sha {
+			return true
+		}
+	}
+	return false
 }
 
 // PutNode publishes a node's state.

@@ -52,6 +52,11 @@ func (k Keys) Failure(sha, node string) string { return k.root + "failures/" + s
 // FailuresPrefix lists the failures for sha.
 func (k Keys) FailuresPrefix(sha string) string { return k.root + "failures/" + sha + "/" }
 
+// FailCount is sha's failure counter, which every failure write CASes so
+// that concurrent failures are counted one after another. It lives outside
+// failures/ so that the listing of failures/<sha>/ holds node records only.
+func (k Keys) FailCount(sha string) string { return k.root + "failcount/" + sha }
+
 // Node holds one node's published state.
 func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 

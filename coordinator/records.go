@@ -88,6 +88,19 @@ type Failure struct {
 	At    time.Time `json:"at"`
 }
 
+// FailCount is the value of failcount/<sha>. Every failure write for sha
+// CASes it, so two failures recorded at once cannot both count from the
+// same read.
+type FailCount struct {
+	SHA      string `json:"sha"`
+	Failures int    `json:"failures"` // nodes whose failure of sha is recorded
+	// Writes counts failure writes, a node's repeat included. It makes
+	// each write change the value: Consul skips a write of an unchanged
+	// value, and its index would not move for the next CAS to see.
+	Writes uint64    `json:"writes"`
+	At     time.Time `json:"at"`
+}
+
 // NodeState is what an agent publishes about its node.
 type NodeState struct {
 	Node    string    `json:"node"`
@@ -145,9 +158,10 @@ func (h *HistoryEntry) check() error {
 	return nil
 }
 
-func (c *Cancel) check() error  { return checkSHA("sha", c.SHA, false) }
-func (p *Pause) check() error   { return checkSHA("sha", p.SHA, false) }
-func (f *Failure) check() error { return checkSHA("sha", f.SHA, false) }
+func (c *Cancel) check() error    { return checkSHA("sha", c.SHA, false) }
+func (p *Pause) check() error     { return checkSHA("sha", p.SHA, false) }
+func (f *Failure) check() error   { return checkSHA("sha", f.SHA, false) }
+func (c *FailCount) check() error { return checkSHA("sha", c.SHA, false) }
 
 func (n *NodeState) check() error {
 	if err := hashspec.ValidateName(n.Node); err != nil {

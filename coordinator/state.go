@@ -32,6 +32,13 @@ type GroupState struct {
 	Unavailable  []string
 	Problems     []string
 	cancelledSHA map[string]bool
+	// pausedSHA and failedSHA name every SHA with a pause record or a
+	// failure record, readable or not: rollbackTarget passes them over.
+	pausedSHA map[string]bool
+	failedSHA map[string]bool
+	// byKey is every pair read, for the records of a SHA other than the
+	// desired one: the failure counter, the failures a failure counts on.
+	byKey map[string]*api.KVPair
 }
 
 // Read lists the group's tree once and decodes it.
@@ -58,8 +65,9 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 
 // Parse builds a GroupState from the pairs of a group's tree.
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
-	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{}}
 	byKey := map[string]*api.KVPair{}
+	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{},
+		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, byKey: byKey}
 	for _, p := range pairs {
 		byKey[p.Key] = p
 		g.parsePair(k, p)
@@ -113,6 +121,11 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		}
 	case strings.HasPrefix(rel, "cancel/"):
 		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
+	case strings.HasPrefix(rel, "pause/"):
+		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
+	case strings.HasPrefix(rel, "failures/"):
+		sha, _, _ := strings.Cut(strings.TrimPrefix(rel, "failures/"), "/")
+		g.failedSHA[sha] = true
 	}
 }
 
@@ -147,16 +160,24 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		}
 		g.Pause = &ps
 	}
+	g.Failures = g.failuresOf(k, sha, g.note)
+}
+
+// failuresOf decodes the failure records of sha, sorted by node; note is
+// told of each record that does not decode, which is left out.
+func (g *GroupState) failuresOf(k Keys, sha string, note func(error) bool) []Failure {
+	var fs []Failure
 	prefix := k.FailuresPrefix(sha)
-	for key, p := range byKey {
+	for key, p := range g.byKey {
 		if strings.HasPrefix(key, prefix) {
 			var f Failure
-			if g.note(decode(p.Key, p.Value, &f)) {
-				g.Failures = append(g.Failures, f)
+			if note(decode(p.Key, p.Value, &f)) {
+				fs = append(fs, f)
 			}
 		}
 	}
-	sort.Slice(g.Failures, func(i, j int) bool { return g.Failures[i].Node < g.Failures[j].Node })
+	sort.Slice(fs, func(i, j int) bool { return fs[i].Node < fs[j].Node })
+	return fs
 }
 
 // DesiredUnreadable reports whether the desired key exists but does not

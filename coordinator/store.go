@@ -124,13 +124,8 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	if err != nil {
 		return nil, err
 	}
-	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
-		return nil, err
-	} else if cancelled {
-		return nil, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", ShortSHA(sha), group)
-	}
 	for i := 0; i < casAttempts; i++ {
-		res, conflict, err := s.commitOnce(ctx, k, sha, canon, author, reason)
+		res, conflict, err := s.commitOnce(ctx, k, group, sha, canon, author, reason)
 		if err == nil || !conflict {
 			return res, err
 		}
@@ -138,7 +133,12 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	return nil, ErrConflict
 }
 
-func (s *Store) commitOnce(ctx context.Context, k Keys, sha string, canon []byte, author, reason string) (*CommitResult, bool, error) {
+func (s *Store) commitOnce(ctx context.Context, k Keys, group, sha string, canon []byte, author, reason string) (*CommitResult, bool, error) {
+	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
+		return nil, false, err
+	} else if cancelled {
+		return nil, false, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", ShortSHA(sha), group)
+	}
 	cur, pair, err := s.readDesired(ctx, k)
 	if err != nil && pair == nil {
 		return nil, false, err
@@ -157,7 +157,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, sha string, canon []byte
 	}
 	now := time.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: author, Reason: reason}
-	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: index}}}
+	ops := desiredOps(k, index, d)
 	if known, err := s.exists(ctx, k.History(sha)); err != nil {
 		return nil, false, err
 	} else if !known {
@@ -168,6 +168,28 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, sha string, canon []byte
 		return nil, conflict, err
 	}
 	return res, false, nil
+}
+
+// desiredOps make d desired, CAS-ed on desired at index (0: only if there
+// is none), for every writer of desired: commit, rollback, and an agent's
+// failure_action=rollback. In the same transaction they
+//   - check that d.SHA has no CANCEL: a cancel holds until a new spec is
+//     committed, and no rollback, by hand or automatic, brings its SHA
+//     back. A CANCEL landing meanwhile fails the check, which the caller
+//     retries and then refuses on reading it;
+//   - delete d.SHA's pause, failure records and failure counter, which
+//     belong to an earlier rollout of it: a SHA committed again starts
+//     neither paused nor with failures already counted. A failure write
+//     for it in between fails its CAS on the counter and is counted again,
+//     in the new rollout.
+func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
+	return api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: index}},
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(d.SHA)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(d.SHA)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(d.SHA)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(d.SHA)}},
+	}
 }
 
 // CancelResult says what Cancel did.

@@ -9,8 +9,8 @@ import (
 )
 
 // Resume lifts the failure pause of the desired SHA: it deletes the pause
-// record and the failures counted towards it, and wakes every waiter. A
-// CANCEL is not lifted: that takes a new commit.
+// record, the failures counted towards it and their counter, and wakes
+// every waiter. A CANCEL is not lifted: that takes a new commit.
 func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -33,7 +33,8 @@ func (s *Store) Resume(ctx context.Context, group string) (sha string, err error
 		}
 		ops := append(lockstep.TouchOps(st.DesiredPair),
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}})
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil || !conflict {
 			return sha, err

@@ -1,7 +1,8 @@
 # Minimal Consul ACL policy for rollagent (tested in cmd/rollagent/acl_test.go).
 #
 # For an agent (`rollagent run`) on a node:
-#   - its group's state in KV (read desired/history, write nodes/, slot/, failures/, pause/),
+#   - its group's state in KV (read desired/history, write nodes/, slot/, failures/,
+#     failcount/, pause/, and desired for failure_action=rollback),
 #   - a session for its slot, bound to checks on its node,
 #   - its service rollagent-<group>, with the workload health check and the
 #     TTL check its session is bound to (service write covers both),
