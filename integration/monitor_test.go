@@ -2,11 +2,13 @@ package integration
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -17,53 +19,52 @@ func (c *cluster) workloads(group string) map[string]workload {
 	return fleettest.Workloads(c.t, c.docker, group)
 }
 
+// slot is the lockstep prefix of group, as the agents name it.
+func (c *cluster) slot(group string) string {
+	k, err := coordinator.NewKeys("", group)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return k.Slot()
+}
+
 // monitor samples every group's workloads and slot holders every 200ms and
-// keeps the worst: the invariant is at most K down and at most K holding.
+// keeps the worst: the invariant is at most K down and at most K holding,
+// counting every node of the group, a dead one too. Nothing is left out:
+// a node that died mid-replacement is down because of the rollout, and the
+// rollout must not take a second one down beside it.
 type monitor struct {
 	c       *cluster
+	slots   map[string]string // group -> slot prefix, computed once
 	mu      sync.Mutex
 	samples int
 	down    map[string]int
 	holders map[string]int
-	// excluded nodes are dead on purpose: a holder killed mid-step leaves
-	// its own node down until it is back, which no slot can prevent.
-	excluded map[string]bool
-	stop     chan struct{}
-	done     chan struct{}
+	worst   map[string]string // group -> the first sample with the most down
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func (c *cluster) monitor() *monitor {
-	m := &monitor{c: c, down: map[string]int{}, holders: map[string]int{}, excluded: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+	m := &monitor{c: c, slots: map[string]string{}, down: map[string]int{}, holders: map[string]int{},
+		worst: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	for _, g := range c.nodes {
+		m.slots[g] = c.slot(g)
+	}
 	go m.loop()
 	return m
 }
 
 func (m *monitor) loop() {
 	defer close(m.done)
+	start := time.Now()
 	groups := map[string][]string{}
 	for n, g := range m.c.nodes {
 		groups[g] = append(groups[g], n)
 	}
 	for {
 		for g, ns := range groups {
-			ws := m.c.workloads(g)
-			down := 0
-			m.mu.Lock()
-			for _, n := range ns {
-				if !ws[n].Healthy && !m.excluded[n] {
-					down++
-				}
-			}
-			m.mu.Unlock()
-			held := -1
-			if h, err := lockstep.ReadHolders(m.c.api(), "rollagent/groups/"+g+"/slot/", nil); err == nil {
-				held = len(h.Holding)
-			}
-			m.mu.Lock()
-			m.down[g] = max(m.down[g], down)
-			m.holders[g] = max(m.holders[g], held)
-			m.mu.Unlock()
+			m.sample(g, ns, time.Since(start))
 		}
 		m.mu.Lock()
 		m.samples++
@@ -76,11 +77,31 @@ func (m *monitor) loop() {
 	}
 }
 
-// exclude leaves node out of the down count until include.
-func (m *monitor) exclude(node string, out bool) {
+// sample counts g's nodes whose workload Docker does not see healthy under
+// its managed name, absent ones included.
+func (m *monitor) sample(g string, ns []string, at time.Duration) {
+	ws, err := fleettest.ListWorkloads(m.c.docker, g)
+	if err != nil {
+		return // Docker itself failing is not the rollout's doing; the next sample counts
+	}
+	var down []string
+	for _, n := range ns {
+		if !ws[n].Healthy {
+			down = append(down, n)
+		}
+	}
+	sort.Strings(down)
+	held := -1
+	if h, err := lockstep.ReadHolders(m.c.api(), m.slots[g], nil); err == nil {
+		held = len(h.Holding)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.excluded[node] = out
+	if len(down) > m.down[g] {
+		m.worst[g] = fmt.Sprintf("at +%s: %v down", at.Round(100*time.Millisecond), down)
+	}
+	m.down[g] = max(m.down[g], len(down))
+	m.holders[g] = max(m.holders[g], held)
 }
 
 // finish stops sampling, prints the counts and checks them against k.
@@ -95,7 +116,7 @@ func (m *monitor) finish(t *testing.T, k int) {
 	t.Logf("invariant monitor: %d samples; %s (K=%d)", m.samples, strings.Join(parts, "; "), k)
 	for g := range m.down {
 		if m.down[g] > k || m.holders[g] > k {
-			t.Errorf("group %s: %d down and %d holders at worst, K=%d", g, m.down[g], m.holders[g], k)
+			t.Errorf("group %s: %d down and %d holders at worst (first worst sample %s), K=%d", g, m.down[g], m.holders[g], m.worst[g], k)
 		}
 	}
 }
