@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,45 @@ type workload = fleettest.Workload
 
 func (c *cluster) workloads(group string) map[string]workload {
 	return fleettest.Workloads(c.t, c.docker, group)
+}
+
+// upTracker tells a node taken down from a health probe that timed out:
+// on a loaded machine (2 cores shared with other test runs) Docker marks
+// long-running containers unhealthy now and then, all at once, with no
+// rollout in sight. A node is down when the container under its managed
+// name is absent, not running, or has not been seen healthy since it last
+// started; a container seen healthy that keeps running counts as up
+// through a failed probe. Every way a rollout takes a node down (stop,
+// rename, a new container, a restored one started again) and a killed
+// workload stay down by this rule until Docker says healthy.
+type upTracker struct {
+	healthy map[string]bool // container ID -> seen healthy since it last ran
+}
+
+func newUpTracker() *upTracker { return &upTracker{healthy: map[string]bool{}} }
+
+// down returns the nodes of nodes that are down in ws, and why.
+func (u *upTracker) down(ws map[string]workload, nodes []string) (down, why []string) {
+	for _, w := range ws {
+		for _, id := range w.IDs {
+			if !contains(w.Running, id) {
+				delete(u.healthy, id)
+			}
+		}
+	}
+	for _, n := range nodes {
+		w := ws[n]
+		if w.Healthy {
+			u.healthy[w.Managed] = true
+			continue
+		}
+		if w.Managed != "" && contains(w.Running, w.Managed) && u.healthy[w.Managed] {
+			continue // a failed probe of a container that was healthy and never stopped
+		}
+		down = append(down, n)
+		why = append(why, fmt.Sprintf("%s %q", n, w.Status))
+	}
+	return down, why
 }
 
 // slot is the lockstep prefix of group, as the agents name it.
@@ -41,13 +79,14 @@ type monitor struct {
 	down    map[string]int
 	holders map[string]int
 	worst   map[string]string // group -> the first sample with the most down
+	up      *upTracker
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 func (c *cluster) monitor() *monitor {
 	m := &monitor{c: c, slots: map[string]string{}, down: map[string]int{}, holders: map[string]int{},
-		worst: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+		worst: map[string]string{}, up: newUpTracker(), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, g := range c.nodes {
 		m.slots[g] = c.slot(g)
 	}
@@ -84,13 +123,7 @@ func (m *monitor) sample(g string, ns []string, at time.Duration) {
 	if err != nil {
 		return // Docker itself failing is not the rollout's doing; the next sample counts
 	}
-	var down []string
-	for _, n := range ns {
-		if !ws[n].Healthy {
-			down = append(down, n)
-		}
-	}
-	sort.Strings(down)
+	down, why := m.up.down(ws, ns)
 	held := -1
 	if h, err := lockstep.ReadHolders(m.c.api(), m.slots[g], nil); err == nil {
 		held = len(h.Holding)
@@ -98,7 +131,7 @@ func (m *monitor) sample(g string, ns []string, at time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(down) > m.down[g] {
-		m.worst[g] = fmt.Sprintf("at +%s: %v down", at.Round(100*time.Millisecond), down)
+		m.worst[g] = fmt.Sprintf("at +%s: %v down: %s", at.Round(100*time.Millisecond), down, strings.Join(why, "; "))
 	}
 	m.down[g] = max(m.down[g], len(down))
 	m.holders[g] = max(m.holders[g], held)

@@ -26,6 +26,7 @@ type checker struct {
 	prevDown map[string]string
 	prevGate map[string]string
 	windows  map[string]*window
+	up       *upTracker
 	count    int
 	once     sync.Once
 	quit     chan struct{}
@@ -42,7 +43,7 @@ type window struct {
 
 func (n *nemesis) check() *checker {
 	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, windows: map[string]*window{},
-		quit: make(chan struct{}), done: make(chan struct{})}
+		up: newUpTracker(), quit: make(chan struct{}), done: make(chan struct{})}
 	go ck.loop()
 	return ck
 }
@@ -98,20 +99,21 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 			holding[e.Name] = true
 		}
 	}
-	var down, idle, grand []string
+	down, _ := ck.up.down(ws, ck.n.nodesOf(g))
+	var idle, grand []string
 	f := ck.n.f
 	f.mu.Lock()
 	for _, nd := range ck.n.nodesOf(g) {
-		if f.idle[nd] == "revived" && (ws[nd].Healthy || holding[nd]) {
+		up := !contains(down, nd)
+		if f.idle[nd] == "revived" && (up || holding[nd]) {
 			delete(f.idle, nd)
 		}
-		if f.grand[nd] && ws[nd].Healthy && !holding[nd] {
+		if f.grand[nd] && up && !holding[nd] {
 			delete(f.grand, nd)
 		}
-		if ws[nd].Healthy {
+		if up {
 			continue
 		}
-		down = append(down, nd)
 		switch {
 		case f.idle[nd] != "":
 			idle = append(idle, nd)
@@ -161,7 +163,11 @@ func (ck *checker) checkCancel(g string, ws map[string]workload, gs *coordinator
 	if w == nil {
 		return
 	}
-	for nd, wl := range ws {
+	for _, nd := range ck.n.nodesOf(g) {
+		wl := ws[nd]
+		if w.ids[nd] == nil {
+			w.ids[nd] = map[string]bool{}
+		}
 		for _, id := range wl.IDs {
 			switch {
 			case w.ids[nd][id]:

@@ -117,7 +117,7 @@ func (n *nemesis) agent(node string, kill bool) error {
 }
 
 // killNode kills a whole node. It counts as the nemesis' own (N) only if
-// it was in no rollout step: healthy, one container, not holding the
+// it was in no rollout step: one container, running, not holding the
 // slot, its record not replacing or verifying. Otherwise it is a holder
 // dead mid-replacement, which the rollout answers for.
 func (n *nemesis) killNode(node string) error {
@@ -150,11 +150,15 @@ func (n *nemesis) stepping(group, node string) (bool, []string) {
 	if err != nil {
 		return true, nil
 	}
-	in := map[string]bool{}
+	// in: a step shows in Docker as two containers or none running under
+	// the managed name. A running container that failed a probe is not in
+	// one (see upTracker), but for the others, which only widen G, it is.
+	in, others := map[string]bool{}, map[string]bool{}
 	for nd, w := range ws {
-		if !w.Healthy || len(w.IDs) > 1 {
+		if len(w.IDs) > 1 || w.Managed == "" || !contains(w.Running, w.Managed) {
 			in[nd] = true
 		}
+		others[nd] = !w.Healthy
 	}
 	for _, e := range gs.Holders.Holding {
 		in[e.Name] = true
@@ -164,15 +168,15 @@ func (n *nemesis) stepping(group, node string) (bool, []string) {
 			in[ns.Node] = true
 		}
 	}
-	var others []string
-	for nd := range in {
-		if nd != node && n.c.nodes[nd] == group {
-			others = append(others, nd)
+	var list []string
+	for nd := range n.c.nodes {
+		if nd != node && n.c.nodes[nd] == group && (in[nd] || others[nd]) {
+			list = append(list, nd)
 		}
 	}
-	sort.Strings(others)
+	sort.Strings(list)
 	_, present := ws[node]
-	return in[node] || !present, others
+	return in[node] || !present, list
 }
 
 func (n *nemesis) reviveNode(node string) error {

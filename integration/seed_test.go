@@ -163,10 +163,11 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 			others = append(others, n)
 		}
 	}
-	before := c.workloads(group)
+	before, up := c.workloads(group), newUpTracker()
+	up.down(before, others)
 	start, first := time.Now(), ""
 	fleettest.Poll(d, func() bool {
-		if msg := c.othersMoved(group, victim, others, before); msg != "" && first == "" {
+		if msg := c.othersMoved(group, victim, others, before, up); msg != "" && first == "" {
 			first = fmt.Sprintf("+%s: %s", time.Since(start).Round(100*time.Millisecond), msg)
 		}
 		return done()
@@ -174,7 +175,7 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 	return first
 }
 
-func (c *cluster) othersMoved(group, victim string, others []string, before map[string]workload) string {
+func (c *cluster) othersMoved(group, victim string, others []string, before map[string]workload, up *upTracker) string {
 	if h, err := lockstep.ReadHolders(c.api(), c.slot(group), nil); err == nil {
 		for _, e := range h.Holding {
 			if e.Name != victim {
@@ -190,9 +191,9 @@ func (c *cluster) othersMoved(group, victim string, others []string, before map[
 		if !reflect.DeepEqual(ws[n].IDs, before[n].IDs) {
 			return fmt.Sprintf("%s's containers changed: %.12v -> %.12v", n, before[n].IDs, ws[n].IDs)
 		}
-		if !ws[n].Healthy {
-			return n + "'s workload is not healthy"
-		}
+	}
+	if down, why := up.down(ws, others); len(down) > 0 {
+		return fmt.Sprintf("down: %s", strings.Join(why, "; "))
 	}
 	return ""
 }

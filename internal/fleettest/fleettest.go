@@ -93,6 +93,8 @@ type Workload struct {
 	IDs     []string
 	Running []string // IDs of the containers that run now
 	Healthy bool     // the container under the managed name runs and is healthy
+	Managed string   // ID of the container under the managed name, or ""
+	Status  []string // each container's name and Docker status, to say why it is not
 }
 
 // Workloads lists the managed containers of group that this test run made,
@@ -125,8 +127,12 @@ func ListWorkloads(cli *client.Client, group string) (map[string]Workload, error
 		if c.State == "running" {
 			w.Running = append(w.Running, c.ID)
 		}
-		if c.State == "running" && strings.Contains(c.Status, "(healthy)") && len(c.Names) > 0 &&
-			c.Names[0] == "/rollagent-"+group+"-"+n {
+		w.Status = append(w.Status, strings.Join(c.Names, ",")+": "+c.Status)
+		managed := len(c.Names) > 0 && c.Names[0] == "/rollagent-"+group+"-"+n
+		if managed {
+			w.Managed = c.ID
+		}
+		if managed && c.State == "running" && strings.Contains(c.Status, "(healthy)") {
 			w.Healthy = true
 		}
 		out[n] = w
