@@ -10,6 +10,7 @@ import (
 
 func (c *cluster) leaderKilled(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v3", "pause")
 	c.holder(mgrs, "", time.Minute)
 	leader := c.leader()
@@ -22,7 +23,6 @@ func (c *cluster) leaderKilled(t *testing.T) {
 		peers, err := c.api().Status().Peers()
 		return err == nil && len(peers) == 3
 	})
-	mon.finish(t, 1)
 }
 
 // partitioned cuts the holder off mid-replacement. Its slot stays its own:
@@ -31,6 +31,7 @@ func (c *cluster) leaderKilled(t *testing.T) {
 // counts in the down count all along.
 func (c *cluster) partitioned(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(wkrs, "v3", "pause")
 	victim := c.midStep(wkrs, time.Minute)
 	ip := c.partition(victim)
@@ -42,11 +43,11 @@ func (c *cluster) partitioned(t *testing.T) {
 	t.Logf("partitioned %s mid-replacement for %s, then healed", victim, time.Since(cut).Round(100*time.Millisecond))
 	d := c.waitConverged(wkrs, workers, sha, 4*time.Minute)
 	t.Logf("all workers converged %s after the partition healed", d.Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }
 
 func (c *cluster) cancelDurable(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v4", "pause")
 	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
@@ -86,7 +87,6 @@ func (c *cluster) cancelDurable(t *testing.T) {
 	next := c.commit(mgrs, "v5", "pause")
 	d := c.waitConverged(mgrs, managers, next, 3*time.Minute)
 	t.Logf("a new commit after the cancel rolled in %s", d.Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }
 
 // restartEverything kills and starts every agent and every server.
@@ -107,6 +107,7 @@ func (c *cluster) restartEverything() {
 
 func (c *cluster) badRelease(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	good := c.state(wkrs).Desired.SHA
 	bad := c.commit(wkrs, "bad", "pause")
 	c.waitFor(2*time.Minute, "the workers to pause", func() bool {
@@ -122,15 +123,14 @@ func (c *cluster) badRelease(t *testing.T) {
 	c.waitFor(3*time.Minute, "managers rolled back", func() bool {
 		return c.state(mgrs).Desired.SHA == prev && c.converged(mgrs, managers, prev)
 	})
-	mon.finish(t, 1)
 }
 
 func (c *cluster) twoGroups(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v6", "pause"), c.commit(wkrs, "v6", "pause")
 	c.waitConverged(mgrs, managers, ms, 3*time.Minute)
 	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
 	t.Logf("both groups on v6 %s after the commits", time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }

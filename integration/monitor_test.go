@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,7 @@ func (c *cluster) workloads(group string) map[string]workload {
 
 // upTracker tells a node taken down from a health probe that timed out:
 // on a loaded machine (2 cores shared with other test runs) Docker marks
-// long-running containers unhealthy now and then, all at once, with no
+// long-running containers unhealthy now and then, several at once, with no
 // rollout in sight. A node is down when the container under its managed
 // name is absent, not running, or has not been seen healthy since it last
 // started; a container seen healthy that keeps running counts as up
@@ -31,7 +32,19 @@ type upTracker struct {
 	healthy map[string]bool // container ID -> seen healthy since it last ran
 }
 
-func newUpTracker() *upTracker { return &upTracker{healthy: map[string]bool{}} }
+// newUpTracker starts from ws, taken where the group is known to have
+// converged (every scenario starts there): a managed container that runs
+// then counts as seen healthy, so that a probe failing at the first look
+// is not a node down.
+func newUpTracker(ws map[string]workload) *upTracker {
+	u := &upTracker{healthy: map[string]bool{}}
+	for _, w := range ws {
+		if w.Managed != "" && len(w.IDs) == 1 && contains(w.Running, w.Managed) {
+			u.healthy[w.Managed] = true
+		}
+	}
+	return u
+}
 
 // down returns the nodes of nodes that are down in ws, and why.
 func (u *upTracker) down(ws map[string]workload, nodes []string) (down, why []string) {
@@ -79,6 +92,8 @@ type monitor struct {
 	down    map[string]int
 	holders map[string]int
 	worst   map[string]string // group -> the first sample with the most down
+	changes []string          // each change of a group's down set, bounded, printed on a violation
+	last    map[string]string
 	up      *upTracker
 	stop    chan struct{}
 	done    chan struct{}
@@ -86,9 +101,12 @@ type monitor struct {
 
 func (c *cluster) monitor() *monitor {
 	m := &monitor{c: c, slots: map[string]string{}, down: map[string]int{}, holders: map[string]int{},
-		worst: map[string]string{}, up: newUpTracker(), stop: make(chan struct{}), done: make(chan struct{})}
+		worst: map[string]string{}, last: map[string]string{}, up: newUpTracker(nil), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, g := range c.nodes {
 		m.slots[g] = c.slot(g)
+		for n, w := range newUpTracker(c.workloads(g)).healthy {
+			m.up.healthy[n] = w
+		}
 	}
 	go m.loop()
 	return m
@@ -133,6 +151,10 @@ func (m *monitor) sample(g string, ns []string, at time.Duration) {
 	if len(down) > m.down[g] {
 		m.worst[g] = fmt.Sprintf("at +%s: %v down: %s", at.Round(100*time.Millisecond), down, strings.Join(why, "; "))
 	}
+	if line := fmt.Sprintf("%s down %v", g, down); line != m.last[g] && len(m.changes) < 500 {
+		m.last[g] = line
+		m.changes = append(m.changes, fmt.Sprintf("+%s %s: %s", at.Round(100*time.Millisecond), line, strings.Join(why, "; ")))
+	}
 	m.down[g] = max(m.down[g], len(down))
 	m.holders[g] = max(m.holders[g], held)
 }
@@ -151,5 +173,8 @@ func (m *monitor) finish(t *testing.T, k int) {
 		if m.down[g] > k || m.holders[g] > k {
 			t.Errorf("group %s: %d down and %d holders at worst (first worst sample %s), K=%d", g, m.down[g], m.holders[g], m.worst[g], k)
 		}
+	}
+	if t.Failed() || os.Getenv("MONITOR_VERBOSE") != "" {
+		t.Logf("down-set changes:\n%s", strings.Join(m.changes, "\n"))
 	}
 }

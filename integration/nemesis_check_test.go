@@ -43,7 +43,14 @@ type window struct {
 
 func (n *nemesis) check() *checker {
 	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, windows: map[string]*window{},
-		up: newUpTracker(), quit: make(chan struct{}), done: make(chan struct{})}
+		up: newUpTracker(nil), quit: make(chan struct{}), done: make(chan struct{})}
+	for _, g := range []string{mgrs, wkrs} {
+		if ws, err := fleettest.ListWorkloads(n.c.docker, g); err == nil {
+			for id := range newUpTracker(ws).healthy {
+				ck.up.healthy[id] = true
+			}
+		}
+	}
 	go ck.loop()
 	return ck
 }

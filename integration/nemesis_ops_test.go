@@ -82,6 +82,7 @@ func (n *nemesis) commit(e event) error {
 	}
 	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: n.c.releases.Image(release, env),
 		MaxParallel: 1, FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline,
+		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries,
 		Env: map[string]string{"NEMESIS_GEN": strconv.Itoa(n.gen)}})
 	ctx, cancel := n.c.ctx()
 	defer cancel()

@@ -24,6 +24,14 @@ var (
 // comes back (grant + healthy_deadline + grace) runs out in test time.
 const testHealthyDeadline = 30 * time.Second
 
+// The cluster's 15 containers share the machine's 2 cores with whatever
+// else runs there; a probe exec'd by Docker can take seconds, and with
+// fleettest's 1s timeout a good release failed its health check.
+const (
+	probeTimeout = 5 * time.Second
+	probeRetries = 3
+)
+
 func (c *cluster) store() *coordinator.Store { return coordinator.NewStore(c.api(), "") }
 
 func (c *cluster) commit(group, release, action string) string {
@@ -33,7 +41,8 @@ func (c *cluster) commit(group, release, action string) string {
 		env["DEMOAPP_UNHEALTHY"] = "1"
 	}
 	spec := fleettest.Spec(c.t, fleettest.SpecOptions{Group: group, Image: c.releases.Image(release, env),
-		MaxParallel: 1, FailureAction: action, MaxFailures: 1, HealthyDeadline: testHealthyDeadline})
+		MaxParallel: 1, FailureAction: action, MaxFailures: 1, HealthyDeadline: testHealthyDeadline,
+		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := c.store().Commit(ctx, group, spec, "integration", "commit")

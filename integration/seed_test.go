@@ -31,10 +31,12 @@ const (
 // manager may be taken down: at most K=1 unhealthy, counting the victim.
 func (c *cluster) seed(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v2", "pause"), c.commit(wkrs, "v2", "pause")
 	victim := c.midStep(mgrs, time.Minute)
 	c.killNode(victim)
+	t.Logf("killed %s: %q", victim, c.workloads(mgrs)[victim].Status)
 	if taken := c.watchOthers(mgrs, victim, seedDowntime); taken != "" {
 		t.Errorf("while %s, killed mid-replacement, was down: %s", victim, taken)
 	}
@@ -43,7 +45,6 @@ func (c *cluster) seed(t *testing.T) {
 	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
 	t.Logf("killed %s mid-replacement for %s; all 6 nodes on v2 %s after the commit", victim, seedDowntime,
 		time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }
 
 // holderLost kills the holder's node for good. Its claim lasts until the
@@ -52,6 +53,7 @@ func (c *cluster) seed(t *testing.T) {
 // the gate. No other manager is taken down meanwhile.
 func (c *cluster) holderLost(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v2-lost", "pause")
 	victim := c.midStep(mgrs, time.Minute)
 	granted := c.grantedAt(mgrs, victim)
@@ -76,7 +78,6 @@ func (c *cluster) holderLost(t *testing.T) {
 		}
 		return true
 	})
-	mon.finish(t, 1)
 }
 
 // checkLost checks the failure recorded for a lost holder and the pause.
@@ -163,8 +164,8 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 			others = append(others, n)
 		}
 	}
-	before, up := c.workloads(group), newUpTracker()
-	up.down(before, others)
+	before := c.workloads(group)
+	up := newUpTracker(before)
 	start, first := time.Now(), ""
 	fleettest.Poll(d, func() bool {
 		if msg := c.othersMoved(group, victim, others, before, up); msg != "" && first == "" {

@@ -63,6 +63,11 @@ type SpecOptions struct {
 	// Env is added to the container's environment: a value of its own
 	// gives a spec a SHA of its own with the same image.
 	Env map[string]string
+	// ProbeTimeout and ProbeRetries default to 1s and 2. A cluster of
+	// containers on a loaded machine needs more: Docker's exec of a probe
+	// can take seconds there, and a probe timing out fails a good release.
+	ProbeTimeout time.Duration
+	ProbeRetries int
 }
 
 // Spec is a spec that checks health every 500ms and needs 1s of it.
@@ -76,10 +81,16 @@ func Spec(t testing.TB, o SpecOptions) *hashspec.Spec {
 		}
 		env = `"env":` + string(b) + ","
 	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = time.Second
+	}
+	if o.ProbeRetries == 0 {
+		o.ProbeRetries = 2
+	}
 	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,%s"healthcheck":{"test":["CMD","/demoapp","health"],
-		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
+		"interval":"500ms","timeout":%q,"retries":%d}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
 		"healthy_deadline":%q,"failure_action":%q,"max_failures":%d}}`,
-		o.Group, o.Image, env, o.MaxParallel, o.HealthyDeadline.String(), o.FailureAction, o.MaxFailures)
+		o.Group, o.Image, env, o.ProbeTimeout.String(), o.ProbeRetries, o.MaxParallel, o.HealthyDeadline.String(), o.FailureAction, o.MaxFailures)
 	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "test spec")
 	if err != nil {
 		t.Fatal(err)
