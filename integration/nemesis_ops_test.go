@@ -10,7 +10,6 @@ import (
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // faults is what the nemesis has broken and not yet healed, shared with
@@ -261,15 +260,4 @@ func (n *nemesis) healAll() {
 	for _, a := range agents {
 		n.step(event{kind: opStartAgent, node: a})
 	}
-}
-
-// holds lists the nodes that hold group's slot now, from Consul.
-func (n *nemesis) holds(group string) map[string]bool {
-	out := map[string]bool{}
-	if h, err := lockstep.ReadHolders(n.c.api(), n.c.slot(group), nil); err == nil {
-		for _, e := range h.Holding {
-			out[e.Name] = true
-		}
-	}
-	return out
 }

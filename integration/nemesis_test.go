@@ -31,20 +31,24 @@ const (
 // (container lists and health, the group's KV tree), never from what the
 // agents report about themselves, with K = max_parallel = 1:
 //
-// (a) Per group, let D be the nodes whose workload Docker does not see
-// running and healthy under its managed name (absent ones included),
-// N ⊆ D the nodes the nemesis itself killed while they were in no
-// rollout step (healthy, one container, not holding the slot, record not
-// replacing or verifying) and not yet seen healthy or holding since their
-// revival, and G ⊆ D \ N the nodes that were down for the rollout, or
-// held the slot, at the moment the nemesis killed a node of N (not yet
-// seen healthy since). Then |D| <= max(K, |N|) + |G| at every sample. A
-// holder killed mid-replacement is not in N: it is down because of the
-// rollout and counts against K, so no second node may go down beside it.
-// A node of N counts too: the rollout must not take another node down
-// beside it. G only forgives the overlap the nemesis made by killing an
-// idle node while another was already mid-step, which no rollout can
-// prevent.
+// (a) Per group, let D be the nodes whose workload is down: the container
+// under the managed name absent, not running, or not seen healthy by
+// Docker since it last started (a container seen healthy that keeps
+// running is up through a failed probe: see upTracker). Let N ⊆ D be the
+// nodes the nemesis itself killed while they were in no rollout step
+// (one container, running, not holding the slot, record not replacing or
+// verifying), until seen up or holding the slot after their revival; and
+// G ⊆ D \ N the nodes that were down, or held the slot, at the moment the
+// nemesis killed a node of N, until seen up. Then at every sample
+//
+//	|D| <= max(K, |N|) + |G|
+//
+// A holder killed mid-replacement (whole node or agent alone) is not in N:
+// it is down because of the rollout and counts against K, so no second
+// node may go down beside it. A node of N counts too: the rollout must not
+// take another node down beside it. G only forgives the overlap the
+// nemesis made by killing an idle node while another was already in its
+// step, which no rollout can prevent.
 //
 // (b) From the first sample where desired names a SHA with a cancel
 // record until desired names another SHA, no container of the group is
