@@ -186,7 +186,7 @@ func (n *nemesis) reviveNode(node string) error {
 		n.f.idle[node] = "revived"
 	}
 	n.f.mu.Unlock()
-	return n.c.reviveNodeErr(node)
+	return n.c.reviveNodeErr(node, false)
 }
 
 func (n *nemesis) partition(node string, cut bool) error {
@@ -222,6 +222,9 @@ func (n *nemesis) server(kill bool) error {
 		n.f.server = ""
 		n.f.mu.Unlock()
 		return n.c.startErr(down)
+	}
+	if !n.c.serversWhole() {
+		return fmt.Errorf("skipped: not every server is back and agrees on a leader yet")
 	}
 	leader, err := n.c.leaderErr()
 	if err != nil {

@@ -145,16 +145,20 @@ func (c *cluster) killNodeErr(node string) error {
 // reviveNode boots a killed node again and waits until it has rejoined.
 func (c *cluster) reviveNode(node string) {
 	c.t.Helper()
-	if err := c.reviveNodeErr(node); err != nil {
+	if err := c.reviveNodeErr(node, true); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // reviveNodeErr boots the node as a host would: Docker starts the workload
-// containers that ran when it died, then the Consul client and, once it has
-// rejoined, the agent start. A workload the agent removed meanwhile is none
-// of the boot's business.
-func (c *cluster) reviveNodeErr(node string) error {
+// containers that ran when it died, then the Consul client and the agent
+// start. A workload the agent removed meanwhile is none of the boot's
+// business. With rejoin, the agent starts only once the servers see the
+// client again, so that a scenario's timing does not depend on the
+// agent's Consul retries; without, everything starts at once, as a host's
+// services do, and a cluster that lost its leader does not hold the boot
+// up.
+func (c *cluster) reviveNodeErr(node string, rejoin bool) error {
 	c.mu.Lock()
 	boot := c.booted[node]
 	delete(c.booted, node)
@@ -167,7 +171,7 @@ func (c *cluster) reviveNodeErr(node string) error {
 	if err := c.startErr(c.clientName(node)); err != nil {
 		return err
 	}
-	if !fleettest.Poll(90*time.Second, func() bool { return c.nodeJoined(node) }) {
+	if rejoin && !fleettest.Poll(90*time.Second, func() bool { return c.nodeJoined(node) }) {
 		return fmt.Errorf("node %s did not rejoin within 90s", node)
 	}
 	return c.startErr(c.agentName(node))
@@ -242,6 +246,21 @@ func (c *cluster) leaderErr() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no server has the leader's address %s", addr)
+}
+
+// serversWhole says every server answers and names the same leader: a
+// server restarted a moment ago may not have rejoined yet, and killing the
+// leader then would take the quorum away, which is not the fault meant.
+func (c *cluster) serversWhole() bool {
+	leader := ""
+	for _, s := range c.servers {
+		l, err := c.client(s).Status().Leader()
+		if err != nil || l == "" || (leader != "" && l != leader) {
+			return false
+		}
+		leader = l
+	}
+	return true
 }
 
 // dumpLogs prints each agent's log tail when the test failed.
