@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 30m
 # reachable from rollagent.
 export GOTOOLCHAIN ?= auto
 
-.PHONY: all build consul test test-unit test-integration vet fuzz bench bench-lockstep bench-agent bench-fleet demo demo-down compose-images vulncheck clean
+.PHONY: all build consul test test-unit test-integration nemesis vet fuzz bench bench-lockstep bench-agent bench-fleet demo demo-down compose-images vulncheck clean
 
 all: build
 
@@ -37,6 +37,14 @@ test-unit: consul
 # compete for the machine's cores.
 test-integration: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
+
+# The nemesis alone (the cluster's setup, then its faults), for longer than
+# the 3 minutes test-integration gives it. NEMESIS_SEED=<n> replays a
+# schedule; every run prints its seed first.
+NEMESIS_DURATION ?= 10m
+
+nemesis: consul
+	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" NEMESIS_DURATION=$(NEMESIS_DURATION) $(GO) test -p 1 -count=1 -timeout 60m -v -run 'TestCluster$$/nemesis' ./integration/
 
 # A count, not a duration: with a duration, Go before 1.27 can fail a target
 # with a bare "context deadline exceeded" when -fuzztime runs out while a

@@ -41,6 +41,7 @@ type cluster struct {
 
 	mu      sync.Mutex
 	clients map[string]*api.Client // by server, see api
+	booted  map[string][]string    // killed node -> workload containers its boot starts
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -51,7 +52,7 @@ func newCluster(t *testing.T) *cluster {
 		consultest.Unavailable(t, "consul: %v", err)
 	}
 	c := &cluster{t: t, docker: cli, prefix: "rit-" + dockertest.RunID()[:8], ports: map[string]string{},
-		nodes: map[string]string{}, clients: map[string]*api.Client{}}
+		nodes: map[string]string{}, clients: map[string]*api.Client{}, booted: map[string][]string{}}
 	c.releases = fleettest.NewReleases(t, cli, "rollagent-it/demoapp")
 	t.Cleanup(c.removeImages) // registered first, so it runs after the containers are gone
 	dockertest.Cleanup(t, cli)

@@ -8,37 +8,9 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 )
 
-// seed is the InfraKit failure: the process driving the update dies
-// mid-replacement. Here that is the node whose agent holds the slot.
-func (c *cluster) seed(t *testing.T) {
-	mon := c.monitor()
-	start := time.Now()
-	ms, ws := c.commit(mgrs, "v2", "pause"), c.commit(wkrs, "v2", "pause")
-	victim := c.holder(mgrs, "", time.Minute)
-	mon.exclude(victim, true)
-	killed := time.Now()
-	c.killNode(victim)
-	next := c.holder(mgrs, victim, 90*time.Second)
-	t.Logf("killed node %s holding the slot; %s took it %s later", victim, next, time.Since(killed).Round(100*time.Millisecond))
-	c.waitFor(3*time.Minute, "the other managers on v2", func() bool {
-		var others []string
-		for _, n := range managers {
-			if n != victim {
-				others = append(others, n)
-			}
-		}
-		return c.running(mgrs, others, ms)
-	})
-	c.reviveNode(victim)
-	c.waitConverged(mgrs, managers, ms, 3*time.Minute)
-	mon.exclude(victim, false)
-	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
-	t.Logf("all 6 nodes on v2 %s after the commit", time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
-}
-
 func (c *cluster) leaderKilled(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v3", "pause")
 	c.holder(mgrs, "", time.Minute)
 	leader := c.leader()
@@ -51,25 +23,31 @@ func (c *cluster) leaderKilled(t *testing.T) {
 		peers, err := c.api().Status().Peers()
 		return err == nil && len(peers) == 3
 	})
-	mon.finish(t, 1)
 }
 
+// partitioned cuts the holder off mid-replacement. Its slot stays its own:
+// it undoes its step locally (or finishes it) and releases once the
+// partition heals, so the next node is expected only then. The victim
+// counts in the down count all along.
 func (c *cluster) partitioned(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(wkrs, "v3", "pause")
-	victim := c.holder(wkrs, "", time.Minute)
+	victim := c.midStep(wkrs, time.Minute)
 	ip := c.partition(victim)
 	cut := time.Now()
-	next := c.holder(wkrs, victim, 2*time.Minute)
-	t.Logf("partitioned %s holding the slot; %s took it %s later", victim, next, time.Since(cut).Round(100*time.Millisecond))
+	if taken := c.watchOthers(wkrs, victim, partitionFor); taken != "" {
+		t.Logf("while %s was cut off: %s", victim, taken) // the down count below is the assertion
+	}
 	c.heal(victim, ip)
+	t.Logf("partitioned %s mid-replacement for %s, then healed", victim, time.Since(cut).Round(100*time.Millisecond))
 	d := c.waitConverged(wkrs, workers, sha, 4*time.Minute)
 	t.Logf("all workers converged %s after the partition healed", d.Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }
 
 func (c *cluster) cancelDurable(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v4", "pause")
 	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
@@ -109,7 +87,6 @@ func (c *cluster) cancelDurable(t *testing.T) {
 	next := c.commit(mgrs, "v5", "pause")
 	d := c.waitConverged(mgrs, managers, next, 3*time.Minute)
 	t.Logf("a new commit after the cancel rolled in %s", d.Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }
 
 // restartEverything kills and starts every agent and every server.
@@ -130,6 +107,7 @@ func (c *cluster) restartEverything() {
 
 func (c *cluster) badRelease(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	good := c.state(wkrs).Desired.SHA
 	bad := c.commit(wkrs, "bad", "pause")
 	c.waitFor(2*time.Minute, "the workers to pause", func() bool {
@@ -145,15 +123,14 @@ func (c *cluster) badRelease(t *testing.T) {
 	c.waitFor(3*time.Minute, "managers rolled back", func() bool {
 		return c.state(mgrs).Desired.SHA == prev && c.converged(mgrs, managers, prev)
 	})
-	mon.finish(t, 1)
 }
 
 func (c *cluster) twoGroups(t *testing.T) {
 	mon := c.monitor()
+	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v6", "pause"), c.commit(wkrs, "v6", "pause")
 	c.waitConverged(mgrs, managers, ms, 3*time.Minute)
 	c.waitConverged(wkrs, workers, ws, 3*time.Minute)
 	t.Logf("both groups on v6 %s after the commits", time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 func (c *cluster) clientName(node string) string { return c.prefix + "-" + node }
@@ -34,18 +36,21 @@ func (c *cluster) addNode(node, group string) {
 
 func (c *cluster) waitNodeHealthy(node string) {
 	c.t.Helper()
-	c.waitFor(90*time.Second, "node "+node+" to join", func() bool {
-		checks, _, err := c.api().Health().Node(node, nil)
-		if err != nil {
-			return false
-		}
-		for _, ch := range checks {
-			if ch.CheckID == "serfHealth" && ch.Status == api.HealthPassing {
-				return true
-			}
-		}
+	c.waitFor(90*time.Second, "node "+node+" to join", func() bool { return c.nodeJoined(node) })
+}
+
+// nodeJoined says the servers see node's Consul agent alive.
+func (c *cluster) nodeJoined(node string) bool {
+	checks, _, err := c.api().Health().Node(node, nil)
+	if err != nil {
 		return false
-	})
+	}
+	for _, ch := range checks {
+		if ch.CheckID == "serfHealth" && ch.Status == api.HealthPassing {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cluster) ctx() (context.Context, context.CancelFunc) {
@@ -55,71 +60,180 @@ func (c *cluster) ctx() (context.Context, context.CancelFunc) {
 // kill SIGKILLs containers, as a crash would.
 func (c *cluster) kill(names ...string) {
 	c.t.Helper()
+	if err := c.killErr(names...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// killErr is kill for the nemesis, which must heal what it broke before it
+// fails: it returns the first error and still kills the rest.
+func (c *cluster) killErr(names ...string) error {
 	ctx, cancel := c.ctx()
 	defer cancel()
+	var first error
 	for _, n := range names {
-		if err := c.docker.ContainerKill(ctx, n, "KILL"); err != nil {
-			c.t.Fatalf("kill %s: %v", n, err)
+		if err := c.docker.ContainerKill(ctx, n, "KILL"); err != nil && first == nil {
+			first = fmt.Errorf("kill %s: %w", n, err)
 		}
 	}
+	return first
 }
 
 // start starts stopped containers again, with their data.
 func (c *cluster) start(names ...string) {
 	c.t.Helper()
-	ctx, cancel := c.ctx()
-	defer cancel()
-	for _, n := range names {
-		if err := c.docker.ContainerStart(ctx, n, container.StartOptions{}); err != nil {
-			c.t.Fatalf("start %s: %v", n, err)
-		}
+	if err := c.startErr(names...); err != nil {
+		c.t.Fatal(err)
 	}
 }
 
-// killNode kills a node: its Consul client and its agent.
-func (c *cluster) killNode(node string) { c.kill(c.agentName(node), c.clientName(node)) }
+func (c *cluster) startErr(names ...string) error {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	var first error
+	for _, n := range names {
+		if err := c.docker.ContainerStart(ctx, n, container.StartOptions{}); err != nil && first == nil {
+			first = fmt.Errorf("start %s: %w", n, err)
+		}
+	}
+	return first
+}
 
-// reviveNode starts a killed node again and waits until it has rejoined.
+// killNode kills a whole node, as a host that loses power: its Consul
+// client, its agent and the workload containers that run on it. A SIGKILL
+// through Docker keeps a container with restart policy unless-stopped down
+// for good, so reviveNode starts them again as the host's Docker would when
+// it boots.
+func (c *cluster) killNode(node string) {
+	c.t.Helper()
+	if err := c.killNodeErr(node); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) killNodeErr(node string) error {
+	if err := c.killErr(c.agentName(node), c.clientName(node)); err != nil {
+		return err
+	}
+	ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.booted[node] = ws[node].Running
+	c.mu.Unlock()
+	if err := c.killErr(ws[node].Running...); err != nil {
+		return err
+	}
+	// A start the agent asked for just before it died still completes in
+	// the daemon, which a host without power would not do: kill what
+	// starts for a while. Boot starts only what ran at the first look.
+	for i := 0; i < 10; i++ {
+		time.Sleep(300 * time.Millisecond)
+		ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
+		if err != nil {
+			return err
+		}
+		if len(ws[node].Running) > 0 {
+			c.t.Logf("killing %s's workload again: %q started after its agent died", node, ws[node].Status)
+			_ = c.killErr(ws[node].Running...) // it may exit by itself meanwhile
+		}
+	}
+	return nil
+}
+
+// reviveNode boots a killed node again and waits until it has rejoined.
 func (c *cluster) reviveNode(node string) {
-	c.start(c.clientName(node))
-	c.waitNodeHealthy(node)
-	c.start(c.agentName(node))
+	c.t.Helper()
+	if err := c.reviveNodeErr(node, true); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// reviveNodeErr boots the node as a host would: Docker starts the workload
+// containers that ran when it died, then the Consul client and the agent
+// start. A workload the agent removed meanwhile is none of the boot's
+// business. With rejoin, the agent starts only once the servers see the
+// client again, so that a scenario's timing does not depend on the
+// agent's Consul retries; without, everything starts at once, as a host's
+// services do, and a cluster that lost its leader does not hold the boot
+// up.
+func (c *cluster) reviveNodeErr(node string, rejoin bool) error {
+	c.mu.Lock()
+	boot := c.booted[node]
+	delete(c.booted, node)
+	c.mu.Unlock()
+	for _, id := range boot {
+		if err := c.startErr(id); err != nil {
+			c.t.Logf("boot of %s: %v", node, err)
+		}
+	}
+	if err := c.startErr(c.clientName(node)); err != nil {
+		return err
+	}
+	if rejoin && !fleettest.Poll(90*time.Second, func() bool { return c.nodeJoined(node) }) {
+		return fmt.Errorf("node %s did not rejoin within 90s", node)
+	}
+	return c.startErr(c.agentName(node))
 }
 
 // partition cuts node off the cluster network and returns its address.
 func (c *cluster) partition(node string) string {
 	c.t.Helper()
+	ip, err := c.partitionErr(node)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ip
+}
+
+func (c *cluster) partitionErr(node string) (string, error) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	insp, err := c.docker.ContainerInspect(ctx, c.clientName(node))
 	if err != nil || insp.NetworkSettings == nil || insp.NetworkSettings.Networks[c.netName] == nil {
-		c.t.Fatalf("inspect %s: %v", node, err)
+		return "", fmt.Errorf("inspect %s: %v", node, err)
 	}
 	ip := insp.NetworkSettings.Networks[c.netName].IPAddress
 	if err := c.docker.NetworkDisconnect(ctx, c.netName, c.clientName(node), true); err != nil {
-		c.t.Fatalf("disconnect %s: %v", node, err)
+		return "", fmt.Errorf("disconnect %s: %w", node, err)
 	}
-	return ip
+	return ip, nil
 }
 
 // heal reconnects node with the address it had: its Consul agent is bound
 // to that address, as a host's would be after a network outage.
 func (c *cluster) heal(node, ip string) {
 	c.t.Helper()
+	if err := c.healErr(node, ip); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) healErr(node, ip string) error {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	ep := &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}}
 	if err := c.docker.NetworkConnect(ctx, c.netName, c.clientName(node), ep); err != nil {
-		c.t.Fatalf("reconnect %s: %v", node, err)
+		return fmt.Errorf("reconnect %s: %w", node, err)
 	}
+	return nil
 }
 
 // leader returns the container name of the leading server.
 func (c *cluster) leader() string {
 	c.t.Helper()
+	s, err := c.leaderErr()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+func (c *cluster) leaderErr() (string, error) {
 	addr, err := c.api().Status().Leader()
 	if err != nil || addr == "" {
-		c.t.Fatalf("no leader: %v", err)
+		return "", fmt.Errorf("no leader: %v", err)
 	}
 	ip := addr[:strings.LastIndex(addr, ":")]
 	ctx, cancel := c.ctx()
@@ -128,11 +242,25 @@ func (c *cluster) leader() string {
 		insp, err := c.docker.ContainerInspect(ctx, s)
 		if err == nil && insp.NetworkSettings != nil && insp.NetworkSettings.Networks[c.netName] != nil &&
 			insp.NetworkSettings.Networks[c.netName].IPAddress == ip {
-			return s
+			return s, nil
 		}
 	}
-	c.t.Fatalf("no server has the leader's address %s", addr)
-	return ""
+	return "", fmt.Errorf("no server has the leader's address %s", addr)
+}
+
+// serversWhole says every server answers and names the same leader: a
+// server restarted a moment ago may not have rejoined yet, and killing the
+// leader then would take the quorum away, which is not the fault meant.
+func (c *cluster) serversWhole() bool {
+	leader := ""
+	for _, s := range c.servers {
+		l, err := c.client(s).Status().Leader()
+		if err != nil || l == "" || (leader != "" && l != leader) {
+			return false
+		}
+		leader = l
+	}
+	return true
 }
 
 // dumpLogs prints each agent's log tail when the test failed.

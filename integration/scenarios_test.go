@@ -20,6 +20,18 @@ var (
 	wkrs = fleettest.Group("workers")
 )
 
+// testHealthyDeadline is short, so that the lease of a holder that never
+// comes back (grant + healthy_deadline + grace) runs out in test time.
+const testHealthyDeadline = 30 * time.Second
+
+// The cluster's 15 containers share the machine's 2 cores with whatever
+// else runs there; a probe exec'd by Docker can take seconds, and with
+// fleettest's 1s timeout a good release failed its health check.
+const (
+	probeTimeout = 5 * time.Second
+	probeRetries = 3
+)
+
 func (c *cluster) store() *coordinator.Store { return coordinator.NewStore(c.api(), "") }
 
 func (c *cluster) commit(group, release, action string) string {
@@ -29,7 +41,8 @@ func (c *cluster) commit(group, release, action string) string {
 		env["DEMOAPP_UNHEALTHY"] = "1"
 	}
 	spec := fleettest.Spec(c.t, fleettest.SpecOptions{Group: group, Image: c.releases.Image(release, env),
-		MaxParallel: 1, FailureAction: action, MaxFailures: 1, HealthyDeadline: 30 * time.Second})
+		MaxParallel: 1, FailureAction: action, MaxFailures: 1, HealthyDeadline: testHealthyDeadline,
+		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := c.store().Commit(ctx, group, spec, "integration", "commit")
@@ -79,7 +92,7 @@ func (c *cluster) holder(group, not string, d time.Duration) string {
 	c.t.Helper()
 	name := ""
 	c.waitFor(d, "a slot holder in "+group, func() bool {
-		h, err := lockstep.ReadHolders(c.api(), "rollagent/groups/"+group+"/slot/", &api.QueryOptions{})
+		h, err := lockstep.ReadHolders(c.api(), c.slot(group), &api.QueryOptions{})
 		if err != nil {
 			return false
 		}
@@ -116,10 +129,12 @@ func TestCluster(t *testing.T) {
 	c.waitConverged(mgrs, managers, m1, 3*time.Minute)
 	c.waitConverged(wkrs, workers, w1, 3*time.Minute)
 	t.Run("seed: holder node killed mid-replacement", c.seed)
+	t.Run("holder node lost for good", c.holderLost)
 	t.Run("consul leader killed mid-rollout", c.leaderKilled)
 	t.Run("partitioned holder", c.partitioned)
 	t.Run("cancel survives restart of every agent and server", c.cancelDurable)
 	t.Run("bad release pauses, or rolls back", c.badRelease)
 	t.Run("two groups roll independently", c.twoGroups)
+	t.Run("nemesis", c.nemesisTest)
 	t.Run("the documented Compose fleet", c.composeExample)
 }

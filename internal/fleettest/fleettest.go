@@ -5,6 +5,7 @@ package fleettest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,15 +60,37 @@ type SpecOptions struct {
 	FailureAction   string
 	MaxFailures     int
 	HealthyDeadline time.Duration
+	// Env is added to the container's environment: a value of its own
+	// gives a spec a SHA of its own with the same image.
+	Env map[string]string
+	// ProbeTimeout and ProbeRetries default to 1s and 2. A cluster of
+	// containers on a loaded machine needs more: Docker's exec of a probe
+	// can take seconds there, and a probe timing out fails a good release.
+	ProbeTimeout time.Duration
+	ProbeRetries int
 }
 
 // Spec is a spec that checks health every 500ms and needs 1s of it.
 func Spec(t testing.TB, o SpecOptions) *hashspec.Spec {
 	t.Helper()
-	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"healthcheck":{"test":["CMD","/demoapp","health"],
-		"interval":"500ms","timeout":"1s","retries":2}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
+	env := ""
+	if len(o.Env) > 0 {
+		b, err := json.Marshal(o.Env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = `"env":` + string(b) + ","
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = time.Second
+	}
+	if o.ProbeRetries == 0 {
+		o.ProbeRetries = 2
+	}
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,%s"healthcheck":{"test":["CMD","/demoapp","health"],
+		"interval":"500ms","timeout":%q,"retries":%d}},"update":{"max_parallel":%d,"min_healthy_time":"1s",
 		"healthy_deadline":%q,"failure_action":%q,"max_failures":%d}}`,
-		o.Group, o.Image, o.MaxParallel, o.HealthyDeadline.String(), o.FailureAction, o.MaxFailures)
+		o.Group, o.Image, env, o.ProbeTimeout.String(), o.ProbeRetries, o.MaxParallel, o.HealthyDeadline.String(), o.FailureAction, o.MaxFailures)
 	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "test spec")
 	if err != nil {
 		t.Fatal(err)
@@ -79,19 +102,32 @@ func Spec(t testing.TB, o SpecOptions) *hashspec.Spec {
 type Workload struct {
 	SHAs    []string
 	IDs     []string
-	Healthy bool // the container under the managed name runs and is healthy
+	Running []string // IDs of the containers that run now
+	Healthy bool     // the container under the managed name runs and is healthy
+	Managed string   // ID of the container under the managed name, or ""
+	Status  []string // each container's name and Docker status, to say why it is not
 }
 
 // Workloads lists the managed containers of group that this test run made,
 // by node.
 func Workloads(t testing.TB, cli *client.Client, group string) map[string]Workload {
 	t.Helper()
+	out, err := ListWorkloads(cli, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ListWorkloads is Workloads for a goroutine other than the test's, which
+// must not call t.Fatal: it returns the error instead.
+func ListWorkloads(cli *client.Client, group string) (map[string]Workload, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("list the workloads of %s: %w", group, err)
 	}
 	out := map[string]Workload{}
 	for _, c := range list {
@@ -99,13 +135,20 @@ func Workloads(t testing.TB, cli *client.Client, group string) map[string]Worklo
 		w := out[n]
 		w.SHAs = append(w.SHAs, c.Labels[agent.LabelSHA])
 		w.IDs = append(w.IDs, c.ID)
-		if c.State == "running" && strings.Contains(c.Status, "(healthy)") && len(c.Names) > 0 &&
-			c.Names[0] == "/rollagent-"+group+"-"+n {
+		if c.State == "running" {
+			w.Running = append(w.Running, c.ID)
+		}
+		w.Status = append(w.Status, strings.Join(c.Names, ",")+": "+c.Status)
+		managed := len(c.Names) > 0 && c.Names[0] == "/rollagent-"+group+"-"+n
+		if managed {
+			w.Managed = c.ID
+		}
+		if managed && c.State == "running" && strings.Contains(c.Status, "(healthy)") {
 			w.Healthy = true
 		}
 		out[n] = w
 	}
-	return out
+	return out, nil
 }
 
 // Running says every node of nodes runs exactly one healthy container of sha.
@@ -122,12 +165,20 @@ func Running(ws map[string]Workload, nodes []string, sha string) bool {
 // bare sleep.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(d, cond) {
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// Poll is WaitFor that reports a timeout instead of failing the test, for a
+// check that must go on to clean up, or a goroutine other than the test's.
+func Poll(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if cond() {
-			return
+			return true
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
+	return false
 }
