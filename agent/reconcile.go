@@ -220,7 +220,7 @@ func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
 
 // leaseGrace is what a node's claim gets beyond its step's own bounds
 // (replace, then verify) to undo, record and release.
-const leaseGrace = time.Minute
+const leaseGrace = 30 * time.Second
 
 // lease is how long a node's claim keeps counting after its process is
 // gone: as long as its step could have lasted.

@@ -20,9 +20,11 @@ const (
 	// partitionFor is shorter than the lease too, so the victim's claim
 	// must hold through it.
 	partitionFor = 20 * time.Second
-	// leaseSlack bounds the lease's grace beyond healthy_deadline: the
-	// failure of a node that never comes back must be recorded within it.
-	leaseSlack = 60 * time.Second
+	// leaseSlack bounds the lease beyond healthy_deadline (the Docker
+	// runtime's 30 s step bound and 30 s of grace, README) plus how long
+	// the next waiter takes to see it run out: the failure of a node that
+	// never comes back must be recorded within it.
+	leaseSlack = 75 * time.Second
 )
 
 // seed is the InfraKit failure: the process driving the update dies
