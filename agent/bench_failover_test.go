@@ -29,18 +29,16 @@ type failoverKind struct {
 	name     string
 	nodeDies bool
 	gossip   string
-	note     string
+	// downFor is how long what was killed stays dead: 0 for an agent that
+	// systemd restarts at once. The slot belongs to the node, so no other
+	// node may begin before it is back.
+	downFor time.Duration
+	note    string
 }
 
-// tunedGossipLAN finds a dead node sooner than Consul's defaults (probe
-// every 1 s, 500 ms timeout, suspicion multiplier 4): a setting for a LAN
-// with sub-millisecond round trips that operators can choose cluster-wide.
-const tunedGossipLAN = `gossip_lan { probe_interval = "500ms" probe_timeout = "250ms" suspicion_mult = 3 }`
-
 var failoverKinds = []failoverKind{
-	{"agent-killed", false, "", "agent and its hook SIGKILLed; the node's live Consul client finds the agent's liveness check failing (3 runs 1 s apart, or the first run after a re-registration) and ends its session"},
-	{"node-killed", true, "", "the node's Consul client agent SIGKILLed with the agent: serfHealth has to fail (gossip suspicion)"},
-	{"node-killed-tuned-gossip", true, tunedGossipLAN, "as node-killed, on a cluster whose every agent has `" + tunedGossipLAN + "`"},
+	{"agent-killed, back at once", false, "", 0, "agent and its hook SIGKILLed and restarted at once, as systemd would: the new agent reclaims its node's slot, verifies what the killed step left for min_healthy_time, and releases"},
+	{"node-killed, back after 15 s", true, "", 15 * time.Second, "the node's Consul client agent SIGKILLed with the agent, both back 15 s later: no other node may begin before then"},
 }
 
 // failoverCluster is one server and a client agent per node.
@@ -148,7 +146,12 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 	}
 	ba.kill(first.node)
 	var next hookBegin
+	var revived time.Time
+	var reviveErr error
 	ok := benchPoll(failoverTryCap, func() bool {
+		if revived.IsZero() && time.Since(killed) >= k.downFor {
+			revived, reviveErr = time.Now(), failoverRevive(ba, client, k, first.node)
+		}
 		if ft.freed == 0 && !ba.holds(first.node) {
 			ft.freed = time.Since(killed)
 		}
@@ -158,17 +161,22 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 				return true
 			}
 		}
-		return false
+		return reviveErr != nil
 	})
-	if err := failoverRevive(ba, client, k, first.node); err != nil {
-		return ft, err
+	if revived.IsZero() {
+		reviveErr = failoverRevive(ba, client, k, first.node)
 	}
 	switch {
+	case reviveErr != nil:
+		return ft, reviveErr
 	case !ok:
 		return ft, errFailoverTimeout
 	case next.at.Before(killed):
 		return ft, fmt.Errorf("%s began %.12s %s before its holder %s was killed: two nodes held a slot at K=1",
 			next.node, sha, killed.Sub(next.at), first.node)
+	case k.downFor > 0 && next.at.Before(revived):
+		return ft, fmt.Errorf("%s began %.12s while its killed holder %s was still down: two nodes down at K=1",
+			next.node, sha, first.node)
 	}
 	ft.next = next.at.Sub(killed)
 	ft.freed = min(ft.freed, ft.next) // polled, so it can only be late
@@ -191,7 +199,9 @@ func failoverMarkdown(rows []*failoverRow) string {
 	sb.WriteString(benchHeader("BenchmarkAgentFailover"))
 	fmt.Fprintf(&sb, "%d `rollagent run` processes (exec runtime), each on its own Consul client agent joined to one "+
 		"server (not -dev; Consul's default gossip settings unless the row says otherwise); max_parallel=1, each replacement takes %s; the holder is killed 0.5-1.4 s into its step. "+
-		"Measured: kill → the next node's replace hook begins.\n\n", failoverAgents, failoverHookSleep)
+		"Measured: kill → the next node's replace hook begins. The slot belongs to the node, so the next node begins only once "+
+		"the killed one is back (or, never back, once its lease runs out: the Docker runtime's 30 s step bound + healthy_deadline + 30 s, "+
+		"6 min by default, which no bench needs to time).\n\n", failoverAgents, failoverHookSleep)
 	sb.WriteString("| What is killed | Tries | Median (s) | Min (s) | Max (s) | Timeouts (>90 s) | Target | " +
 		"Slot free, median (s) | Slot free → next begins, median (ms) | Note |\n")
 	sb.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
@@ -203,7 +213,7 @@ func failoverMarkdown(rows []*failoverRow) string {
 			handoff = append(handoff, r.tries[i]-r.freed[i])
 		}
 		hmed, _, _ := durStats(handoff)
-		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | ≤ 5 s median | %.2f | %.0f | %s |\n", r.kind.name,
+		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | ≤ 5 s after it is back | %.2f | %.0f | %s |\n", r.kind.name,
 			len(r.tries)+r.timeouts, med.Seconds(), lo.Seconds(), hi.Seconds(), r.timeouts, freed.Seconds(),
 			millis(hmed), r.kind.note)
 	}
