@@ -36,6 +36,10 @@ type Look struct {
 	// its own was cut off (its process died, its release or its grant's
 	// reply was lost), and the node still holds its slot.
 	Claimed bool
+	// Lapsed says the node's claim had stopped counting when this process
+	// reclaimed it (lockstep.Hold.Lapsed): another node may hold a slot in
+	// its place, so it resolves what its step left and moves no further.
+	Lapsed bool
 	// Undoing is the SHA whose undo this process began, behind its fence,
 	// and could not finish (the runtime failed it): it is carried on under
 	// the node's slot whatever the gate says now, as a step that passed
@@ -129,6 +133,8 @@ func underSlot(l Look) Step {
 	switch {
 	case l.Undoing != "":
 		return StepUndo
+	case l.Lapsed:
+		return lapsedStep(l)
 	case !l.Open && (l.Healthy || l.SHA == "" && !l.Leftover):
 		return StepRelease
 	case !l.Open && l.Leftover:
@@ -148,4 +154,16 @@ func underSlot(l Look) Step {
 		return StepKeep
 	}
 	return StepReplace
+}
+
+// lapsedStep is what a node whose claim had lapsed may do: keep what is
+// healthy, bring back what was set aside, or keep counting while down.
+func lapsedStep(l Look) Step {
+	switch {
+	case l.Healthy || l.SHA == "" && !l.Leftover:
+		return StepRelease
+	case l.Leftover:
+		return StepUndo
+	}
+	return StepKeep
 }

@@ -76,6 +76,9 @@ func TestUnderSlot(t *testing.T) {
 		{"open, behind and down: goes now", open(Look{SHA: shaA}), StepReplace},
 		{"open, refused and healthy", open(Look{SHA: shaA, Healthy: true, Refused: "x"}), StepRelease},
 		{"open, refused and down", open(Look{SHA: shaA, Refused: "x"}), StepKeep},
+		{"lapsed claim, healthy superseded workload: no further move", open(Look{SHA: shaA, Leftover: true, Healthy: true, Lapsed: true}), StepRelease},
+		{"lapsed claim, down with the old set aside: undone", open(Look{SHA: shaA, Leftover: true, Lapsed: true}), StepUndo},
+		{"lapsed claim, behind and down: keeps counting", open(Look{SHA: shaA, Lapsed: true}), StepKeep},
 		{"an undo this process began goes on under a pause", cancelled(Look{SHA: shaA, Leftover: true, Undoing: shaB}), StepUndo},
 	}
 	for _, tc := range cases {

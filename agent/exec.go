@@ -88,6 +88,9 @@ func (e *Exec) Inspect(context.Context) (Observed, error) {
 	return Observed{SHA: st.SHA}, nil
 }
 
+// StepTimeout bounds one destructive step: a run of the replace hook.
+func (e *Exec) StepTimeout() time.Duration { return DefaultHookTimeout }
+
 // Prepare stores the spec where the hook will read it.
 func (e *Exec) Prepare(_ context.Context, spec *hashspec.Spec, sha string) error {
 	b, err := spec.Canonical()

@@ -72,7 +72,7 @@ type sessionCheck struct {
 }
 
 func (p *publisher) serviceID() string { return coordinator.ServiceID(p.group, p.node) }
-func (p *publisher) checkID() string   { return p.serviceID() + ":workload" }
+func (p *publisher) checkID() string   { return coordinator.WorkloadCheckID(p.group, p.node) }
 
 // state builds this node's NodeState, keeping the previous Since when
 // nothing changed, so that "since" means since the last change.

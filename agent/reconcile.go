@@ -63,7 +63,9 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	}
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
-			l.Unverified = obs.SHA != "" && n.Desired == obs.SHA && n.State != coordinator.StateConverged
+			// Against desired only: a node left on a SHA that is no longer
+			// desired is behind, and replaced, not verified again.
+			l.Unverified = obs.SHA != "" && obs.SHA == l.Desired && n.Desired == obs.SHA && n.State != coordinator.StateConverged
 		}
 	}
 	if gs.Holders != nil {
@@ -134,7 +136,11 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		plan = PlanReclaim
 	}
 	if plan == PlanReclaim {
-		hold, err = m.Reclaim(ctx, g, a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
+		hold, err = m.Reclaim(ctx, g, l.Desired, a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
+		if err == nil {
+			l.Lapsed = hold.Lapsed()
+			start = time.Now()
+		}
 	} else {
 		hold, err = a.acquire(ctx, m, g, gs, l, &start)
 	}
@@ -155,6 +161,11 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		// under the gate as it is then.
 		return jitter(2 * time.Second)
 	case resultKept:
+		if l.Open {
+			// A failure that did not close the gate: the workload may be
+			// healthy again soon, and its slot should not wait a resync.
+			return jitter(DefaultRetry)
+		}
 		return 0 // nothing may move until desired does
 	}
 	a.idleSession(ctx, a.pub.current())

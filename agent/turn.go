@@ -99,9 +99,9 @@ func (t *turn) verify(ctx context.Context) result {
 			return t.stopped(ctx, err)
 		}
 	}
-	t.l.Leftover, t.l.Unverified, t.l.Healthy = false, false, true
-	if err := t.a.cfg.Runtime.Prepare(ctx, t.gs.Spec, t.l.Desired); err != nil {
-		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
+	t.l.SHA, t.l.Leftover, t.l.Unverified, t.l.Healthy = sha, false, false, true
+	if t.l.Refused != "" {
+		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, t.l.Refused), resultReleased)
 	}
 	return t.replace(ctx)
 }
@@ -112,6 +112,13 @@ func (t *turn) verify(ctx context.Context) result {
 // under the gate as it is then.
 func (t *turn) replace(ctx context.Context) result {
 	rt, sha := t.a.cfg.Runtime, t.l.Desired
+	if !t.byGrant {
+		// Not prepared before a place in line was taken: reclaimed, or
+		// going on from a verified step.
+		if err := rt.Prepare(ctx, t.gs.Spec, sha); err != nil {
+			return t.release(ctx, t.a.pub.state(t.l.SHA, sha, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
+		}
+	}
 	first := t.byGrant
 	step := func(ctx context.Context, name string) error {
 		if first && time.Since(t.granted) < grantFence {
@@ -295,7 +302,8 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// No next look will resolve it: leave the node with its old
 		// workload, still under its claim, which keeps its slot.
-		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover {
+		inLease := time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
+		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover && (inLease || t.held(ctx, "undo") == nil) {
 			uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
 			if rerr := t.a.cfg.Runtime.Restore(uctx, obs.SHA); rerr != nil {
 				t.a.log.Warn("stopping with the step cut off; cannot restore the old workload", "error", rerr)

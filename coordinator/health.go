@@ -16,13 +16,19 @@ func ServiceName(group string) string { return "rollagent-" + group }
 // ServiceID is node's instance of its group's service.
 func ServiceID(group, node string) string { return ServiceName(group) + "-" + node }
 
-// Unavailable lists the nodes of group that Consul sees down, sorted: an
-// instance of the group's service with a critical check (the workload is
-// unhealthy, or the node's agent no longer answers its liveness check), or
-// on a Consul node whose serfHealth is critical (the host is gone). They
-// count against max_parallel like a node being replaced, until they are
-// back or their service leaves the catalog (deregistered, or reaped with
-// its Consul node): a rollout never takes a node down beside them.
+// WorkloadCheckID is the check of node's workload on its service.
+func WorkloadCheckID(group, node string) string { return ServiceID(group, node) + ":workload" }
+
+// Unavailable lists the nodes of group that are down and cannot act,
+// sorted: an instance of the group's service whose agent no longer answers
+// its liveness check (a critical check other than the workload's), or on a
+// Consul node whose serfHealth is critical (the host is gone). They count
+// against max_parallel like a node being replaced, until they are back or
+// their service leaves the catalog (deregistered, or reaped with its
+// Consul node): a rollout never takes a node down beside them. A node
+// whose workload alone is unhealthy is not listed: its agent is alive and
+// claims its own slot when it is behind (the agent's PlanClaimDown), and
+// listing it would have every node of a first deploy wait on the others.
 func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error) {
 	svc := ServiceName(group)
 	q := (&api.QueryOptions{Filter: fmt.Sprintf(`ServiceName == %q or CheckID == "serfHealth"`, svc)}).WithContext(ctx)
@@ -34,7 +40,7 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 	for _, c := range checks {
 		if c.CheckID == "serfHealth" {
 			hosts[c.Node] = true
-		} else if n, ok := strings.CutPrefix(c.ServiceID, svc+"-"); ok {
+		} else if n, ok := strings.CutPrefix(c.ServiceID, svc+"-"); ok && c.CheckID != WorkloadCheckID(group, n) {
 			down[n] = true
 		}
 	}

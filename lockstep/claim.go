@@ -179,7 +179,7 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 		return true
 	}, g.checkOps())
 	var te *TxnError
-	if errors.As(err, &te) && !isDenied(te.What) {
+	if errors.As(err, &te) && te.Op >= 0 && !isDenied(te.What) {
 		return m.gateError(ctx, g, te.Op)
 	}
 	return err
@@ -244,13 +244,18 @@ func (m *Semaphore) casHolders(ctx context.Context, rec holders, index uint64, e
 // what its step left, whatever the gate says now; g is what every Fence of
 // the hold checks before a destructive step. ops go into the same
 // transaction. It returns ErrNoClaim when there is no claim to take.
-func (m *Semaphore) Reclaim(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Hold, error) {
+//
+// The claim is renewed as a grant's would be: Since is now, Until a lease
+// from now, Note is note. Hold.Lapsed says whether it had stopped counting
+// (marked lost, or past its lease with its session gone): another may have
+// been granted in its place, so its holder must move nothing forward.
+func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*api.TxnOp) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
 	r := retry{log: m.log}
 	for i := 0; i < DefaultReleaseAttempts; i++ {
-		h, err := m.reclaimOnce(ctx, g, ops)
+		h, err := m.reclaimOnce(ctx, g, note, ops)
 		switch {
 		case err == nil:
 			return h, nil
@@ -265,7 +270,7 @@ func (m *Semaphore) Reclaim(ctx context.Context, g Gate, ops ...*api.TxnOp) (*Ho
 	return nil, errRace
 }
 
-func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, extra api.TxnOps) (*Hold, error) {
+func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra api.TxnOps) (*Hold, error) {
 	snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 	if err != nil {
 		return nil, err
@@ -281,9 +286,10 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, extra api.TxnOps) (
 		return nil, errors.New("lockstep: this contender already holds a slot; release it first")
 	}
 	now := time.Now()
+	lapsed := !c.counts(snap.live, now)
 	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC()}
-	c.Session, c.Lost = m.s.ID(), false
+	c = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
 	rec.Claims[m.opts.Name] = c
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -299,8 +305,10 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, extra api.TxnOps) (
 		return nil, consulErr{err}
 	}
 	if ok {
-		m.log.Info("reclaimed the slot this node's claim holds", "since", c.Since, "until", c.Until)
-		return m.newHold(g, resp, rec), nil
+		m.log.Info("reclaimed the slot this node's claim holds", "lapsed", lapsed, "until", c.Until)
+		h := m.newHold(g, resp, rec)
+		h.lapsed = lapsed
+		return h, nil
 	}
 	op, what := firstTxnError(resp)
 	switch {

@@ -71,6 +71,16 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 	if hs, _ := ReadHolders(c, testPrefix, nil); hs != nil && len(hs.Claims) != 1 {
 		t.Fatalf("claims after release = %v, want n1's alone", hs.Claims)
 	}
+	// n1 comes back: it takes its claim back, but is told it had lapsed,
+	// as n2 was granted in its place meanwhile.
+	back, err := newSem(t, c, "n1").Reclaim(ctx, g, "sha-claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.Lapsed() {
+		t.Fatal("a claim reclaimed after it was marked lost is not Lapsed")
+	}
+	_ = back.Release(ctx)
 }
 
 // A node's new process reclaims the slot its dead one held, ahead of the
@@ -89,10 +99,10 @@ func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
 	waitInLine(t, c, 1, "n2 in line")
 
 	back := newSem(t, c, "n1")
-	if _, err := newSem(t, c, "n3").Reclaim(ctx, g); !errors.Is(err, ErrNoClaim) {
+	if _, err := newSem(t, c, "n3").Reclaim(ctx, g, ""); !errors.Is(err, ErrNoClaim) {
 		t.Fatalf("Reclaim with no claim = %v, want ErrNoClaim", err)
 	}
-	h, err := back.Reclaim(ctx, g)
+	h, err := back.Reclaim(ctx, g, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +182,7 @@ func TestClaimDown(t *testing.T) {
 	if err := h1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h2, err := down.Reclaim(ctx, g)
+	h2, err := down.Reclaim(ctx, g, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ type Hold struct {
 	rec       holders
 	recIndex  uint64
 	releasing atomic.Bool // our own release deletes our holder key: not a loss
+	// lapsed says a reclaimed claim had stopped counting (see Reclaim).
+	lapsed bool
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -59,6 +61,12 @@ func startHold(m *Semaphore, g Gate, index uint64) *Hold {
 	go h.watch(ctx)
 	return h
 }
+
+// Lapsed says the claim this hold reclaimed had stopped counting against
+// K when it was reclaimed: others may have been granted in its place, so
+// its holder may resolve what its node's step left, but move nothing
+// forward. False for a hold granted in line.
+func (h *Hold) Lapsed() bool { return h.lapsed }
 
 // Gate is the gate the slot was granted against.
 func (h *Hold) Gate() Gate { return h.g }

@@ -192,7 +192,7 @@ func printTable(out io.Writer, s statusJSON) error {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
 	for _, n := range s.Down {
-		fmt.Fprintf(out, "node %s is down (a critical check, or its host gone): it counts against max_parallel\n", cell(n))
+		fmt.Fprintf(out, "node %s is down (its agent does not answer, or its host is gone): it counts against max_parallel\n", cell(n))
 	}
 	for _, c := range s.Orphans {
 		switch {
