@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,12 @@ func (h *Hold) watch(ctx context.Context) {
 // failed op of the caller's, or a Consul error; on any of them nothing was
 // written.
 func (h *Hold) Fence(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, error) {
+	return h.fenced(ctx, h.g.checkOps(), ops)
+}
+
+// fenced runs ops in one transaction with checks (the gate's, or none)
+// and the check that this hold is still held.
+func (h *Hold) fenced(ctx context.Context, checks, ops api.TxnOps) (*api.TxnResponse, error) {
 	if h.isReleased() {
 		return nil, ErrNotHeld
 	}
@@ -145,9 +152,8 @@ func (h *Hold) Fence(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, 
 	default:
 	}
 	m := h.m
-	all := h.g.checkOps()
-	base := len(all)
-	all = append(all, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.hkey, Session: m.s.ID()}})
+	base := len(checks)
+	all := append(slices.Clone(checks), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.hkey, Session: m.s.ID()}})
 	all = append(all, ops...)
 	ok, resp, _, err := m.c.Txn().Txn(all, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
@@ -299,25 +305,5 @@ func (h *Hold) Drop() {
 // must go on under the node's slot when a CANCEL closed the gate. Its
 // errors are Fence's, less the gate's.
 func (h *Hold) Check(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, error) {
-	if h.isReleased() {
-		return nil, ErrNotHeld
-	}
-	m := h.m
-	all := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.hkey, Session: m.s.ID()}}}, ops...)
-	ok, resp, _, err := m.c.Txn().Txn(all, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, consulErr{err}
-	}
-	if ok {
-		return resp, nil
-	}
-	op, what := firstTxnError(resp)
-	switch {
-	case op < 0 || isDenied(what):
-		return nil, &TxnError{Op: op, What: what}
-	case op == 0:
-		h.markLost()
-		return nil, ErrSessionLost
-	}
-	return nil, &TxnError{Op: op - 1, What: what}
+	return h.fenced(ctx, nil, ops)
 }
