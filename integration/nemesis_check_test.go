@@ -25,12 +25,15 @@ type checker struct {
 	n        *nemesis
 	prevDown map[string]string
 	prevGate map[string]string
-	windows  map[string]*window
-	up       *upTracker
-	count    int
-	once     sync.Once
-	quit     chan struct{}
-	done     chan struct{}
+	// held is who held a slot at the last sample, per node: a node seen
+	// holding anew is a grant.
+	held    map[string]bool
+	windows map[string]*window
+	up      *upTracker
+	count   int
+	once    sync.Once
+	quit    chan struct{}
+	done    chan struct{}
 }
 
 // window is a CANCEL in force: desired names a cancelled SHA.
@@ -42,7 +45,7 @@ type window struct {
 }
 
 func (n *nemesis) check() *checker {
-	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, windows: map[string]*window{},
+	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, held: map[string]bool{}, windows: map[string]*window{},
 		up: newUpTracker(nil), quit: make(chan struct{}), done: make(chan struct{})}
 	for _, g := range []string{mgrs, wkrs} {
 		if ws, err := fleettest.ListWorkloads(n.c.docker, g); err == nil {
@@ -110,6 +113,14 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 	var idle, grand []string
 	f := ck.n.f
 	f.mu.Lock()
+	for _, nd := range ck.n.nodesOf(g) {
+		// A grant within detectWindow of an idle node's death came before
+		// Consul could know of it (README: the failure detectors' bound).
+		if holding[nd] && !ck.held[nd] && time.Since(f.idleKilled[g]) < detectWindow {
+			f.grand[nd] = true
+		}
+		ck.held[nd] = holding[nd]
+	}
 	for _, nd := range ck.n.nodesOf(g) {
 		up := !contains(down, nd)
 		if f.idle[nd] == "revived" && (up || holding[nd]) {

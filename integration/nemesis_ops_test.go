@@ -28,11 +28,20 @@ type faults struct {
 	// when the nemesis took an idle node of their group down: the
 	// rollout could not have known. Cleared by the checker once healthy.
 	grand map[string]bool
+	// idleKilled is when the nemesis last took an idle node of each group
+	// down.
+	idleKilled map[string]time.Time
 }
+
+// detectWindow bounds how long after a node dies outside any step the
+// rollout may not yet know it: its agent's liveness check goes critical
+// about 3 s after the agent dies, its host's serfHealth 5-8 s after the
+// host does at Consul's default gossip (README, Guarantees and limits).
+const detectWindow = 10 * time.Second
 
 func newFaults() *faults {
 	return &faults{agents: map[string]bool{}, nodes: map[string]bool{}, partitioned: map[string]string{},
-		idle: map[string]string{}, grand: map[string]bool{}}
+		idle: map[string]string{}, grand: map[string]bool{}, idleKilled: map[string]time.Time{}}
 }
 
 // apply runs one event. An error is the operation's, logged on the
@@ -127,6 +136,7 @@ func (n *nemesis) killNode(node string) error {
 	n.f.nodes[node] = true
 	if !inStep {
 		n.f.idle[node] = "killed"
+		n.f.idleKilled[g] = time.Now()
 		for _, o := range others {
 			n.f.grand[o] = true
 		}

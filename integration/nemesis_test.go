@@ -48,7 +48,9 @@ const (
 // node may go down beside it. A node of N counts too: the rollout must not
 // take another node down beside it. G only forgives the overlap the
 // nemesis made by killing an idle node while another was already in its
-// step, which no rollout can prevent.
+// step, or that a grant made within detectWindow of that kill, before
+// Consul's failure detectors could tell anyone: neither can a rollout
+// prevent.
 //
 // (b) From the first sample where desired names a SHA with a cancel
 // record until desired names another SHA, no container of the group is
