@@ -165,6 +165,10 @@ func (d *Docker) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
 		default:
 			away = nil
 			ok, why := healthNow(insp)
+			if insp.State != nil && insp.State.Status == "created" {
+				// Created by a step that was cut off before it started it.
+				return fmt.Errorf("new container was created but never started: %w", errInterrupted)
+			}
 			if !ok && (insp.State == nil || !insp.State.Running || insp.State.Restarting ||
 				insp.State.Health != nil && insp.State.Health.Status == container.Unhealthy) {
 				return fmt.Errorf("new container is not healthy: %s", why)

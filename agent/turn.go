@@ -84,6 +84,11 @@ func (t *turn) verify(ctx context.Context) result {
 		return t.stopped(ctx, err)
 	}
 	if err := t.a.verify(ctx, t.gs.Spec, sha); err != nil {
+		if errors.Is(err, errInterrupted) {
+			// Never started: the step was cut off, the release did not
+			// fail, and what it created serves nothing.
+			return t.undo(ctx, sha, nil, true)
+		}
 		// With nothing set aside there is nothing to bring back, and
 		// removing what runs would leave the node with nothing at all.
 		return t.undo(ctx, sha, err, t.l.Leftover)
@@ -134,7 +139,7 @@ func (t *turn) replace(ctx context.Context) result {
 	cancel()
 	if err == nil {
 		err = t.a.verify(ctx, t.gs.Spec, sha)
-	} else if lockstep.IsTransient(err) && time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec)-leaseGrace/2)) {
+	} else if lockstep.IsTransient(err) && t.inLease() {
 		return t.undoCutOff(ctx, sha, err)
 	} else if stoppedByFault(err) {
 		return t.stopped(ctx, err)
@@ -181,6 +186,13 @@ func (t *turn) undoCutOff(ctx context.Context, sha string, cause error) result {
 	return t.stopped(ctx, cause)
 }
 
+// inLease says the node's claim still counts by its lease alone, with a
+// margin for clocks: what the turn does now is under the node's slot even
+// if its session is gone or Consul cannot say.
+func (t *turn) inLease() bool {
+	return time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
+}
+
 // stoppedByFault says err stopped a step through no fault of the release.
 func stoppedByFault(err error) bool {
 	var fe *fenceError
@@ -196,7 +208,10 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 	rt := t.a.cfg.Runtime
 	var rerr error
 	if restore {
-		if err := t.held(ctx, "undo"); err != nil {
+		// Cut off from Consul, the undo still goes ahead within the
+		// claim's lease: the slot is the node's until then whatever
+		// became of the session, and the node is better whole.
+		if err := t.held(ctx, "undo"); err != nil && !(lockstep.IsTransient(err) && t.inLease()) {
 			return t.stopped(ctx, err)
 		}
 		uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
@@ -302,8 +317,7 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// No next look will resolve it: leave the node with its old
 		// workload, still under its claim, which keeps its slot.
-		inLease := time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
-		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover && (inLease || t.held(ctx, "undo") == nil) {
+		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover && (t.inLease() || t.held(ctx, "undo") == nil) {
 			uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
 			if rerr := t.a.cfg.Runtime.Restore(uctx, obs.SHA); rerr != nil {
 				t.a.log.Warn("stopping with the step cut off; cannot restore the old workload", "error", rerr)
