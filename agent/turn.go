@@ -84,9 +84,10 @@ func (t *turn) verify(ctx context.Context) result {
 		return t.stopped(ctx, err)
 	}
 	if err := t.a.verify(ctx, t.gs.Spec, sha); err != nil {
-		if errors.Is(err, errInterrupted) {
-			// Never started: the step was cut off, the release did not
-			// fail, and what it created serves nothing.
+		if errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) {
+			// Never started, or stopped with its node and never started
+			// again: the step was cut off, the release did not fail.
+			// Undone, the node is replaced afresh at its next turn.
 			return t.undo(ctx, sha, nil, true)
 		}
 		// With nothing set aside there is nothing to bring back, and
