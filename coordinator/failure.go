@@ -101,6 +101,10 @@ func hasFailure(fs []Failure, node string) bool {
 	return false
 }
 
+// NoRollbackTarget ends the reason of a pause that failure_action=rollback
+// took because no SHA was fit to roll back to.
+const NoRollbackTarget = "failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures"
+
 // failureAction decides what the count-th failure of sha does, and the ops
 // that do it. Only a failure of the desired SHA, neither cancelled nor
 // paused already, acts: so the one failure that reaches max_failures acts,
@@ -116,7 +120,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	case ActionRollback:
 		to := g.rollbackTarget(sha)
 		if to == "" {
-			return ActionPause, g.pauseOps(k, count, reached+"; failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures")
+			return ActionPause, g.pauseOps(k, count, reached+"; "+NoRollbackTarget)
 		}
 		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
 			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,7 +254,11 @@ func (ck *checker) checkFailures(g string, gs *coordinator.GroupState) {
 		}
 	}
 	if p := gs.Pause; p != nil {
-		if u.FailureAction != hashspec.FailurePause || p.Failures != u.MaxFailures || count != p.Failures {
+		// failure_action=rollback pauses instead when no SHA is fit to
+		// roll back to (README): the pause says so.
+		pauses := u.FailureAction == hashspec.FailurePause ||
+			u.FailureAction == hashspec.FailureRollback && strings.HasSuffix(p.Reason, coordinator.NoRollbackTarget)
+		if !pauses || p.Failures != u.MaxFailures || count != p.Failures {
 			ck.n.violate("c pause "+g+" "+sha, "(c) %s: pause of %s counts %d failure(s), %d recorded %v, failure_action=%s max_failures=%d",
 				g, sha, p.Failures, count, who, u.FailureAction, u.MaxFailures)
 		}

@@ -60,7 +60,8 @@ const (
 // fence before the cancel allowed.
 //
 // (c) For the desired SHA: a pause record says failures == max_failures,
-// failure_action is pause, and as many failure records exist (one key
+// failure_action is pause (or rollback, with no SHA fit to roll back to:
+// coordinator.NoRollbackTarget), and as many failure records exist (one key
 // per node: each failure counted once); and when max_failures records
 // exist, the latest written after the SHA became desired, the pause or
 // the rollback has been taken (they share the failure's transaction).
