@@ -119,11 +119,19 @@ func (p *publisher) differs(n coordinator.NodeState) bool {
 	return p.stale || !same(p.last, n)
 }
 
+// publishTimeout bounds one write of the node's record.
+const publishTimeout = 30 * time.Second
+
 // set publishes n if it differs from what was published last.
 func (p *publisher) set(ctx context.Context, n coordinator.NodeState) {
 	if !p.differs(n) {
 		return
 	}
+	// Bounded: a Consul client agent cut off from its servers may hold a
+	// write for minutes, and a turn that is undoing a step must not wait
+	// on its record; a record not written is written at the next look.
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	if err := p.store.PutNode(ctx, p.group, n); err != nil {
 		p.log.Warn("could not publish node state", "state", n.State, "error", err)
 		return

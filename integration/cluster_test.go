@@ -30,6 +30,8 @@ type cluster struct {
 	t        *testing.T
 	docker   *client.Client
 	netName  string
+	subnet   string // the network's first three octets, "172.29.N."
+	hosts    int    // addresses handed out so far
 	prefix   string // container name prefix, unique per run
 	consul   string // image tags
 	agent    string
@@ -88,15 +90,16 @@ func (c *cluster) buildImage(name, binary string) string {
 }
 
 // createNetwork makes the cluster's network with a subnet of its own, so
-// that a partitioned node can be reconnected with the address its Consul
-// agent is bound to. Subnets already taken are skipped.
+// that every host on it gets a fixed address (see run). Subnets already
+// taken are skipped.
 func (c *cluster) createNetwork(ctx context.Context) {
 	c.t.Helper()
 	var err error
 	for i := 0; i < 20; i++ {
-		subnet := fmt.Sprintf("172.29.%d.0/24", rand.IntN(250)+1)
-		ipam := &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet}}}
+		base := fmt.Sprintf("172.29.%d.", rand.IntN(250)+1)
+		ipam := &network.IPAM{Config: []network.IPAMConfig{{Subnet: base + "0/24"}}}
 		if _, err = c.docker.NetworkCreate(ctx, c.netName, network.CreateOptions{Labels: dockertest.Labels(), IPAM: ipam}); err == nil {
+			c.subnet = base
 			return
 		}
 	}
@@ -137,14 +140,21 @@ func (c *cluster) startServer(name string) {
 }
 
 // run creates and starts a container, on the cluster network when onNet.
+// A host on the network gets a fixed address, as a server's would be: its
+// Consul agent is bound to it, a partitioned host is reconnected with it,
+// and Docker never hands it to another container while it is stopped or
+// cut off, which a dynamic address on a small subnet it would.
 func (c *cluster) run(name string, cfg *container.Config, host *container.HostConfig, onNet bool) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var nc *network.NetworkingConfig
 	if onNet {
+		c.hosts++
+		ip := c.subnet + strconv.Itoa(10+c.hosts)
 		host.NetworkMode = container.NetworkMode(c.netName)
-		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{c.netName: {}}}
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			c.netName: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}}}}
 	}
 	created, err := c.docker.ContainerCreate(ctx, cfg, host, nc, nil, name)
 	if err != nil {

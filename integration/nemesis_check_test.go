@@ -267,6 +267,9 @@ func (ck *checker) checkFailures(g string, gs *coordinator.GroupState) {
 	if count < u.MaxFailures || latest.Before(gs.Desired.CommittedAt) {
 		return
 	}
+	if ck.failedAfterCancel(g, gs) {
+		return // a failure after a cancel is recorded and does nothing else (README)
+	}
 	switch {
 	case u.FailureAction == hashspec.FailurePause:
 		ck.n.violate("c nopause "+g+" "+sha, "(c) %s: %d failure(s) of %s recorded %v, max_failures=%d, and no pause", g, count, sha, who, u.MaxFailures)
@@ -274,6 +277,24 @@ func (ck *checker) checkFailures(g string, gs *coordinator.GroupState) {
 		ck.n.violate("c norollback "+g+" "+sha, "(c) %s: %d failure(s) of %s recorded %v, max_failures=%d, and still desired: no rollback",
 			g, count, sha, who, u.MaxFailures)
 	}
+}
+
+// failedAfterCancel says the desired SHA's last failure write came after
+// its cancel, by Consul's own indexes: every failure write moves the SHA's
+// failure counter, and a cancel touches desired, on which the failure's
+// transaction is checked, so the write that came after saw the cancel.
+func (ck *checker) failedAfterCancel(g string, gs *coordinator.GroupState) bool {
+	if gs.Cancel == nil {
+		return false
+	}
+	k, err := coordinator.NewKeys("", g)
+	if err != nil {
+		return false
+	}
+	kv := ck.n.c.api().KV()
+	cancel, _, err1 := kv.Get(k.Cancel(gs.Desired.SHA), nil)
+	count, _, err2 := kv.Get(k.FailCount(gs.Desired.SHA), nil)
+	return err1 == nil && err2 == nil && cancel != nil && count != nil && count.ModifyIndex > cancel.ModifyIndex
 }
 
 func keys[V any](m map[string]V) []string {

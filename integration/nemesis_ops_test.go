@@ -196,7 +196,14 @@ func (n *nemesis) reviveNode(node string) error {
 		n.f.idle[node] = "revived"
 	}
 	n.f.mu.Unlock()
-	return n.c.reviveNodeErr(node, false)
+	err := n.c.reviveNodeErr(node, false)
+	if err != nil {
+		// Still down: healAll boots it again.
+		n.f.mu.Lock()
+		n.f.nodes[node] = true
+		n.f.mu.Unlock()
+	}
+	return err
 }
 
 func (n *nemesis) partition(node string, cut bool) error {
@@ -211,12 +218,17 @@ func (n *nemesis) partition(node string, cut bool) error {
 	}
 	n.f.mu.Lock()
 	ip, ok := n.f.partitioned[node]
-	delete(n.f.partitioned, node)
 	n.f.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return n.c.healErr(node, ip)
+	if err := n.c.healErr(node, ip); err != nil {
+		return err // still cut off: healAll tries again
+	}
+	n.f.mu.Lock()
+	delete(n.f.partitioned, node)
+	n.f.mu.Unlock()
+	return nil
 }
 
 // server kills the leading server, or starts the one killed.

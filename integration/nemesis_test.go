@@ -64,7 +64,9 @@ const (
 // coordinator.NoRollbackTarget), and as many failure records exist (one key
 // per node: each failure counted once); and when max_failures records
 // exist, the latest written after the SHA became desired, the pause or
-// the rollback has been taken (they share the failure's transaction).
+// the rollback has been taken (they share the failure's transaction),
+// unless that failure was written after a cancel of the SHA, which it
+// then only records (README).
 //
 // (d) Once healed, each group converges within 3 minutes on its desired
 // SHA; a desired SHA that is cancelled, paused, bad or has failed nodes
