@@ -191,7 +191,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 			n := nodeState(t, st, group, "n1")
 			svc, _, err := srv.Client().Agent().Service("rollagent-"+group+"-n1", nil)
 			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged &&
-				err == nil && svc.Meta["state"] == coordinator.StateConverged && svc.Meta["sha"] == sha
+				err == nil && svc.Meta["state"] == string(coordinator.StateConverged) && svc.Meta["sha"] == sha
 		})
 		fleettest.WaitFor(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
 			alive.mu.Lock()

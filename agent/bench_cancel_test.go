@@ -202,7 +202,7 @@ type groupSnap struct {
 func (s groupSnap) dequeued() bool { return s.gs.Holders == nil || len(s.gs.Holders.Waiting) == 0 }
 
 // allIn says every node in ns publishes state.
-func (s groupSnap) allIn(ns []string, state string) bool {
+func (s groupSnap) allIn(ns []string, state coordinator.NodeStatus) bool {
 	n := 0
 	for _, x := range s.gs.Nodes {
 		if slices.Contains(ns, x.Node) && x.State == state {

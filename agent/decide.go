@@ -16,7 +16,7 @@ type Look struct {
 	// Open is the gate for Desired; Closed says why it is not, as the
 	// node's state (cancelled, paused or waiting) and a reason.
 	Open        bool
-	ClosedState string
+	ClosedState coordinator.NodeStatus
 	Reason      string
 	// Refused is why this node will not move to Desired although the gate
 	// is open: a failure of its own recorded for it, or a spec its host
@@ -67,7 +67,7 @@ const (
 // Decision is a Plan, with the node's state and its reason when idle.
 type Decision struct {
 	Plan   Plan
-	State  string
+	State  coordinator.NodeStatus
 	Reason string
 }
 

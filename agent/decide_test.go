@@ -26,7 +26,7 @@ func TestDecide(t *testing.T) {
 		name  string
 		look  Look
 		plan  Plan
-		state string
+		state coordinator.NodeStatus
 	}{
 		{"unreadable desired touches nothing", Look{Unreadable: true, Claimed: true, Leftover: true}, PlanIdle, coordinator.StateWaiting},
 		{"nothing committed", Look{SHA: shaA}, PlanIdle, ""},

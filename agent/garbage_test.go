@@ -53,8 +53,8 @@ type garbageCase struct {
 	inject  func(t *testing.T, e *garbageEnv)
 	log     string // the agent's log must name the cause, of what it reads: not other nodes' records
 	problem func(e *garbageEnv) string
-	node    string // n1's state after
-	nodeErr string // and its error
+	node    coordinator.NodeStatus // n1's state after
+	nodeErr string                 // and its error
 }
 
 func garbageCases() []garbageCase {
@@ -107,7 +107,7 @@ func TestGarbageInKVIsReportedNotActedOn(t *testing.T) {
 			// A second look proves the first one ended: reconciles run one at a time.
 			e.touch(t)
 			fleettest.WaitFor(t, time.Minute, "a second look", func() bool { return rt.count("Inspect") >= 2 })
-			waitNode(t, st, e.group, "n1", tc.node, func(n *coordinator.NodeState) bool {
+			waitNode(t, st, e.group, "n1", string(tc.node), func(n *coordinator.NodeState) bool {
 				return n.State == tc.node && strings.Contains(n.Error, tc.nodeErr)
 			})
 			a.stop(t)

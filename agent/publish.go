@@ -76,7 +76,7 @@ func (p *publisher) checkID() string   { return coordinator.WorkloadCheckID(p.gr
 
 // state builds this node's NodeState, keeping the previous Since when
 // nothing changed, so that "since" means since the last change.
-func (p *publisher) state(sha, desired, state, errText string) coordinator.NodeState {
+func (p *publisher) state(sha, desired string, state coordinator.NodeStatus, errText string) coordinator.NodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC()}
@@ -229,8 +229,8 @@ func (p *publisher) mirrorOnce(ctx context.Context) error {
 func (p *publisher) register(ctx context.Context, n coordinator.NodeState, health string) error {
 	reg := &api.AgentServiceRegistration{
 		ID: p.serviceID(), Name: coordinator.ServiceName(p.group),
-		Tags:   []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + n.State, "desired:" + coordinator.ShortSHA(n.Desired)},
-		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": n.State},
+		Tags:   []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + string(n.State), "desired:" + coordinator.ShortSHA(n.Desired)},
+		Meta:   map[string]string{"group": p.group, "node": p.node, "sha": n.SHA, "desired": n.Desired, "state": string(n.State)},
 		Checks: api.AgentServiceChecks{p.workloadCheck(health)},
 	}
 	listAlive := p.aliveURL != "" && !p.aliveOn

@@ -81,7 +81,7 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 }
 
 // closedState is the node state that says why the gate is closed.
-func closedState(gs *coordinator.GroupState, v coordinator.Verdict) string {
+func closedState(gs *coordinator.GroupState, v coordinator.Verdict) coordinator.NodeStatus {
 	switch {
 	case gs.Cancel != nil:
 		return coordinator.StateCancelled

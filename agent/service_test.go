@@ -75,12 +75,12 @@ func serviceProblem(f *fleet, ns []string, sha string) string {
 		if s.ID != id {
 			return fmt.Sprintf("node %s: service ID %q, want %q", n, s.ID, id)
 		}
-		for _, tag := range []string{"sha:" + sha[:12], "state:" + coordinator.StateConverged, "desired:" + sha[:12]} {
+		for _, tag := range []string{"sha:" + sha[:12], "state:" + string(coordinator.StateConverged), "desired:" + sha[:12]} {
 			if !slices.Contains(s.Tags, tag) {
 				return fmt.Sprintf("node %s: tags %q lack %q", n, s.Tags, tag)
 			}
 		}
-		if s.Meta["sha"] != sha || s.Meta["desired"] != sha || s.Meta["state"] != coordinator.StateConverged || s.Meta["group"] != f.group {
+		if s.Meta["sha"] != sha || s.Meta["desired"] != sha || s.Meta["state"] != string(coordinator.StateConverged) || s.Meta["group"] != f.group {
 			return fmt.Sprintf("node %s: meta %v", n, s.Meta)
 		}
 		if st := checkStatus(e, id+":workload"); st != api.HealthPassing {

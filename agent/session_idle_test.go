@@ -114,7 +114,7 @@ func noSessions(t *testing.T, c *api.Client, group, when string) {
 	})
 }
 
-func nodeIn(gs *coordinator.GroupState, state string) bool {
+func nodeIn(gs *coordinator.GroupState, state coordinator.NodeStatus) bool {
 	for _, n := range gs.Nodes {
 		if n.State == state {
 			return true

@@ -332,7 +332,7 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 }
 
 // keep ends the turn holding the node's slot, which its next look reclaims.
-func (t *turn) keep(ctx context.Context, state, why string) result {
+func (t *turn) keep(ctx context.Context, state coordinator.NodeStatus, why string) result {
 	t.hold.Drop()
 	obs, _ := t.a.cfg.Runtime.Inspect(ctx)
 	t.a.pub.set(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, why))

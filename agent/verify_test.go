@@ -23,8 +23,11 @@ import (
 func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 	srv := consultest.NewDev(t)
 	tests := []struct {
-		name, recorded, sick, want string
-		verifies                   bool
+		name     string
+		recorded coordinator.NodeStatus
+		sick     string
+		want     coordinator.NodeStatus
+		verifies bool
 	}{
 		{"killed while verifying, healthy", coordinator.StateVerifying, "", coordinator.StateConverged, true},
 		{"killed while replacing, crash-looping", coordinator.StateReplacing, "new container is not healthy: restarting",
@@ -45,7 +48,7 @@ func TestUnverifiedWorkloadIsVerifiedFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := startAgent(t, st, group, "n1", rt, agent.Allow{})
-			waitNode(t, st, group, "n1", tc.want, func(n *coordinator.NodeState) bool {
+			waitNode(t, st, group, "n1", string(tc.want), func(n *coordinator.NodeState) bool {
 				return n.State == tc.want && n.Since.After(left.Since)
 			})
 			a.stop(t)

@@ -38,7 +38,7 @@ func (r *checkingRuntime) WaitHealthy(ctx context.Context, s *hashspec.Spec) err
 		state = "no record"
 		for _, n := range gs.Nodes {
 			if n.Node == "n1" {
-				state = n.State
+				state = string(n.State)
 			}
 		}
 	}
@@ -58,7 +58,7 @@ func TestVerifyingRecordOnlyForSlowChecks(t *testing.T) {
 	tests := []struct {
 		name  string
 		takes time.Duration
-		want  string // the record as the check ends
+		want  coordinator.NodeStatus // the record as the check ends
 	}{
 		{"quick check", 0, coordinator.StateReplacing},
 		{"slow check", 2500 * time.Millisecond, coordinator.StateVerifying},
@@ -75,7 +75,7 @@ func TestVerifyingRecordOnlyForSlowChecks(t *testing.T) {
 			startAgent(t, st, group, "n1", rt, agent.Allow{})
 			select {
 			case got := <-rt.seenEnd:
-				if got != tc.want {
+				if got != string(tc.want) {
 					t.Fatalf("record as the health check ended: %q, want %q", got, tc.want)
 				}
 			case <-ctx.Done():

@@ -20,8 +20,8 @@ type fixture struct {
 	cancelAs *Cancel
 	pause    bool
 	failures int
-	nodes    map[string]string // node -> state, on the desired SHA when "converged"
-	garbage  map[string]string // extra raw keys
+	nodes    map[string]NodeStatus // node -> state, on the desired SHA when "converged"
+	garbage  map[string]string     // extra raw keys
 }
 
 func specWith(t *testing.T, action string, maxFailures, parallel int) *hashspec.Spec {
@@ -157,14 +157,14 @@ func TestOnFailure(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	f := fixture{spec: specWith(t, "pause", 1, 1), nodes: map[string]string{
+	f := fixture{spec: specWith(t, "pause", 1, 1), nodes: map[string]NodeStatus{
 		"a": StateConverged, "b": StateConverged, "c": StateReplacing, "d": StateWaiting, "e": StateFailed}}
 	p := f.state(t).Progress()
 	want := Progress{Total: 5, Converged: 2, Replacing: 1, Waiting: 1, Failed: 1}
 	if p != want {
 		t.Fatalf("progress = %+v, want %+v", p, want)
 	}
-	f.nodes = map[string]string{"a": StateConverged}
+	f.nodes = map[string]NodeStatus{"a": StateConverged}
 	if !f.state(t).Progress().Done {
 		t.Fatal("all converged must be done")
 	}

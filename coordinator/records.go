@@ -9,21 +9,6 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 )
 
-// Node states published under nodes/<node>.
-const (
-	StateConverged = "converged"
-	StateWaiting   = "waiting"
-	StateReplacing = "replacing"
-	StateVerifying = "verifying"
-	StateFailed    = "failed"
-	StateCancelled = "cancelled"
-	StatePaused    = "paused"
-	StateUnknown   = "unknown" // the agent could not read its workload
-)
-
-var validStates = map[string]bool{StateConverged: true, StateWaiting: true, StateReplacing: true,
-	StateVerifying: true, StateFailed: true, StateCancelled: true, StatePaused: true, StateUnknown: true}
-
 var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ValidSHA reports whether s looks like a spec SHA.
@@ -103,12 +88,12 @@ type FailCount struct {
 
 // NodeState is what an agent publishes about its node.
 type NodeState struct {
-	Node    string    `json:"node"`
-	SHA     string    `json:"sha"`               // what runs now ("" when nothing does)
-	Desired string    `json:"desired,omitempty"` // what the agent is converging to
-	State   string    `json:"state"`
-	Since   time.Time `json:"since"`
-	Error   string    `json:"error,omitempty"`
+	Node    string     `json:"node"`
+	SHA     string     `json:"sha"`               // what runs now ("" when nothing does)
+	Desired string     `json:"desired,omitempty"` // what the agent is converging to
+	State   NodeStatus `json:"state"`
+	Since   time.Time  `json:"since"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // decode parses a KV value strictly and checks it, so that a value written
@@ -167,7 +152,7 @@ func (n *NodeState) check() error {
 	if err := hashspec.ValidateName(n.Node); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	if !validStates[n.State] {
+	if !n.State.Valid() {
 		return fmt.Errorf("state %q is not one of the known states", n.State)
 	}
 	if err := checkSHA("sha", n.SHA, true); err != nil {

@@ -12,7 +12,7 @@ func TestEstimate(t *testing.T) {
 	const old = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	node := func(name, sha, state string, since int) coordinator.NodeState {
+	node := func(name, sha string, state coordinator.NodeStatus, since int) coordinator.NodeState {
 		return coordinator.NodeState{Node: name, SHA: sha, State: state, Since: at(since)}
 	}
 	open := coordinator.Verdict{Open: true, Limit: 1}

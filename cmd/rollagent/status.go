@@ -208,7 +208,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(n.Node), short(n.SHA), cell(n.State), ago(n.Since, s.At), cell(n.Error))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(n.Node), short(n.SHA), cell(string(n.State)), ago(n.Since, s.At), cell(n.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

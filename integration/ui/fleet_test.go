@@ -210,13 +210,13 @@ func (f *fleet) serviceProblem(holder string) string {
 		if !ok {
 			return fmt.Sprintf("instance %s: node %q has no state in KV", s.ID, n)
 		}
-		tags := []string{"sha:" + coordinator.ShortSHA(st.SHA), "state:" + st.State, "desired:" + coordinator.ShortSHA(st.Desired)}
+		tags := []string{"sha:" + coordinator.ShortSHA(st.SHA), "state:" + string(st.State), "desired:" + coordinator.ShortSHA(st.Desired)}
 		for _, tag := range tags {
 			if !slices.Contains(s.Tags, tag) {
 				return fmt.Sprintf("instance %s: tags %q lack %q", s.ID, s.Tags, tag)
 			}
 		}
-		if s.Meta["sha"] != st.SHA || s.Meta["desired"] != st.Desired || s.Meta["state"] != st.State {
+		if s.Meta["sha"] != st.SHA || s.Meta["desired"] != st.Desired || s.Meta["state"] != string(st.State) {
 			return fmt.Sprintf("instance %s: meta %v, KV has %+v", s.ID, s.Meta, st)
 		}
 		want := api.HealthPassing

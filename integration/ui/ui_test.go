@@ -85,9 +85,9 @@ func instancesProblem(text string, f *fleet, v1, v2 string) string {
 		want := []string{"sha:" + coordinator.ShortSHA(v1), "desired:" + coordinator.ShortSHA(v2)}
 		if n == holder {
 			// Its workload check fails; its session's check passes.
-			want = append(want, "state:"+coordinator.StateReplacing, "1/2 service checks failing")
+			want = append(want, "state:"+string(coordinator.StateReplacing), "1/2 service checks failing")
 		} else {
-			want = append(want, "state:"+coordinator.StateWaiting, "All service checks passing")
+			want = append(want, "state:"+string(coordinator.StateWaiting), "All service checks passing")
 		}
 		if p := lacks(blocks[n], want...); p != "" {
 			return fmt.Sprintf("instance of %s (holder %s): %s", n, holder, p)
