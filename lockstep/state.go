@@ -135,6 +135,8 @@ type Holders struct {
 	// Claims are the slots held by name; see Claim.
 	Claims  map[string]Claim
 	Waiting []string // session IDs in queue order
+	// contenders are the contender keys their sessions lock, for Names.
+	contenders api.KVPairs
 	// Problem says why the holders record could not be read, or is "".
 	// Holding is right all the same: it comes from the holder keys.
 	Problem string
@@ -169,7 +171,30 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 			h.Waiting = append(h.Waiting, ct.Session)
 		}
 	}
+	for _, p := range mine {
+		if strings.HasPrefix(strings.TrimPrefix(p.Key, prefix), contenderPrefix) && p.Session != "" {
+			h.contenders = append(h.contenders, p)
+		}
+	}
 	return h
+}
+
+// Names returns the name in each contender key, by session, of every
+// contender in line (waiting or holding). A status display tells from them
+// whether a node that says it waits has a process in line at all: a key
+// goes with its session, so a node whose process died has none. They are
+// decoded here, when asked, not by ParseHolders: agents parse the slot on
+// every read and never need them. A key that does not decode (written by
+// someone else) names no one.
+func (h *Holders) Names() map[string]string {
+	names := map[string]string{}
+	for _, p := range h.contenders {
+		var e Entry
+		if json.Unmarshal(p.Value, &e) == nil && e.Name != "" {
+			names[p.Session] = e.Name
+		}
+	}
+	return names
 }
 
 func normPrefix(p string) string {

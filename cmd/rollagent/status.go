@@ -40,7 +40,8 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 }
 
 // redrawEvery refreshes the clocks (slot held for, ETA) of a table between
-// changes; JSON is only written on a change, so a script sees real events.
+// changes; JSON is only written on a change, or when a stall starts or
+// ends, so a script sees real events.
 const redrawEvery = time.Second
 
 // watch redraws in place until ctx ends. Reads block in their own goroutine
@@ -56,6 +57,7 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 	defer tick.Stop()
 	var last *coordinator.GroupState
 	var outage error
+	stalled := false // what the last document written said
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,13 +70,16 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 		case last = <-states:
 			outage = nil
 		case <-tick.C:
-			if c.Output == "json" || (last == nil && outage == nil) {
+			// A stall starts with no change in KV, only time passing:
+			// it is an event a script must see, like a change.
+			if last == nil && outage == nil || c.Output == "json" && stalledAt(last, time.Now()) == stalled {
 				continue
 			}
 		}
 		if err := c.redraw(out, last, outage); err != nil {
 			return err
 		}
+		stalled = stalledAt(last, time.Now())
 	}
 }
 
@@ -188,6 +193,7 @@ func printTable(out io.Writer, s statusJSON) error {
 		line += "  " + e
 	}
 	fmt.Fprintln(out, line)
+	printStall(out, s)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
@@ -205,6 +211,7 @@ func printTable(out io.Writer, s statusJSON) error {
 			fmt.Fprintf(out, "slot of %s: its lease ran out; the next waiter records it lost\n", cell(c.Name))
 		}
 	}
+	printBudget(out, s)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {

@@ -29,6 +29,8 @@ type statusJSON struct {
 	Waiting  int                     `json:"waiting_for_slot"`
 	Failures []coordinator.Failure   `json:"failures"`
 	Problems []string                `json:"problems"`
+	Budget   budgetJSON              `json:"slot_budget"`
+	Stall    *stallJSON              `json:"stall"` // null unless the group is stalled
 }
 
 type gateJSON struct {
@@ -92,6 +94,7 @@ func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
 		s.Orphans = orphans(gs.Holders, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
+	diagnose(&s, gs, v, now)
 	return s
 }
 

@@ -84,7 +84,8 @@ func TestStatusJSONSchema(t *testing.T) {
 		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
 	}
 	for _, tt := range []struct{ path, got, want string }{
-		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,orphaned_claims,problems,progress,schema,unavailable,waiting_for_slot"},
+		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,orphaned_claims,problems,progress,schema,slot_budget,stall,unavailable,waiting_for_slot"},
+		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
 		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha"},
 		{"progress", sortedKeys(doc["progress"]), "converged,done,eta,failed,other,replacing,total,waiting"},
 		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
@@ -101,6 +102,12 @@ func TestStatusJSONSchema(t *testing.T) {
 		if _, ok := doc[list].([]any); !ok {
 			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
 		}
+	}
+	if _, ok := doc["slot_budget"].(map[string]any)["used_by"].([]any); !ok {
+		t.Errorf("slot_budget.used_by is %v, want a list (empty, not null)", doc["slot_budget"])
+	}
+	if v, ok := doc["stall"]; !ok || v != nil {
+		t.Errorf("stall is %v, want null: b waits only since now", v)
 	}
 	if doc["schema"] != float64(statusSchema) {
 		t.Errorf("schema %v, want %d", doc["schema"], statusSchema)

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// budgetJSON is who uses max_parallel's slots: the nodes the head of the
+// line counts before it grants one.
+type budgetJSON struct {
+	Full   bool           `json:"full"`
+	UsedBy []slotUserJSON `json:"used_by"`
+}
+
+type slotUserJSON struct {
+	Node string                    `json:"node"`
+	Why  coordinator.SlotUseReason `json:"why"`
+}
+
+// stallJSON says why a group whose gate is open does not move.
+type stallJSON struct {
+	QuietSince time.Time         `json:"quiet_since"`
+	Waiting    []waiterJSON      `json:"waiting"`
+	Reasons    []stallReasonJSON `json:"reasons"`
+}
+
+type waiterJSON struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+}
+
+type stallReasonJSON struct {
+	Cause coordinator.StallCause `json:"cause"`
+	Nodes []string               `json:"nodes"`
+}
+
+// diagnose fills the slot budget and the stall diagnosis of s from gs.
+func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, now time.Time) {
+	b := coordinator.SlotBudget(v.Limit, gs.Holders, gs.Unavailable, now)
+	s.Budget = budgetJSON{Full: b.Full(), UsedBy: []slotUserJSON{}}
+	for _, u := range b.Users {
+		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why})
+	}
+	st := coordinator.Diagnose(gs.StallInput(now))
+	if st == nil {
+		return
+	}
+	s.Stall = &stallJSON{QuietSince: st.Quiet, Waiting: []waiterJSON{}, Reasons: []stallReasonJSON{}}
+	for _, w := range st.Waiting {
+		s.Stall.Waiting = append(s.Stall.Waiting, waiterJSON{Node: w.Node, Since: w.Since})
+	}
+	for _, r := range st.Reasons {
+		s.Stall.Reasons = append(s.Stall.Reasons, stallReasonJSON{Cause: r.Cause, Nodes: r.Nodes})
+	}
+}
+
+// stalledAt says whether gs is stalled at now; nil is not.
+func stalledAt(gs *coordinator.GroupState, now time.Time) bool {
+	return gs != nil && coordinator.Diagnose(gs.StallInput(now)) != nil
+}
+
+// printBudget names, in one line, every node that uses a slot and why,
+// once the slots are full and not only by holders at work: then a node
+// waits on nodes that do nothing, and the operator must see which.
+func printBudget(out io.Writer, s statusJSON) {
+	b := s.Budget
+	if !s.Gate.Open || !b.Full {
+		return
+	}
+	idle := false
+	parts := make([]string, 0, len(b.UsedBy))
+	for _, u := range b.UsedBy {
+		parts = append(parts, cell(u.Node)+" "+slotUseText(u.Why))
+		idle = idle || u.Why != coordinator.SlotHolding
+	}
+	if idle {
+		fmt.Fprintf(out, "slots full (%d of max_parallel %d): %s\n", len(b.UsedBy), s.Gate.MaxParallel, strings.Join(parts, "; "))
+	}
+}
+
+func slotUseText(why coordinator.SlotUseReason) string {
+	switch why {
+	case coordinator.SlotHolding:
+		return "holds one"
+	case coordinator.SlotOrphaned:
+		return "holds one with its agent gone (orphaned claim)"
+	case coordinator.SlotUnavailable:
+		return "is down (its agent does not answer, or its host is gone)"
+	}
+	return string(why)
+}
+
+// printStall says that the group is stalled, which nodes wait, and what
+// KV tells of why: one line, then one per likely cause.
+func printStall(out io.Writer, s statusJSON) {
+	st := s.Stall
+	if st == nil || len(st.Waiting) == 0 {
+		return
+	}
+	names := make([]string, 0, len(st.Waiting))
+	for _, w := range st.Waiting {
+		names = append(names, cell(w.Node))
+	}
+	longest := s.At.Sub(st.Waiting[0].Since).Round(time.Second)
+	fmt.Fprintf(out, "STALLED: %s wait%s (longest %s) with the gate open and a slot free; nothing has changed for %s\n",
+		strings.Join(names, ", "), plural(len(names)), longest, s.At.Sub(st.QuietSince).Round(time.Second))
+	for _, r := range st.Reasons {
+		nodes := make([]string, 0, len(r.Nodes))
+		for _, n := range r.Nodes {
+			nodes = append(nodes, cell(n))
+		}
+		fmt.Fprintf(out, "  why %s: %s\n", strings.Join(nodes, ", "), causeText(r.Cause))
+	}
+}
+
+// plural is the verb's "s" for a single node ("n2 waits").
+func plural(n int) string {
+	if n == 1 {
+		return "s"
+	}
+	return ""
+}
+
+func causeText(c coordinator.StallCause) string {
+	switch c {
+	case coordinator.CauseAgentDown:
+		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or delete nodes/<node> if the node left the group"
+	case coordinator.CauseNotInLine:
+		return "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or delete nodes/<node> if the node left the group"
+	case coordinator.CauseNotGranted:
+		return "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs"
+	}
+	return string(c)
+}

@@ -1,0 +1,235 @@
+package coordinator
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// StallAfter is how long a group with nodes waiting behind an open gate and
+// every slot free may go without any record changing before status calls
+// it stalled. Between one node's release and the next grant there are
+// milliseconds, and an agent whose look failed tries again within
+// agent.DefaultRetry (10 s); a minute of nothing is neither.
+const StallAfter = time.Minute
+
+// SlotUseReason says why a node uses one of max_parallel's slots.
+type SlotUseReason string
+
+// Values of SlotUseReason; they are part of `status -o json`.
+const (
+	// SlotHolding: the node's process holds the slot now.
+	SlotHolding SlotUseReason = "holding"
+	// SlotOrphaned: the node's process is gone mid-step; its claim counts
+	// until the process is back or the claim's lease runs out.
+	SlotOrphaned SlotUseReason = "orphaned_claim"
+	// SlotUnavailable: Consul sees the node down (Store.Unavailable).
+	SlotUnavailable SlotUseReason = "unavailable"
+)
+
+// SlotUser is one node that uses a slot.
+type SlotUser struct {
+	Node string
+	Why  SlotUseReason
+	// Until is when an orphaned claim stops counting; zero otherwise.
+	Until time.Time
+}
+
+// Budget is who uses max_parallel's slots, counted as the head of the line
+// counts them (lockstep's budget, plus the nodes Consul sees down).
+type Budget struct {
+	Limit int        // K; 0 while the gate is closed
+	Users []SlotUser // sorted by node; a node once, by its first reason above
+}
+
+// Full says no node may be granted a slot until one of Users is done.
+func (b Budget) Full() bool { return b.Limit > 0 && len(b.Users) >= b.Limit }
+
+// SlotBudget counts who uses the slots at now. h may be nil (no slot state
+// read).
+func SlotBudget(limit int, h *lockstep.Holders, unavailable []string, now time.Time) Budget {
+	b := Budget{Limit: limit}
+	seen := map[string]bool{}
+	add := func(u SlotUser) {
+		if !seen[u.Node] {
+			seen[u.Node] = true
+			b.Users = append(b.Users, u)
+		}
+	}
+	if h != nil {
+		for _, e := range h.Holding {
+			add(SlotUser{Node: e.Name, Why: SlotHolding})
+		}
+		// Counted also names the claims of live holders, added above.
+		for _, name := range h.Counted(now) {
+			c, _ := h.ClaimOf(name)
+			add(SlotUser{Node: name, Why: SlotOrphaned, Until: c.Until})
+		}
+	}
+	for _, n := range unavailable {
+		add(SlotUser{Node: n, Why: SlotUnavailable})
+	}
+	sort.Slice(b.Users, func(i, j int) bool { return b.Users[i].Node < b.Users[j].Node })
+	return b
+}
+
+// StallCause is a likely reason, told from KV alone, that waiting nodes do
+// not move.
+type StallCause string
+
+// Values of StallCause; they are part of `status -o json`.
+const (
+	// CauseAgentDown: the node has no contender key (its process is not
+	// in line: a key goes with its session) and Consul sees it down.
+	CauseAgentDown StallCause = "agent_down"
+	// CauseNotInLine: the node has no contender key though Consul does not
+	// see it down: its agent stopped, left the catalog, or cannot reach
+	// Consul; or the node left the group and its record stayed.
+	CauseNotInLine StallCause = "not_in_line"
+	// CauseNotGranted: the node is in line and a slot is free, yet no grant
+	// came: a bug in rollagent.
+	CauseNotGranted StallCause = "not_granted"
+)
+
+// StallReason is one cause and the waiting nodes it applies to.
+type StallReason struct {
+	Cause StallCause
+	Nodes []string // sorted
+}
+
+// Waiter is a node behind the desired SHA that is not moving, and since
+// when: its record's time, or the commit if that is later, as no node can
+// be expected to act on a commit before it was made.
+type Waiter struct {
+	Node  string
+	Since time.Time
+}
+
+// Stall is the diagnosis of a group that does not move while it could.
+type Stall struct {
+	Waiting []Waiter // oldest first
+	// Quiet is the latest change any record shows: a node's record, a
+	// failure, the commit. Nothing has happened since.
+	Quiet   time.Time
+	Reasons []StallReason // in the order of the StallCause values
+}
+
+// StallInput is what Diagnose decides from: a GroupState's parts, with the
+// nodes Consul sees down, at Now.
+type StallInput struct {
+	Gate        Verdict
+	Desired     *Desired
+	Nodes       []NodeState
+	Failures    []Failure
+	Holders     *lockstep.Holders
+	Unavailable []string
+	Now         time.Time
+}
+
+// StallInput gathers g's parts for Diagnose.
+func (g *GroupState) StallInput(now time.Time) StallInput {
+	return StallInput{Gate: g.Gate(), Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
+		Holders: g.Holders, Unavailable: g.Unavailable, Now: now}
+}
+
+// Diagnose returns why the group is stalled, or nil when it is not: when
+// its gate is open, some node waits behind the desired SHA, no slot is used
+// (no live holder, no claim that counts, no node Consul sees down filling
+// K) and no record has changed for StallAfter. A rollout never stops in
+// that state by design, so status must say so rather than look idle.
+//
+// A node's "replacing" or "verifying" record is not asked about: a node
+// moves only under a slot, which the budget counts, so such a record
+// without a slot is left over from a process that died and moves nothing.
+func Diagnose(in StallInput) *Stall {
+	if !in.Gate.Open || in.Desired == nil {
+		return nil
+	}
+	waiting := waiters(in.Desired, in.Nodes)
+	if len(waiting) == 0 {
+		return nil
+	}
+	b := SlotBudget(in.Gate.Limit, in.Holders, in.Unavailable, in.Now)
+	if b.Full() || slices.ContainsFunc(b.Users, func(u SlotUser) bool { return u.Why != SlotUnavailable }) {
+		return nil // something moves, or the budget line says who holds it
+	}
+	quiet := lastChange(in)
+	if in.Now.Sub(quiet) <= StallAfter {
+		return nil
+	}
+	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable)}
+}
+
+// waiters are the nodes behind desired that wait: their record says so, or
+// predates the commit, which an agent that is up would have acted on.
+func waiters(d *Desired, nodes []NodeState) []Waiter {
+	var out []Waiter
+	for _, n := range nodes {
+		if n.SHA == d.SHA || n.State == StateReplacing || n.State == StateVerifying {
+			continue
+		}
+		if n.State == StateWaiting || n.Since.Before(d.CommittedAt) {
+			since := n.Since
+			if since.Before(d.CommittedAt) {
+				since = d.CommittedAt
+			}
+			out = append(out, Waiter{Node: n.Node, Since: since})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
+	return out
+}
+
+// lastChange is the latest time any record of the group was written.
+func lastChange(in StallInput) time.Time {
+	last := in.Desired.CommittedAt
+	later := func(t time.Time) {
+		if t.After(last) {
+			last = t
+		}
+	}
+	for _, n := range in.Nodes {
+		later(n.Since)
+	}
+	for _, f := range in.Failures {
+		later(f.At)
+	}
+	if in.Holders != nil {
+		for _, c := range in.Holders.Claims {
+			later(c.Since)
+		}
+	}
+	return last
+}
+
+// stallReasons sorts the waiting nodes by what the slot's keys and Consul's
+// health say of their agents.
+func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string) []StallReason {
+	inLine := map[string]bool{}
+	if h != nil {
+		for _, name := range h.Names() {
+			inLine[name] = true
+		}
+	}
+	byCause := map[StallCause][]string{}
+	for _, w := range waiting {
+		cause := CauseNotGranted
+		switch {
+		case !inLine[w.Node] && slices.Contains(unavailable, w.Node):
+			cause = CauseAgentDown
+		case !inLine[w.Node]:
+			cause = CauseNotInLine
+		}
+		byCause[cause] = append(byCause[cause], w.Node)
+	}
+	var out []StallReason
+	for _, c := range []StallCause{CauseAgentDown, CauseNotInLine, CauseNotGranted} {
+		if nodes := byCause[c]; len(nodes) > 0 {
+			sort.Strings(nodes)
+			out = append(out, StallReason{Cause: c, Nodes: nodes})
+		}
+	}
+	return out
+}
