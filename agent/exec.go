@@ -37,6 +37,11 @@ type Exec struct {
 	Group      string
 	Node       string
 	Log        hclog.Logger
+	// HookTimeout bounds one run of the replace hook. It is also the step
+	// bound in the node's claim lease: a node that dies mid-step keeps its
+	// slot for HookTimeout + healthy_deadline + 30 s. Optional, defaults
+	// to DefaultHookTimeout.
+	HookTimeout time.Duration
 }
 
 type execState struct {
@@ -89,7 +94,12 @@ func (e *Exec) Inspect(context.Context) (Observed, error) {
 }
 
 // StepTimeout bounds one destructive step: a run of the replace hook.
-func (e *Exec) StepTimeout() time.Duration { return DefaultHookTimeout }
+func (e *Exec) StepTimeout() time.Duration {
+	if e.HookTimeout > 0 {
+		return e.HookTimeout
+	}
+	return DefaultHookTimeout
+}
 
 // Prepare stores the spec where the hook will read it.
 func (e *Exec) Prepare(_ context.Context, spec *hashspec.Spec, sha string) error {
@@ -116,7 +126,7 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 	if err := e.save(st); err != nil {
 		return err
 	}
-	return e.run(ctx, e.ReplaceCmd, sha, DefaultHookTimeout)
+	return e.run(ctx, e.ReplaceCmd, sha, e.StepTimeout())
 }
 
 func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.Duration) error {
@@ -192,7 +202,7 @@ func (e *Exec) Restore(ctx context.Context, sha string) error {
 		return err
 	}
 	if st.SHA != "" {
-		if err := e.run(ctx, e.ReplaceCmd, st.SHA, DefaultHookTimeout); err != nil {
+		if err := e.run(ctx, e.ReplaceCmd, st.SHA, e.StepTimeout()); err != nil {
 			return fmt.Errorf("reinstall %s: %w", coordinator.ShortSHA(st.SHA), err)
 		}
 	}

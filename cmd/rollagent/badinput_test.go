@@ -155,3 +155,20 @@ func TestBadNamesAreRefusedByEveryCommand(t *testing.T) {
 		t.Fatalf("run wrote into its state dir: %v", entries)
 	}
 }
+
+// A replace hook bound that is not a positive duration is refused before
+// the agent touches KV: it is also the step bound of the node's lease.
+func TestBadHookTimeoutIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"zero", "--hook-timeout=0s", "--hook-timeout 0s: must be positive"},
+		{"negative", "--hook-timeout=-1m", "--hook-timeout -1m0s: must be positive"},
+		{"not a duration", "--hook-timeout=soon", "--hook-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+t.TempDir(),
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
+		})
+	}
+}

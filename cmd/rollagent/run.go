@@ -22,6 +22,7 @@ type RunCmd struct {
 	ReplaceCmd  []string          `name:"replace-cmd" sep:"none" help:"exec runtime: command (and args, repeat the flag) that installs ROLLAGENT_SPEC."`
 	HealthCmd   []string          `name:"health-cmd" sep:"none" help:"exec runtime: command that exits 0 while the workload is healthy."`
 	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
+	HookTimeout time.Duration     `name:"hook-timeout" default:"10m" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot for this + healthy_deadline + 30s."`
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
 	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive."`
 	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`
@@ -86,8 +87,11 @@ func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
 		if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("--state-dir: %w", err)
 		}
+		if c.HookTimeout <= 0 {
+			return nil, fmt.Errorf("--hook-timeout %s: must be positive", c.HookTimeout)
+		}
 		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
-			Group: c.Group, Node: c.Node, Log: log}, nil
+			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout}, nil
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
