@@ -33,12 +33,43 @@ type failoverKind struct {
 	// systemd restarts at once. The slot belongs to the node, so no other
 	// node may begin before it is back.
 	downFor time.Duration
-	note    string
+	// neverBack: what was killed stays down until the node is recorded
+	// lost, which is what the try times, and only then comes back.
+	neverBack bool
+	// killAt is how far into the step the first try kills; each try
+	// after kills killStep later. 0: 0.5 s, in the middle of the hook,
+	// and 100 ms.
+	killAt, killStep time.Duration
+	tries            int
+	note             string
 }
 
+// failoverHookTimeout is the never-back kind's --hook-timeout: its lease is
+// that + healthy_deadline (30 s) + 30 s, where the default would be 11 min.
+const failoverHookTimeout = 10 * time.Second
+
 var failoverKinds = []failoverKind{
-	{"agent-killed, back at once", false, "", 0, "agent and its hook SIGKILLed and restarted at once, as systemd would: the new agent reclaims its node's slot, verifies what the killed step left for min_healthy_time, and releases"},
-	{"node-killed, back after 15 s", true, "", 15 * time.Second, "the node's Consul client agent SIGKILLed with the agent, both back 15 s later: no other node may begin before then"},
+	{name: "agent-killed mid-hook, back at once", tries: failoverTries,
+		note: "agent and its hook SIGKILLed 0.5-1.4 s into the hook and restarted at once, as systemd would: the new agent reclaims its node's slot, finds the install cut off, undoes it and replaces again, and releases"},
+	{name: "agent-killed with its workload healthy, back at once", killAt: failoverHookSleep + 50*time.Millisecond, killStep: 50 * time.Millisecond, tries: failoverTries,
+		note: "agent SIGKILLed after its hook installed the release, while it verifies it (min_healthy_time 1s), and restarted at once: the new agent reclaims its node's slot, verifies the healthy workload for min_healthy_time and releases"},
+	{name: "node-killed, back after 15 s", nodeDies: true, downFor: 15 * time.Second, tries: failoverTries,
+		note: "the node's Consul client agent SIGKILLed with the agent, both back 15 s later: no other node may begin before then"},
+	{name: "node-killed, never back", nodeDies: true, neverBack: true, tries: 3,
+		note: "measured to the node's failure record (`<node> lost while replacing`), which the head of the line writes once the claim's lease runs out (--hook-timeout 10s + healthy_deadline 30s + 30 s = 70 s after the grant); failure_action (pause, max_failures=1) applies in that write. No other node begins meanwhile: the dead node still counts against K until it is back or leaves the group"},
+}
+
+// lease is the claim lease of k's agents.
+func (k failoverKind) lease() time.Duration {
+	return failoverHookTimeout + 30*time.Second + 30*time.Second
+}
+
+// flags are the extra `run` flags of k's agents.
+func (k failoverKind) flags() []string {
+	if k.neverBack {
+		return []string{"--hook-timeout=" + failoverHookTimeout.String()}
+	}
+	return nil
 }
 
 // failoverCluster is one server and a client agent per node.
@@ -97,15 +128,23 @@ func benchFailover(b *testing.B, srv *consultest.Server, clients []*consultest.S
 	client := map[string]*consultest.Server{}
 	for i, n := range ns {
 		client[n] = clients[i]
-		ba.start(n, clients[i].HTTPAddr)
+		ba.start(n, clients[i].HTTPAddr, k.flags()...)
 	}
 	v0 := ba.commit("v0", failoverAgents)
 	fleettest.WaitFor(b, 2*time.Minute, "first install on every node", func() bool { return ba.converged(ns, v0) })
 	r := &failoverRow{kind: k}
-	for i := range failoverTries {
-		// Kill 0.5 s to 1.4 s into the step: across the holder's 1 s
-		// TTL-pass cycle rather than always at the same point of it.
-		d, err := failoverTry(ba, ns, client, k, fmt.Sprintf("v%d", i+1), 500*time.Millisecond+time.Duration(i)*100*time.Millisecond)
+	for i := range k.tries {
+		// Each try kills a little later into the step: across the
+		// holder's 1 s TTL-pass cycle rather than always at one point.
+		try := failoverTry
+		if k.neverBack {
+			try = failoverLostTry
+		}
+		at, step := k.killAt, k.killStep
+		if at == 0 {
+			at, step = 500*time.Millisecond, 100*time.Millisecond
+		}
+		d, err := try(ba, ns, client, k, fmt.Sprintf("v%d", i+1), at+time.Duration(i)*step)
 		switch {
 		case errors.Is(err, errFailoverTimeout):
 			r.timeouts++
@@ -183,6 +222,59 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 	return ft, nil
 }
 
+// failoverLostTry is failoverTry for a node that never comes back: it
+// times the kill to the node's failure record, checks that the record
+// waited for the claim's lease and that no other node began meanwhile,
+// and only then brings the node back.
+func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
+	var ft failoverTimes
+	sha := ba.commit(release, 1)
+	var first hookBegin
+	if !benchPoll(2*time.Minute, func() bool {
+		bs := ba.beginsOf(ns, sha)
+		if len(bs) > 0 {
+			first = bs[0]
+		}
+		return len(bs) > 0
+	}) {
+		return ft, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
+	}
+	time.Sleep(time.Until(first.at.Add(phase)))
+	killed := time.Now()
+	client[first.node].Kill()
+	ba.kill(first.node)
+	var lost time.Time
+	ok := benchPoll(k.lease()+time.Minute, func() bool {
+		if gs := ba.state(); gs != nil {
+			for _, f := range gs.Failures {
+				if f.Node == first.node && f.SHA == sha {
+					lost = time.Now()
+				}
+			}
+		}
+		return !lost.IsZero()
+	})
+	others := 0
+	for _, hb := range ba.beginsOf(ns, sha) {
+		if hb.node != first.node {
+			others++
+		}
+	}
+	if err := failoverRevive(ba, client, k, first.node); err != nil {
+		return ft, err
+	}
+	switch {
+	case !ok:
+		return ft, fmt.Errorf("%s not recorded lost within %s of its kill", first.node, k.lease()+time.Minute)
+	case lost.Before(first.at.Add(k.lease() - 2*time.Second)):
+		return ft, fmt.Errorf("%s recorded lost %s after its step began, before its lease %s ran out", first.node, lost.Sub(first.at), k.lease())
+	case others > 0:
+		return ft, fmt.Errorf("%d other node(s) began %.12s while %s was dead: two nodes down at K=1", others, sha, first.node)
+	}
+	ft.next, ft.freed = lost.Sub(killed), lost.Sub(killed)
+	return ft, nil
+}
+
 // failoverRevive restarts what the try killed.
 func failoverRevive(ba *benchAgents, client map[string]*consultest.Server, k failoverKind, node string) error {
 	if k.nodeDies {
@@ -190,7 +282,7 @@ func failoverRevive(ba *benchAgents, client map[string]*consultest.Server, k fai
 			return fmt.Errorf("restart the Consul client of %s: %w", node, err)
 		}
 	}
-	ba.start(node, client[node].HTTPAddr)
+	ba.start(node, client[node].HTTPAddr, k.flags()...)
 	return nil
 }
 
@@ -198,11 +290,12 @@ func failoverMarkdown(rows []*failoverRow) string {
 	var sb strings.Builder
 	sb.WriteString(benchHeader("BenchmarkAgentFailover"))
 	fmt.Fprintf(&sb, "%d `rollagent run` processes (exec runtime), each on its own Consul client agent joined to one "+
-		"server (not -dev; Consul's default gossip settings unless the row says otherwise); max_parallel=1, each replacement takes %s; the holder is killed 0.5-1.4 s into its step. "+
-		"Measured: kill → the next node's replace hook begins. The slot belongs to the node, so the next node begins only once "+
-		"the killed one is back (or, never back, once its lease runs out: the Docker runtime's 30 s step bound + healthy_deadline + 30 s, "+
-		"6 min by default, which no bench needs to time).\n\n", failoverAgents, failoverHookSleep)
-	sb.WriteString("| What is killed | Tries | Median (s) | Min (s) | Max (s) | Timeouts (>90 s) | Target | " +
+		"server (not -dev; Consul's default gossip settings unless the row says otherwise); max_parallel=1, each replacement's hook takes %s; the holder is killed where the row says. "+
+		"Measured: kill → the next node's replace hook begins; for a node never back, kill → its failure record. "+
+		"The slot belongs to the node, so the next node begins only once the killed one is back; one never back is recorded "+
+		"lost once its claim's lease runs out (the runtime's step bound + healthy_deadline + 30 s: 6 min by default with Docker, "+
+		"70 s here with --hook-timeout=10s), and counts against K while it is down.\n\n", failoverAgents, failoverHookSleep)
+	sb.WriteString("| What is killed | Tries | Median (s) | Min (s) | Max (s) | Timeouts | Target | " +
 		"Slot free, median (s) | Slot free → next begins, median (ms) | Note |\n")
 	sb.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
 	for _, r := range rows {
@@ -213,8 +306,12 @@ func failoverMarkdown(rows []*failoverRow) string {
 			handoff = append(handoff, r.tries[i]-r.freed[i])
 		}
 		hmed, _, _ := durStats(handoff)
-		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | ≤ 5 s after it is back | %.2f | %.0f | %s |\n", r.kind.name,
-			len(r.tries)+r.timeouts, med.Seconds(), lo.Seconds(), hi.Seconds(), r.timeouts, freed.Seconds(),
+		target := "≤ 5 s after it is back"
+		if r.kind.neverBack {
+			target = fmt.Sprintf("its lease, %s after the grant", r.kind.lease())
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | %s | %.2f | %.0f | %s |\n", r.kind.name,
+			len(r.tries)+r.timeouts, med.Seconds(), lo.Seconds(), hi.Seconds(), r.timeouts, target, freed.Seconds(),
 			millis(hmed), r.kind.note)
 	}
 	sb.WriteString("\n\"Slot free\" is polled every 10 ms from KV: the holder's contender key gone with its session, " +
