@@ -69,6 +69,10 @@ type Config struct {
 	// the fleet bench sets it (export_test.go), to show what the mirror
 	// costs a shared Consul agent.
 	noStateMirror bool
+	// settleTimeout bounds a release and a failure's record: the constant
+	// settleTimeout, unless a test shortens it (export_test.go) so that
+	// an outage outlasts it in reasonable time.
+	settleTimeout time.Duration
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -108,6 +112,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
+	}
+	if cfg.settleTimeout <= 0 {
+		cfg.settleTimeout = settleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

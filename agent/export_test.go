@@ -1,5 +1,7 @@
 package agent
 
+import "time"
+
 // WithoutStateMirror returns c with the node's state kept out of its Consul
 // service: for the fleet bench's diagnostic rows, which show what mirroring
 // it costs a Consul agent that carries every node's service.
@@ -7,3 +9,15 @@ func WithoutStateMirror(c Config) Config {
 	c.noStateMirror = true
 	return c
 }
+
+// WithSettleTimeout returns c with d as the bound of a release or a
+// failure's record (settleTimeout, a minute), for a test whose Consul
+// outage must outlast it without taking minutes.
+func WithSettleTimeout(c Config, d time.Duration) Config {
+	c.settleTimeout = d
+	return c
+}
+
+// GrantFence is how long after the grant its first step counts the grant
+// as its fence, for a test that holds the grant's reply back longer.
+const GrantFence = grantFence

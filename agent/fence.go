@@ -97,7 +97,7 @@ func (e *fenceError) Unwrap() error { return e.err }
 // goes unrecorded is a failure_action that never fires. A Consul error is
 // tried again with backoff within settleTimeout.
 func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
 	defer cancel()
 	var b backoff
 	for {

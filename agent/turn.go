@@ -344,7 +344,7 @@ func (t *turn) keep(ctx context.Context, state coordinator.NodeStatus, why strin
 // and the next look, soon, reclaims and releases it: a release is never
 // given up while the agent lives.
 func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) result {
-	rctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
 	defer cancel()
 	if err := t.hold.Release(rctx, t.a.nodeOps(n)...); err != nil {
 		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)

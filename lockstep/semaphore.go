@@ -57,6 +57,9 @@ type Semaphore struct {
 	joined uint64
 	// note goes into our claim at the grant (Writes.Note).
 	note string
+	// unsure says a grant of this wait may have been applied with its
+	// reply lost (take failed to reach Consul).
+	unsure bool
 
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any
@@ -118,11 +121,17 @@ type Writes struct {
 
 // AcquireWith is Acquire with w's writes. A *TxnError names an op of the
 // caller's, counted within Join or within what Grant returned.
+//
+// A grant whose reply was lost, and that AcquireWith gives up on before it
+// finds and adopts it (the gate closed, ctx ended), is not left to the
+// session: with a Gate.Lease it stays as the claim of the contender's
+// Name, for Reclaim to take back and release; without one, nothing could
+// find it, so AcquireWith releases it before it returns.
 func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
-	m.note = w.Note
+	m.note, m.unsure = w.Note, false
 	grant := w.Grant
 	if grant == nil {
 		grant = func() api.TxnOps { return nil }
@@ -144,9 +153,38 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 	h, err := m.waitTurn(wctx, g, grant, j)
 	if err != nil {
 		m.dequeue()
+		if m.unsure && g.Lease <= 0 {
+			m.giveBack(g)
+		}
 		return nil, err
 	}
 	return h, nil
+}
+
+// giveBack releases the slot that a grant whose reply was lost took, if
+// it did: the caller got an error and no Hold, and the session, which may
+// live as long as its process, must not keep the slot meanwhile. If
+// Consul cannot say, the slot is freed when the session ends.
+func (m *Semaphore) giveBack(g Gate) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, _, err := m.c.KV().Get(m.hkey, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		m.log.Warn("cannot tell whether a grant whose reply was lost took a slot; the session's end frees it", "error", err)
+		return
+	}
+	m.mu.Lock()
+	held := m.active != nil // then the key is that hold's, not the lost grant's
+	m.mu.Unlock()
+	if held || p == nil || p.Session != m.s.ID() {
+		return
+	}
+	m.log.Info("giving back a slot granted with its reply lost")
+	h := startHold(m, g, p.ModifyIndex)
+	if err := h.Release(ctx); err != nil {
+		h.Drop()
+		m.log.Warn("could not give back a slot granted with its reply lost; the session's end frees it", "error", err)
+	}
 }
 
 func (m *Semaphore) entry(state string) []byte {

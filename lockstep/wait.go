@@ -196,6 +196,7 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			return h, nil
 		case errors.Is(err, errRace):
 		case isConsulErr(err):
+			m.unsure = true // the grant may have been applied all the same
 			r.wait(ctx, "take slot", err)
 		default:
 			return nil, err
