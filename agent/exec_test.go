@@ -70,21 +70,53 @@ type execFleet struct {
 
 func newExecFleet(t *testing.T, group string) *execFleet {
 	t.Helper()
+	ef := newInProcExecFleet(t, group)
+	ef.bin = dockertest.BuildBinary(t, "./cmd/rollagent")
+	return ef
+}
+
+// newInProcExecFleet is an execFleet without the agent binary, for agents
+// run in this process on runtime's Exec (wrapped by the test, say).
+func newInProcExecFleet(t *testing.T, group string) *execFleet {
+	t.Helper()
 	srv := consultest.NewDev(t)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), group: fleettest.Group(group), logs: t.TempDir(),
-		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), procs: map[string]*exec.Cmd{}}
+		procs: map[string]*exec.Cmd{}}
 	t.Cleanup(f.stopAll)
 	ef := &execFleet{fleet: f, dir: t.TempDir(), procs: map[string]*proc{}}
 	t.Cleanup(ef.stopGracefully)
 	return ef
 }
 
+// hooks are the replace and health scripts of every node, for sh -c. The
+// replace hook runs before (a sleep, say) between its begin and end lines,
+// when it is not "".
+func (ef *execFleet) hooks(before string) (replace, health string) {
+	d := "'" + ef.dir + "'/\"$ROLLAGENT_NODE\""
+	if before != "" {
+		before += " &&"
+	}
+	replace = fmt.Sprintf(`d=%s; mkdir -p "$d" && echo "begin $(date +%%s%%N) $ROLLAGENT_SHA" >>"$d/hook.log" && %s
+		cp "$ROLLAGENT_SPEC" "$d/installed.json" && echo "end $(date +%%s%%N) $ROLLAGENT_SHA" >>"$d/hook.log"`, d, before)
+	health = fmt.Sprintf(`f=%s/installed.json; test -f "$f" && ! grep -q BADRELEASE "$f"`, d)
+	return replace, health
+}
+
+// runtime is the exec runtime of node as start's agents run it, for an
+// agent in this process; before is as for hooks.
+func (ef *execFleet) runtime(node, before string) *agent.Exec {
+	ef.t.Helper()
+	if err := os.MkdirAll(ef.stateDir(node), 0o700); err != nil {
+		ef.t.Fatal(err)
+	}
+	replace, health := ef.hooks(before)
+	return &agent.Exec{ReplaceCmd: []string{"sh", "-c", replace}, HealthCmd: []string{"sh", "-c", health},
+		StateDir: ef.stateDir(node), Group: ef.group, Node: node, Log: hclog.NewNullLogger()}
+}
+
 func (ef *execFleet) start(node string) {
 	ef.t.Helper()
-	d := "'" + ef.dir + "'/\"$ROLLAGENT_NODE\""
-	replace := fmt.Sprintf(`d=%s; mkdir -p "$d" && echo "begin $(date +%%s%%N) $ROLLAGENT_SHA" >>"$d/hook.log" &&
-		cp "$ROLLAGENT_SPEC" "$d/installed.json" && echo "end $(date +%%s%%N) $ROLLAGENT_SHA" >>"$d/hook.log"`, d)
-	health := fmt.Sprintf(`f=%s/installed.json; test -f "$f" && ! grep -q BADRELEASE "$f"`, d)
+	replace, health := ef.hooks("")
 	ef.procs[node] = ef.startArgs(node, "--runtime=exec", "--state-dir="+ef.stateDir(node),
 		"--replace-cmd=sh", "--replace-cmd=-c", "--replace-cmd="+replace,
 		"--health-cmd=sh", "--health-cmd=-c", "--health-cmd="+health)
@@ -143,9 +175,12 @@ func (ef *execFleet) execState(node string) (sha, pending string) {
 // pending, and as the spec file its hook copied.
 func (ef *execFleet) installed(node, sha string) bool {
 	got, pending := ef.execState(node)
-	if got != sha || pending != "" {
-		return false
-	}
+	return got == sha && pending == "" && ef.hookInstalled(node, sha)
+}
+
+// hookInstalled says the spec file that node's hook copied last is sha's,
+// whatever the state file says.
+func (ef *execFleet) hookInstalled(node, sha string) bool {
 	want, err := os.ReadFile(filepath.Join(ef.stateDir(node), "specs", sha+".json"))
 	if err != nil {
 		return false

@@ -109,6 +109,11 @@ func (t *turn) verify(ctx context.Context) result {
 	if t.l.Refused != "" {
 		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, t.l.Refused), resultReleased)
 	}
+	// The look that won this slot by contending verified first, so it
+	// prepared nothing for Desired (reconcile prepares only a step that
+	// replaces at once), and the grant is long past: replace must prepare
+	// and fence each step itself, as after a reclaim.
+	t.byGrant = false
 	return t.replace(ctx)
 }
 
