@@ -60,7 +60,7 @@ func TestFinishFailedNodeIsNotRevertedWhenDesiredMovesOn(t *testing.T) {
 				ef.cancel()
 				want = coordinator.StateCancelled
 			}
-			waitNode(t, ef.store, ef.group, "n1", want+" for z", func(n *coordinator.NodeState) bool {
+			waitNode(t, ef.store, ef.group, "n1", string(want)+" for z", func(n *coordinator.NodeState) bool {
 				return n.Desired == z && n.State == want
 			})
 			ef.checkUntouched("n1", x, y, 3*time.Second)
