@@ -116,9 +116,11 @@ func (c *cluster) removeImages() {
 	}
 }
 
-// joinArgs makes an agent retry-join every server by its container name.
+// joinArgs makes an agent retry-join every server by its container name,
+// and keeps it from checking for updates: a test's traffic stays within
+// its own containers.
 func (c *cluster) joinArgs() []string {
-	var a []string
+	a := []string{"-hcl=disable_update_check = true"}
 	for i := 1; i <= 3; i++ {
 		a = append(a, fmt.Sprintf("-retry-join=%s-s%d", c.prefix, i))
 	}

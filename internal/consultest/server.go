@@ -128,7 +128,10 @@ func (s *Server) args() []string {
 	a := []string{"agent", "-node=" + s.Name, "-bind=127.0.0.1", "-client=127.0.0.1",
 		"-http-port=" + strconv.Itoa(s.ports[0]), "-serf-lan-port=" + strconv.Itoa(s.ports[1]),
 		"-serf-wan-port=" + strconv.Itoa(s.ports[2]), "-server-port=" + strconv.Itoa(s.ports[3]),
-		"-dns-port=-1", "-grpc-port=-1", "-log-level=debug", "-disable-host-node-id"}
+		"-dns-port=-1", "-grpc-port=-1", "-log-level=debug", "-disable-host-node-id",
+		// -dev does not check for updates, but a server or client would
+		// call out to the internet: tests talk to loopback only.
+		"-hcl=disable_update_check = true"}
 	switch {
 	case s.opts.Client:
 		a = append(a, "-data-dir="+s.dataDir)
