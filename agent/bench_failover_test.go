@@ -27,6 +27,7 @@ const (
 // configuration (empty: Consul's defaults).
 type failoverKind struct {
 	name     string
+	slug     string // in its group's name
 	nodeDies bool
 	gossip   string
 	// downFor is how long what was killed stays dead: 0 for an agent that
@@ -49,13 +50,13 @@ type failoverKind struct {
 const failoverHookTimeout = 10 * time.Second
 
 var failoverKinds = []failoverKind{
-	{name: "agent-killed mid-hook, back at once", tries: failoverTries,
+	{name: "agent-killed mid-hook, back at once", slug: "agent-mid-hook", tries: failoverTries,
 		note: "agent and its hook SIGKILLed 0.5-1.4 s into the hook and restarted at once, as systemd would: the new agent reclaims its node's slot, finds the install cut off, undoes it and replaces again, and releases"},
-	{name: "agent-killed with its workload healthy, back at once", killAt: failoverHookSleep + 50*time.Millisecond, killStep: 50 * time.Millisecond, tries: failoverTries,
+	{name: "agent-killed with its workload healthy, back at once", slug: "agent-healthy", killAt: failoverHookSleep + 50*time.Millisecond, killStep: 50 * time.Millisecond, tries: failoverTries,
 		note: "agent SIGKILLed after its hook installed the release, while it verifies it (min_healthy_time 1s), and restarted at once: the new agent reclaims its node's slot, verifies the healthy workload for min_healthy_time and releases"},
-	{name: "node-killed, back after 15 s", nodeDies: true, downFor: 15 * time.Second, tries: failoverTries,
+	{name: "node-killed, back after 15 s", slug: "node-back", nodeDies: true, downFor: 15 * time.Second, tries: failoverTries,
 		note: "the node's Consul client agent SIGKILLed with the agent, both back 15 s later: no other node may begin before then"},
-	{name: "node-killed, never back", nodeDies: true, neverBack: true, tries: 3,
+	{name: "node-killed, never back", slug: "node-never-back", nodeDies: true, neverBack: true, tries: 3,
 		note: "measured to the node's failure record (`<node> lost while replacing`), which the head of the line writes once the claim's lease runs out (--hook-timeout 10s + healthy_deadline 30s + 30 s = 70 s after the grant); failure_action (pause, max_failures=1) applies in that write. No other node begins meanwhile: the dead node still counts against K until it is back or leaves the group"},
 }
 
@@ -123,7 +124,7 @@ func BenchmarkAgentFailover(b *testing.B) {
 }
 
 func benchFailover(b *testing.B, srv *consultest.Server, clients []*consultest.Server, k failoverKind) *failoverRow {
-	ba := newBenchAgents(b, srv.Client(), "failover-"+k.name, failoverHookSleep)
+	ba := newBenchAgents(b, srv.Client(), "failover-"+k.slug, failoverHookSleep)
 	ns := nodes(failoverAgents)
 	client := map[string]*consultest.Server{}
 	for i, n := range ns {
