@@ -146,7 +146,8 @@ func (h *Holders) Live(session string) bool {
 
 // MarkLost records that name's claim, taken by session, was reported lost
 // (see LostError), so that it stops counting. It is a no-op if the claim
-// is gone or was taken over since. Consul errors are retried until ctx ends.
+// is gone or was taken over since. Consul errors are retried, up to
+// DefaultReleaseAttempts times, until ctx ends.
 func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 	return m.editClaims(ctx, func(rec *holders) bool {
 		c, ok := rec.Claims[name]

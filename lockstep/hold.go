@@ -184,8 +184,9 @@ func (h *Hold) isReleased() bool {
 // Release gives the slot back: one transaction removes us from the holders
 // record and deletes our holder key, which wakes the head of the line. It
 // works whether or not the gate is still open, and retries Consul errors
-// with backoff until ctx ends. If it fails, close the Session: that frees
-// the slot too.
+// with backoff, DefaultReleaseAttempts times at most, until ctx ends. If
+// it fails, the holder key goes with the Session; a claim (Gate.Lease)
+// stays until Reclaim takes it back or its lease runs out.
 //
 // ops go into the same transaction, which saves the last step's own write a
 // round trip of its own. They are not fenced (a release must work once the

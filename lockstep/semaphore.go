@@ -123,10 +123,10 @@ type Writes struct {
 // caller's, counted within Join or within what Grant returned.
 //
 // A grant whose reply was lost, and that AcquireWith gives up on before it
-// finds and adopts it (the gate closed, ctx ended), is not left to the
-// session: with a Gate.Lease it stays as the claim of the contender's
-// Name, for Reclaim to take back and release; without one, nothing could
-// find it, so AcquireWith releases it before it returns.
+// finds and adopts it (the gate closed, ctx ended), is released before it
+// returns: the caller began no step under it, and left to the session, or
+// to its claim's lease, it would keep a slot from everyone, and a claim
+// that ran out would be reported as a node lost mid-step.
 func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 	h, err := m.waitTurn(wctx, g, grant, j)
 	if err != nil {
 		m.dequeue()
-		if m.unsure && g.Lease <= 0 {
+		if m.unsure {
 			m.giveBack(g)
 		}
 		return nil, err
@@ -170,7 +170,7 @@ func (m *Semaphore) giveBack(g Gate) {
 	defer cancel()
 	p, _, err := m.c.KV().Get(m.hkey, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		m.log.Warn("cannot tell whether a grant whose reply was lost took a slot; the session's end frees it", "error", err)
+		m.log.Warn("cannot tell whether a grant whose reply was lost took a slot; the next look of its node, or the end of its session, frees it", "error", err)
 		return
 	}
 	m.mu.Lock()
@@ -183,7 +183,7 @@ func (m *Semaphore) giveBack(g Gate) {
 	h := startHold(m, g, p.ModifyIndex)
 	if err := h.Release(ctx); err != nil {
 		h.Drop()
-		m.log.Warn("could not give back a slot granted with its reply lost; the session's end frees it", "error", err)
+		m.log.Warn("could not give back a slot granted with its reply lost; the next look of its node, or the end of its session, frees it", "error", err)
 	}
 }
 

@@ -167,7 +167,10 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		}
 		now := time.Now()
 		busy, lost, wake := snap.budget(m.opts.Name, now)
-		_, ours := snap.holders.Claims[m.opts.Name]
+		// Our own claim, counted already, is taken over by our grant: it
+		// adds no node. One that no longer counts (lapsed, lost) takes
+		// nothing, so we wait as anyone would.
+		ours := slices.Contains(busy, m.opts.Name)
 		down, err := m.unavailable(ctx, busy)
 		if err != nil {
 			r.wait(ctx, "count unavailable", err)
@@ -307,7 +310,7 @@ func (m *Semaphore) adopt(ctx context.Context, g Gate, opsFn func() api.TxnOps) 
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if rerr := h.Release(rctx); rerr != nil {
-			m.log.Warn("could not release an adopted slot; the session's end frees it", "error", rerr)
+			m.log.Warn("could not release an adopted slot; the next look of its node, or the end of its session, frees it", "error", rerr)
 		}
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -63,7 +62,7 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 		case <-ctx.Done():
 			return nil
 		case err := <-errs:
-			if !transient(err) {
+			if !coordinator.IsTransient(err) {
 				return err
 			}
 			outage = err
@@ -98,7 +97,7 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 			case errs <- err:
 			case <-ctx.Done():
 			}
-			if !transient(err) {
+			if !coordinator.IsTransient(err) {
 				return
 			}
 			sleep(ctx, pause)
@@ -126,14 +125,6 @@ func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator
 		return
 	}
 	gs.Unavailable = down
-}
-
-// transient says whether Consul may answer again: it could not be reached,
-// or answered 5xx or 429.
-func transient(err error) bool {
-	var unreach *coordinator.UnreachableError
-	var se api.StatusError
-	return errors.As(err, &unreach) || (errors.As(err, &se) && (se.Code >= 500 || se.Code == 429))
 }
 
 func sleep(ctx context.Context, d time.Duration) {

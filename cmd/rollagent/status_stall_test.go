@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // A stalled group says so above everything else, naming the waiting nodes
@@ -79,7 +80,11 @@ func statusTable(t *testing.T, addr string, want ...string) string {
 // if the rollout had begun d ago, instead of the test sleeping through it.
 func backdateCommit(t *testing.T, c *api.Client, d time.Duration) {
 	t.Helper()
-	key := coordinator.DefaultPrefix + "groups/web/desired"
+	k, err := coordinator.NewKeys(coordinator.DefaultPrefix, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := k.Desired()
 	p, _, err := c.KV().Get(key, nil)
 	if err != nil || p == nil {
 		t.Fatalf("read %s: %v", key, err)
@@ -116,14 +121,18 @@ func TestStatusShowsStall(t *testing.T) {
 		checkStallKeys(t, srv.HTTPAddr)
 	})
 
-	slot := coordinator.DefaultPrefix + "groups/web/slot/"
+	keys, err := coordinator.NewKeys(coordinator.DefaultPrefix, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := keys.Slot()
 	t.Run("in line and never granted", func(t *testing.T) {
 		id, _, err := c.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, TTL: "60s"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		entry := `{"name":"b","state":"waiting","since":"` + time.Now().Add(-5*time.Minute).UTC().Format(time.RFC3339) + `"}`
-		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: slot + "c/" + id, Value: []byte(entry), Session: id}, nil); err != nil || !ok {
+		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: lockstep.ContenderKey(slot, id), Value: []byte(entry), Session: id}, nil); err != nil || !ok {
 			t.Fatalf("acquire contender key: %v %v", ok, err)
 		}
 		statusTable(t, srv.HTTPAddr, "STALLED: b waits", "  why b: in line with a slot free, yet never granted: a bug")
@@ -134,7 +143,7 @@ func TestStatusShowsStall(t *testing.T) {
 		since := time.Now().Add(-2 * time.Minute).UTC().Format(time.RFC3339)
 		until := time.Now().Add(4 * time.Minute).UTC().Format(time.RFC3339)
 		rec := `{"holders":{},"claims":{"c":{"session":"0b7d6d2e-0000-4000-8000-00000000dead","since":"` + since + `","until":"` + until + `"}}}`
-		if _, err := c.KV().Put(&api.KVPair{Key: slot + ".holders", Value: []byte(rec)}, nil); err != nil {
+		if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(slot), Value: []byte(rec)}, nil); err != nil {
 			t.Fatal(err)
 		}
 		out := statusTable(t, srv.HTTPAddr, "slots full (1 of max_parallel 1): c holds one with its agent gone (orphaned claim)\n")
