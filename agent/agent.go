@@ -132,7 +132,8 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
-// finished or undone first, within a bounded grace, and its slot released.
+// finished or undone first, each of its parts within its own bound; the
+// node's claim keeps its slot for a next look if it cannot be released.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
 	hctx, stopHealth := context.WithCancel(ctx)
@@ -269,7 +270,7 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 			return a.sess, nil
 		}
 	}
-	opts := lockstep.SessionOptions{Name: "rollagent-" + a.cfg.Group + "-" + a.cfg.Node, TTL: a.cfg.SessionTTL,
+	opts := lockstep.SessionOptions{Name: coordinator.ServiceID(a.cfg.Group, a.cfg.Node), TTL: a.cfg.SessionTTL,
 		Logger: a.log.Named("lockstep")}
 	var err error
 	if a.cfg.AliveURL != "" {

@@ -42,19 +42,20 @@ func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) err
 	return err
 }
 
-// fence runs hold.Fence, retrying a failure to reach Consul (a leader
-// election, say) for up to two thirds of the session TTL. Within that time
-// a success proves the slot is still ours; past it, a partitioned holder
-// may already have lost its slot to the next node, and it must undo its
-// step at once rather than keep its node down beside that one. A closed
-// gate or a lost session is final at once.
-func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) error {
+// fence runs check (hold.Fence, or hold.Check where the gate does not
+// matter), retrying a failure to reach Consul (a leader election, say) for
+// up to two thirds of the session TTL. Within that time a success proves
+// the slot is still ours; past it, a partitioned holder may already have
+// lost its slot to the next node, and it must undo its step at once rather
+// than keep its node down beside that one. A closed gate or a lost session
+// is final at once.
+func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, check checkFunc, op *api.TxnOp) error {
 	deadline := time.Now().Add(a.cfg.SessionTTL * 2 / 3)
 	for wait := 250 * time.Millisecond; ; wait *= 2 {
 		// Bound each try too: a Consul client cut off from its servers holds
 		// a request for its RPC hold timeout (7s) before it answers.
 		actx, cancel := context.WithDeadline(ctx, deadline)
-		_, err := hold.Fence(actx, op)
+		_, err := check(actx, op)
 		cancel()
 		if err == nil || !lockstep.IsTransient(err) || time.Now().Add(wait).After(deadline) {
 			return err
@@ -70,13 +71,17 @@ func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, op *api.TxnOp) e
 	}
 }
 
+// checkFunc is Hold.Fence or Hold.Check.
+type checkFunc func(context.Context, ...*api.TxnOp) (*api.TxnResponse, error)
+
 // Errors a runtime wraps for a replacement that failed through no fault of
-// the release: failed does not record them, and the next look tries again.
+// the release: they are never recorded as its failure; the node keeps its
+// slot, and its next look decides under the gate as it is then.
 var (
 	// errInterrupted means the runtime found what an interrupted
 	// replacement left: an agent killed in the middle of a call that the
-	// runtime finished after the restarted agent had looked. The next look
-	// recovers it.
+	// runtime finished after the restarted agent had looked, or a new
+	// workload created and never started.
 	errInterrupted = errors.New("agent: an interrupted replacement must be recovered first")
 	// errUnreachable means the runtime could not reach what runs the
 	// workload (the Docker daemon), or saw it stop the workload as it went

@@ -180,9 +180,15 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 	case err == nil:
 		return 0, false
 	case errors.As(err, &lost):
-		a.reportLost(ctx, m, lost)
-		return time.Millisecond, true
-	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || errors.Is(err, lockstep.ErrNoClaim) || ctx.Err() != nil:
+		if a.reportLost(ctx, m, lost) {
+			return time.Millisecond, true // back in line at once
+		}
+		return jitter(DefaultRetry), true
+	case errors.Is(err, lockstep.ErrNoClaim):
+		// The claim went between the look and the reclaim (released,
+		// or marked lost): the next look contends instead.
+		return jitter(2 * time.Second), true
+	case errors.Is(err, lockstep.ErrSuperseded) || errors.Is(err, lockstep.ErrCancelled) || ctx.Err() != nil:
 		return 0, true
 	case errors.Is(err, lockstep.ErrSessionLost):
 		a.closeSession()
@@ -253,17 +259,20 @@ func (a *Agent) stepTimeout() time.Duration {
 // reportLost records that another node never came back from its step, as
 // a failure of that node's for the SHA it was moving to, and only then
 // marks its claim lost, so that the failure is never missed; a second
-// reporter's record of the same node counts once.
-func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *lockstep.LostError) {
+// reporter's record of the same node counts once. It says whether the
+// claim is marked: if not, the caller waits before it tries again.
+func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *lockstep.LostError) bool {
 	c := lost.Claim
 	msg := lost.Name + " lost while replacing; not back within " + c.Until.Sub(c.Since).Round(time.Second).String()
 	a.log.Warn("a node never came back from its step", "lost", lost.Name, "since", c.Since)
 	if c.Note != "" && coordinator.ValidSHA(c.Note) {
 		if err := a.record(ctx, lost.Name, c.Note, msg); err != nil {
-			return
+			return false
 		}
 	}
 	if err := m.MarkLost(ctx, lost.Name, c.Session); err != nil {
 		a.log.Warn("cannot mark the lost node's claim", "error", err)
+		return false
 	}
+	return true
 }

@@ -192,11 +192,14 @@ func (t *turn) undoCutOff(ctx context.Context, sha string, cause error) result {
 	return t.stopped(ctx, cause)
 }
 
-// inLease says the node's claim still counts by its lease alone, with a
-// margin for clocks: what the turn does now is under the node's slot even
-// if its session is gone or Consul cannot say.
+// inLease says the node's claim counts by its lease alone, with a margin
+// for clocks, until a runtime call begun now is over however long it may
+// take (stepTimeout): such a call is under the node's slot even if its
+// session is gone or Consul cannot say. t.granted may come after the
+// claim's own start, by a round trip, or by a retry's backoff when a grant
+// whose reply was lost is adopted: the margin covers both.
 func (t *turn) inLease() bool {
-	return time.Now().Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
+	return time.Now().Add(t.a.stepTimeout()).Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
 }
 
 // stoppedByFault says err stopped a step through no fault of the release.
@@ -223,6 +226,11 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 		uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
 		rerr = rt.Restore(uctx, sha)
 		cancel()
+		if rerr != nil {
+			// Before anything that may end the turn early: the next look
+			// must carry on with the undo, never verify what it undoes.
+			t.a.undoing = sha
+		}
 	}
 	if cause != nil {
 		if rerr != nil {
@@ -234,14 +242,18 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 		}
 	}
 	if rerr != nil {
-		t.a.undoing = sha
 		t.a.log.Warn("cannot restore the old workload yet; the node keeps its slot and tries again", "error", rerr)
 		t.hold.Drop()
 		t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateFailed, "restoring the old workload: "+rerr.Error()))
 		return resultAborted
 	}
 	t.a.undoing = ""
-	obs, _ := rt.Inspect(ctx)
+	obs, err := rt.Inspect(ctx)
+	if err != nil {
+		// Whether the restored workload is up cannot be told: the node
+		// keeps its slot, and its next look sees.
+		return t.keep(ctx, coordinator.StateUnknown, "after the undo: "+err.Error())
+	}
 	if restore && obs.SHA != "" && t.gs.Spec != nil {
 		// The node counts as down until the old workload is healthy again.
 		if herr := rt.WaitHealthy(ctx, t.gs.Spec); herr != nil {
@@ -285,30 +297,26 @@ func (t *turn) undoDown(ctx context.Context) result {
 // held checks, right before the end or the undo of a step, that the node
 // still holds its slot, whatever the gate says, writing the node's record.
 func (t *turn) held(ctx context.Context, name string) error {
-	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "")
-	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
-	if err != nil {
-		return err
-	}
-	if _, err := t.hold.Check(ctx, op); err != nil {
-		return &fenceError{step: name, err: err}
-	}
-	t.a.log.Info("checked the slot", "step", name)
-	t.a.pub.published(ctx, n)
-	return nil
+	return t.check(ctx, t.l.SHA, name, t.hold.Check, "checked the slot")
 }
 
 // step fences a destructive step, writing the node's record for sha.
 func (t *turn) step(ctx context.Context, sha, name string) error {
+	return t.check(ctx, sha, name, t.hold.Fence, "fenced")
+}
+
+// check runs check, bounded and retried as Agent.fence does, with the
+// node's "replacing" record for sha.
+func (t *turn) check(ctx context.Context, sha, name string, check checkFunc, done string) error {
 	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
 	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
 	if err != nil {
 		return err
 	}
-	if err := t.a.fence(ctx, t.hold, op); err != nil {
+	if err := t.a.fence(ctx, t.hold, check, op); err != nil {
 		return &fenceError{step: name, err: err}
 	}
-	t.a.log.Info("fenced", "step", name)
+	t.a.log.Info(done, "step", name)
 	t.a.pub.published(ctx, n)
 	return nil
 }
