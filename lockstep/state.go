@@ -21,10 +21,12 @@ const (
 
 // HoldersKey is the holders record under a semaphore's prefix, for tools
 // and tests that read or write lockstep's layout (docs/kv-layout.md).
-func HoldersKey(prefix string) string { return prefix + holdersKey }
+func HoldersKey(prefix string) string { return normPrefix(prefix) + holdersKey }
 
 // ContenderKey is the key a contender of session takes under prefix.
-func ContenderKey(prefix, session string) string { return prefix + contenderPrefix + session }
+func ContenderKey(prefix, session string) string {
+	return normPrefix(prefix) + contenderPrefix + session
+}
 
 // Entry describes a contender, in its own key and in the holders record.
 type Entry struct {
