@@ -47,6 +47,10 @@ type Exec struct {
 type execState struct {
 	SHA     string `json:"sha"`               // installed and verified
 	Pending string `json:"pending,omitempty"` // being installed
+	// Ran says the replace hook for Pending ran to its end. Without it, a
+	// restarted agent cannot tell a hook killed with its agent, whose
+	// install is cut off, from one that finished and awaits verification.
+	Ran bool `json:"ran,omitempty"`
 }
 
 func (e *Exec) statePath() string { return filepath.Join(e.StateDir, e.Group+"-"+e.Node+".json") }
@@ -122,11 +126,15 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 	if err := step(ctx, "run replace hook"); err != nil {
 		return err
 	}
-	st.Pending = sha
+	st.Pending, st.Ran = sha, false
 	if err := e.save(st); err != nil {
 		return err
 	}
-	return e.run(ctx, e.ReplaceCmd, sha, e.StepTimeout())
+	if err := e.run(ctx, e.ReplaceCmd, sha, e.StepTimeout()); err != nil {
+		return err
+	}
+	st.Ran = true
+	return e.save(st)
 }
 
 func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.Duration) error {
@@ -162,6 +170,11 @@ func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.
 // WaitHealthy runs the health hook every second until it has passed for
 // min_healthy_time, failing at healthy_deadline.
 func (e *Exec) WaitHealthy(ctx context.Context, spec *hashspec.Spec) error {
+	if st, err := e.load(); err == nil && st.Pending != "" && !st.Ran {
+		// Killed with its agent: the step was cut off, and the release
+		// did not fail. It is undone, and the node replaced afresh.
+		return fmt.Errorf("the replace hook for %s was cut off before its end: %w", coordinator.ShortSHA(st.Pending), errInterrupted)
+	}
 	u := spec.Update
 	ctx, cancel := context.WithTimeout(ctx, u.HealthyDeadline.Std())
 	defer cancel()
