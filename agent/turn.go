@@ -54,8 +54,9 @@ func (t *turn) run(ctx context.Context) result {
 	ctx = context.WithoutCancel(ctx)
 	switch underSlot(t.l) {
 	case StepKeep:
-		t.a.log.Warn("the workload is down and the gate is closed: touching nothing, keeping the node's slot", "reason", t.l.Reason)
-		return t.keep(ctx, t.l.ClosedState, t.l.Reason+"; the workload is down, so the node keeps its slot")
+		state, why := t.keepReason()
+		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", why)
+		return t.keep(ctx, state, why+"; the workload is down, so the node keeps its slot")
 	case StepVerify:
 		return t.verify(ctx)
 	case StepReplace:
@@ -71,6 +72,19 @@ func (t *turn) run(ctx context.Context) result {
 		state = coordinator.StateWaiting
 	}
 	return t.release(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, state, d.Reason), resultReleased)
+}
+
+// keepReason is the node state, and why, of a node that keeps its slot
+// while down: the gate is closed, or it is open but the node may not move
+// (its release was refused, or its claim had lapsed).
+func (t *turn) keepReason() (coordinator.NodeStatus, string) {
+	switch {
+	case !t.l.Open:
+		return t.l.ClosedState, t.l.Reason
+	case t.l.Refused != "":
+		return coordinator.StateFailed, t.l.Refused
+	}
+	return coordinator.StateWaiting, "its claim had lapsed before it was back"
 }
 
 // verify waits for what an interrupted step left to be healthy, then drops
