@@ -171,10 +171,14 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		// adds no node. One that no longer counts (lapsed, lost) takes
 		// nothing, so we wait as anyone would.
 		ours := slices.Contains(busy, m.opts.Name)
-		down, err := m.unavailable(ctx, busy)
-		if err != nil {
-			r.wait(ctx, "count unavailable", err)
-			continue
+		var down int
+		if lost == nil && !ours && len(busy) < g.limit() {
+			// Only then can nodes that are down keep us waiting: asked
+			// for no sooner, as it is a round trip before the grant.
+			if down, err = m.unavailable(ctx, busy); err != nil {
+				r.wait(ctx, "count unavailable", err)
+				continue
+			}
 		}
 		switch {
 		case lost != nil:
