@@ -2,6 +2,7 @@ package lockstep
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -33,4 +34,26 @@ func (r *retry) wait(ctx context.Context, what string, err error) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// attempts runs once up to DefaultReleaseAttempts times: again at once
+// after a CAS race, after a Consul error with backoff; any other error, or
+// ctx ending, ends it. It returns the last error, nil on success.
+func (m *Semaphore) attempts(ctx context.Context, what string, once func() error) error {
+	r := retry{log: m.log}
+	var err error
+	for i := 0; i < DefaultReleaseAttempts; i++ {
+		err = once()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case isConsulErr(err):
+			r.wait(ctx, what, err)
+		case !errors.Is(err, errRace):
+			return err
+		}
+	}
+	return err
 }

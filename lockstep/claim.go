@@ -190,31 +190,20 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 // with extra ops in the same transaction, reading it again after a race.
 // edit returns false when there is nothing to write.
 func (m *Semaphore) editClaims(ctx context.Context, edit func(*holders) bool, extra api.TxnOps) error {
-	r := retry{log: m.log}
-	for i := 0; i < DefaultReleaseAttempts; i++ {
+	return m.attempts(ctx, "edit claims", func() error {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
-		if err == nil {
-			rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
-			if rec.Claims == nil {
-				rec.Claims = map[string]Claim{}
-			}
-			if !edit(&rec) {
-				return nil
-			}
-			err = m.casHolders(ctx, rec, snap.holdersIndex, extra)
-		}
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case isConsulErr(err):
-			r.wait(ctx, "edit claims", err)
-		case !errors.Is(err, errRace):
+		if err != nil {
 			return err
 		}
-	}
-	return errRace
+		rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
+		if rec.Claims == nil {
+			rec.Claims = map[string]Claim{}
+		}
+		if !edit(&rec) {
+			return nil
+		}
+		return m.casHolders(ctx, rec, snap.holdersIndex, extra)
+	})
 }
 
 func (m *Semaphore) casHolders(ctx context.Context, rec holders, index uint64, extra api.TxnOps) error {
@@ -254,21 +243,15 @@ func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*ap
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
-	r := retry{log: m.log}
-	for i := 0; i < DefaultReleaseAttempts; i++ {
-		h, err := m.reclaimOnce(ctx, g, note, ops)
-		switch {
-		case err == nil:
-			return h, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case isConsulErr(err):
-			r.wait(ctx, "reclaim", err)
-		case !errors.Is(err, errRace):
-			return nil, err
-		}
+	var h *Hold
+	err := m.attempts(ctx, "reclaim", func() (err error) {
+		h, err = m.reclaimOnce(ctx, g, note, ops)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, errRace
+	return h, nil
 }
 
 func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra api.TxnOps) (*Hold, error) {

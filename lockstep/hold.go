@@ -3,7 +3,6 @@ package lockstep
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -199,33 +198,26 @@ func (h *Hold) Release(ctx context.Context, ops ...*api.TxnOp) error {
 	if h.released {
 		return ErrNotHeld
 	}
-	r := retry{log: h.m.log}
-	var err error
 	h.releasing.Store(true)
 	defer func() {
 		if !h.released {
 			h.releasing.Store(false)
 		}
 	}()
-	for i := 0; i < DefaultReleaseAttempts; i++ {
-		err = h.releaseOnce(ctx, i == 0, ops)
-		if err == nil {
-			h.released = true
-			h.stop()
-			h.m.forget(h)
-			h.m.log.Debug("released slot", "held", time.Since(h.since))
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if isConsulErr(err) {
-			r.wait(ctx, "release", err)
-		} else if !errors.Is(err, errRace) {
-			return err
-		}
+	first := true
+	err := h.m.attempts(ctx, "release", func() error {
+		err := h.releaseOnce(ctx, first, ops)
+		first = false
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return err
+	h.released = true
+	h.stop()
+	h.m.forget(h)
+	h.m.log.Debug("released slot", "held", time.Since(h.since))
+	return nil
 }
 
 // forget clears the active hold once it is released.
