@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,7 @@ type upTracker struct {
 func newUpTracker(ws map[string]workload) *upTracker {
 	u := &upTracker{healthy: map[string]bool{}}
 	for _, w := range ws {
-		if w.Managed != "" && len(w.IDs) == 1 && contains(w.Running, w.Managed) {
+		if w.Managed != "" && len(w.IDs) == 1 && slices.Contains(w.Running, w.Managed) {
 			u.healthy[w.Managed] = true
 		}
 	}
@@ -50,7 +51,7 @@ func newUpTracker(ws map[string]workload) *upTracker {
 func (u *upTracker) down(ws map[string]workload, nodes []string) (down, why []string) {
 	for _, w := range ws {
 		for _, id := range w.IDs {
-			if !contains(w.Running, id) {
+			if !slices.Contains(w.Running, id) {
 				delete(u.healthy, id)
 			}
 		}
@@ -61,7 +62,7 @@ func (u *upTracker) down(ws map[string]workload, nodes []string) (down, why []st
 			u.healthy[w.Managed] = true
 			continue
 		}
-		if w.Managed != "" && contains(w.Running, w.Managed) && u.healthy[w.Managed] {
+		if w.Managed != "" && slices.Contains(w.Running, w.Managed) && u.healthy[w.Managed] {
 			continue // a failed probe of a container that was healthy and never stopped
 		}
 		down = append(down, n)

@@ -3,7 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +124,7 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 		ck.held[nd] = holding[nd]
 	}
 	for _, nd := range ck.n.nodesOf(g) {
-		up := !contains(down, nd)
+		up := !slices.Contains(down, nd)
 		if f.idle[nd] == "revived" && (up || holding[nd]) {
 			delete(f.idle, nd)
 		}
@@ -141,14 +142,14 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 		}
 	}
 	f.mu.Unlock()
-	line := fmt.Sprintf("down %v (nemesis-idle %v, forgiven %v) holding %v", down, idle, grand, keys(holding))
+	line := fmt.Sprintf("down %v (nemesis-idle %v, forgiven %v) holding %v", down, idle, grand, slices.Sorted(maps.Keys(holding)))
 	if ck.prevDown[g] != line {
 		ck.prevDown[g] = line
 		ck.n.note("%s %s", g, line)
 	}
 	if bound := max(nemesisK, len(idle)) + len(grand); len(down) > bound {
 		ck.n.violate("a "+g, "(a) %s: %d unhealthy %v > max(K=%d, nemesis-idle %v) + forgiven %v; holding %v",
-			g, len(down), down, nemesisK, idle, grand, keys(holding))
+			g, len(down), down, nemesisK, idle, grand, slices.Sorted(maps.Keys(holding)))
 	}
 }
 
@@ -176,7 +177,7 @@ func (ck *checker) checkCancel(g string, ws map[string]workload, gs *coordinator
 	}
 	if w == nil && gs.Cancel != nil {
 		w = openWindow(gs, ws)
-		ck.n.note("%s: cancel of %s in force (index %d); in a step: %v", g, coordinator.ShortSHA(w.sha), gs.Index, keys(w.inFlight))
+		ck.n.note("%s: cancel of %s in force (index %d); in a step: %v", g, coordinator.ShortSHA(w.sha), gs.Index, slices.Sorted(maps.Keys(w.inFlight)))
 	}
 	ck.windows[g] = w
 	if w == nil {
@@ -201,7 +202,7 @@ func (ck *checker) checkCancel(g string, ws map[string]workload, gs *coordinator
 			continue
 		}
 		for id := range w.ids[nd] {
-			if !contains(wl.IDs, id) {
+			if !slices.Contains(wl.IDs, id) {
 				ck.n.violate("b "+g+" "+nd+" "+id[:12], "(b) %s: container %.12s of %s, in no step, removed %s after the cancel of %s was in force",
 					g, id, nd, time.Since(w.opened).Round(100*time.Millisecond), coordinator.ShortSHA(w.sha))
 			}
@@ -295,22 +296,4 @@ func (ck *checker) failedAfterCancel(g string, gs *coordinator.GroupState) bool 
 	cancel, _, err1 := kv.Get(k.Cancel(gs.Desired.SHA), nil)
 	count, _, err2 := kv.Get(k.FailCount(gs.Desired.SHA), nil)
 	return err1 == nil && err2 == nil && cancel != nil && count != nil && count.ModifyIndex > cancel.ModifyIndex
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

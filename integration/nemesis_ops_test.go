@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -165,7 +166,7 @@ func (n *nemesis) stepping(group, node string) (bool, []string) {
 	// one (see upTracker), but for the others, which only widen G, it is.
 	in, others := map[string]bool{}, map[string]bool{}
 	for nd, w := range ws {
-		if len(w.IDs) > 1 || w.Managed == "" || !contains(w.Running, w.Managed) {
+		if len(w.IDs) > 1 || w.Managed == "" || !slices.Contains(w.Running, w.Managed) {
 			in[nd] = true
 		}
 		others[nd] = !w.Healthy

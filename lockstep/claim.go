@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -76,7 +77,7 @@ func (s *snapshot) budget(self string, now time.Time) (busy []string, lost *Lost
 	for _, e := range s.live {
 		names[e.Name] = true
 	}
-	for _, name := range sortedNames(s.holders.Claims) {
+	for _, name := range slices.Sorted(maps.Keys(s.holders.Claims)) {
 		c := s.holders.Claims[name]
 		switch {
 		case c.counts(s.live, now):
@@ -93,15 +94,6 @@ func (s *snapshot) budget(self string, now time.Time) (busy []string, lost *Lost
 	}
 	sort.Strings(busy)
 	return busy, lost, wake
-}
-
-func sortedNames(m map[string]Claim) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // granted is the holders record after a grant to this contender: the live
