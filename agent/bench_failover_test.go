@@ -168,16 +168,9 @@ var errFailoverTimeout = fmt.Errorf("no node started within %s of the kill", fai
 // node back.
 func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
-	sha := ba.commit(release, 1)
-	var first hookBegin
-	if !benchPoll(2*time.Minute, func() bool {
-		bs := ba.beginsOf(ns, sha)
-		if len(bs) > 0 {
-			first = bs[0]
-		}
-		return len(bs) > 0
-	}) {
-		return ft, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
+	sha, first, err := failoverBegin(ba, ns, release)
+	if err != nil {
+		return ft, err
 	}
 	time.Sleep(time.Until(first.at.Add(phase)))
 	killed := time.Now()
@@ -229,16 +222,9 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 // and only then brings the node back.
 func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
-	sha := ba.commit(release, 1)
-	var first hookBegin
-	if !benchPoll(2*time.Minute, func() bool {
-		bs := ba.beginsOf(ns, sha)
-		if len(bs) > 0 {
-			first = bs[0]
-		}
-		return len(bs) > 0
-	}) {
-		return ft, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
+	sha, first, err := failoverBegin(ba, ns, release)
+	if err != nil {
+		return ft, err
 	}
 	time.Sleep(time.Until(first.at.Add(phase)))
 	killed := time.Now()
@@ -274,6 +260,23 @@ func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest
 	}
 	ft.next, ft.freed = lost.Sub(killed), lost.Sub(killed)
 	return ft, nil
+}
+
+// failoverBegin commits release at max_parallel=1 and waits for the first
+// node to begin replacing.
+func failoverBegin(ba *benchAgents, ns []string, release string) (string, hookBegin, error) {
+	sha := ba.commit(release, 1)
+	var first hookBegin
+	if !benchPoll(2*time.Minute, func() bool {
+		bs := ba.beginsOf(ns, sha)
+		if len(bs) > 0 {
+			first = bs[0]
+		}
+		return len(bs) > 0
+	}) {
+		return sha, first, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
+	}
+	return sha, first, nil
 }
 
 // failoverRevive restarts what the try killed.
