@@ -40,6 +40,11 @@ type Look struct {
 	// reclaimed it (lockstep.Hold.Lapsed): another node may hold a slot in
 	// its place, so it resolves what its step left and moves no further.
 	Lapsed bool
+	// Reclaimed says the slot was taken back (Reclaim, or claimed because
+	// the node was down), not granted in line: no grant counted the nodes
+	// down since. It resolves what a step left, and replaces a node that
+	// is down; a healthy node's next step takes a fresh grant.
+	Reclaimed bool
 	// Undoing is the SHA whose undo this process began, behind its fence,
 	// and could not finish (the runtime failed it): it is carried on under
 	// the node's slot whatever the gate says now, as a step that passed
@@ -152,6 +157,10 @@ func underSlot(l Look) Step {
 			return StepRelease
 		}
 		return StepKeep
+	case l.Reclaimed && l.Healthy:
+		// Taking a healthy node down is a new step: in line, where the
+		// grant counts every node down now.
+		return StepRelease
 	}
 	return StepReplace
 }

@@ -138,7 +138,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	if plan == PlanReclaim {
 		hold, err = m.Reclaim(ctx, g, l.Desired, a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
 		if err == nil {
-			l.Lapsed = hold.Lapsed()
+			l.Lapsed, l.Reclaimed = hold.Lapsed(), true
 			start = time.Now()
 		}
 	} else {
@@ -159,6 +159,9 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	case resultAborted:
 		// The claim stays in Consul: the next look, soon, takes it back
 		// under the gate as it is then.
+		return jitter(2 * time.Second)
+	case resultYielded:
+		// Behind still, with its slot given back: into the line again.
 		return jitter(2 * time.Second)
 	case resultKept:
 		if l.Open {

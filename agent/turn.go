@@ -29,6 +29,7 @@ const (
 	resultAborted  result = "aborted"  // stopped by its fence or a fault of the node's: the claim stays, look again soon
 	resultKept     result = "kept"     // down and the gate forbids any move: the claim stays until desired moves
 	resultReleased result = "released" // nothing to change
+	resultYielded  result = "yielded"  // released to go on in line: look again soon
 )
 
 // turn is one hold of the node's slot: what underSlot says, carried out.
@@ -67,11 +68,11 @@ func (t *turn) run(ctx context.Context) result {
 	after := t.l
 	after.Claimed = false
 	d := decide(after)
-	state := d.State
+	state, r := d.State, resultReleased
 	if d.Plan != PlanIdle || state == "" {
-		state = coordinator.StateWaiting
+		state, r = coordinator.StateWaiting, resultYielded
 	}
-	return t.release(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, state, d.Reason), resultReleased)
+	return t.release(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, state, d.Reason), r)
 }
 
 // keepReason is the node state, and why, of a node that keeps its slot
@@ -122,6 +123,11 @@ func (t *turn) verify(ctx context.Context) result {
 	t.l.SHA, t.l.Leftover, t.l.Unverified, t.l.Healthy = sha, false, false, true
 	if t.l.Refused != "" {
 		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, t.l.Refused), resultReleased)
+	}
+	if t.l.Reclaimed {
+		// Up again on what its step left: going on to Desired takes it
+		// down anew, which takes a grant that counts every node down now.
+		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateWaiting, ""), resultYielded)
 	}
 	// The look that won this slot by contending verified first, so it
 	// prepared nothing for Desired (reconcile prepares only a step that

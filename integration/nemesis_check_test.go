@@ -145,7 +145,13 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 	line := fmt.Sprintf("down %v (nemesis-idle %v, forgiven %v) holding %v", down, idle, grand, slices.Sorted(maps.Keys(holding)))
 	if ck.prevDown[g] != line {
 		ck.prevDown[g] = line
-		ck.n.note("%s %s", g, line)
+		// With each node's containers as Docker lists them, so that a
+		// violation can be told from the timeline alone.
+		var seen []string
+		for _, nd := range ck.n.nodesOf(g) {
+			seen = append(seen, fmt.Sprintf("%s %q", nd, ws[nd].Status))
+		}
+		ck.n.note("%s %s; %s", g, line, strings.Join(seen, "; "))
 	}
 	if bound := max(nemesisK, len(idle)) + len(grand); len(down) > bound {
 		ck.n.violate("a "+g, "(a) %s: %d unhealthy %v > max(K=%d, nemesis-idle %v) + forgiven %v; holding %v",

@@ -271,7 +271,7 @@ func (c *cluster) dumpLogs() {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	for node := range c.nodes {
-		rc, err := c.docker.ContainerLogs(ctx, c.agentName(node), container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "120"})
+		rc, err := c.docker.ContainerLogs(ctx, c.agentName(node), container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "400"})
 		if err != nil {
 			continue
 		}
