@@ -48,3 +48,87 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("Unavailable = %v, %v once n2 passes, want none", got, err)
 	}
 }
+
+// The operator's way to stop a host that will not come back from counting
+// against max_parallel: `consul force-leave -prune <node>` removes its
+// Consul node, and the service instance with it, from the catalog at once,
+// instead of after the reconnect timeout (72 h by default). Unavailable
+// then no longer lists it. A persistent server with Consul's default gossip
+// settings, not -dev, so the kill is found as slowly as in production.
+func TestUnavailableForgetsANodeForcedToLeave(t *testing.T) {
+	srv := consultest.New(t, consultest.Options{Persistent: true})
+	host := consultest.NewClients(t, srv, 1, "")[0]
+	err := host.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: coordinator.ServiceID("web", "n2"), Name: coordinator.ServiceName("web"),
+		// Passing, and refreshed by nobody once the host dies: the catalog
+		// keeps it passing, so only serfHealth can show n2 is down.
+		Check: &api.AgentServiceCheck{CheckID: "n2web", TTL: "10m", Status: api.HealthPassing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	// The client agent syncs its registration to the servers on its own
+	// time; killed before that, it would leave nothing of n2 in the catalog
+	// for serfHealth to mark.
+	waitInstances(t, c, 1, 10*time.Second)
+	killed := time.Now()
+	host.Kill()
+	waitUnavailable(t, st, []string{"n2"}, 60*time.Second)
+	begin := time.Now()
+	t.Logf("kill to n2 unavailable: %s", begin.Sub(killed).Round(time.Millisecond))
+	if err := c.Agent().ForceLeavePrune(host.Name); err != nil {
+		t.Fatalf("force-leave -prune %s: %v", host.Name, err)
+	}
+	waitUnavailable(t, st, nil, 60*time.Second)
+	t.Logf("force-leave -prune to n2 not unavailable: %s", time.Since(begin).Round(time.Millisecond))
+	nodes, _, err := c.Catalog().Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Node == host.Name {
+			t.Fatalf("catalog still has node %s after force-leave -prune", n.Node)
+		}
+	}
+	waitInstances(t, c, 0, time.Second)
+}
+
+// waitInstances polls the catalog every 100 ms until group web's service
+// has want instances, failing the test after bound.
+func waitInstances(t *testing.T, c *api.Client, want int, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		inst, _, err := c.Catalog().Service(coordinator.ServiceName("web"), "", nil)
+		if err == nil && len(inst) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog has %d instances of web, %v, after %s; want %d", len(inst), err, bound, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitUnavailable polls Unavailable for group web every 100 ms until it
+// equals want, failing the test after bound: Consul's gossip and the
+// leader's reconcile are asynchronous, so there is no index to block on
+// that covers both.
+func waitUnavailable(t *testing.T, st *coordinator.Store, want []string, bound time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var got []string
+	var err error
+	for ctx.Err() == nil {
+		if got, err = st.Unavailable(ctx, "web"); err == nil && slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("Unavailable = %v, %v after %s, want %v", got, err, bound, want)
+}
