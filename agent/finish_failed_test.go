@@ -114,6 +114,18 @@ func (ef *execFleet) checkUntouched(node, x, y string, d time.Duration) {
 	}
 }
 
+// endedRuns is node's hook runs, each of which must have run to its end.
+func (ef *execFleet) endedRuns(node string) []hookRun {
+	ef.t.Helper()
+	runs := ef.hookRuns(node)
+	for _, r := range runs {
+		if r.end.IsZero() {
+			ef.t.Fatalf("%s: the hook run for %.12s was cut off; runs for %.12q", node, r.sha, runSHAs(runs))
+		}
+	}
+	return runs
+}
+
 // runSHAs is the SHA of each run, in order.
 func runSHAs(runs []hookRun) []string {
 	shas := make([]string, len(runs))
@@ -128,13 +140,8 @@ func runSHAs(runs []hookRun) []string {
 func (ef *execFleet) checkRunsAfter(node string, want []string, since time.Time) {
 	t := ef.t
 	t.Helper()
-	runs := ef.hookRuns(node)
+	runs := ef.endedRuns(node)
 	got := runSHAs(runs)
-	for _, r := range runs {
-		if r.end.IsZero() {
-			t.Fatalf("%s: the hook run for %.12s never ended; runs for %.12q", node, r.sha, got)
-		}
-	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("%s: hook runs for %.12q, want %.12q: the old release must never be installed again", node, got, want)
 	}
