@@ -168,16 +168,10 @@ var errFailoverTimeout = fmt.Errorf("no node started within %s of the kill", fai
 // node back.
 func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
-	sha, first, err := failoverBegin(ba, ns, release)
+	sha, first, killed, err := failoverKill(ba, ns, client, k, release, phase)
 	if err != nil {
 		return ft, err
 	}
-	time.Sleep(time.Until(first.at.Add(phase)))
-	killed := time.Now()
-	if k.nodeDies {
-		client[first.node].Kill()
-	}
-	ba.kill(first.node)
 	var next hookBegin
 	var revived time.Time
 	var reviveErr error
@@ -222,14 +216,10 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 // and only then brings the node back.
 func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
-	sha, first, err := failoverBegin(ba, ns, release)
+	sha, first, killed, err := failoverKill(ba, ns, client, k, release, phase)
 	if err != nil {
 		return ft, err
 	}
-	time.Sleep(time.Until(first.at.Add(phase)))
-	killed := time.Now()
-	client[first.node].Kill()
-	ba.kill(first.node)
 	var lost time.Time
 	ok := benchPoll(k.lease()+time.Minute, func() bool {
 		if gs := ba.state(); gs != nil {
@@ -262,11 +252,11 @@ func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest
 	return ft, nil
 }
 
-// failoverBegin commits release at max_parallel=1 and waits for the first
-// node to begin replacing.
-func failoverBegin(ba *benchAgents, ns []string, release string) (string, hookBegin, error) {
-	sha := ba.commit(release, 1)
-	var first hookBegin
+// failoverKill commits release at max_parallel=1, waits for the first
+// node to begin replacing, and kills it (with its Consul client when the
+// node dies) phase into its step.
+func failoverKill(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (sha string, first hookBegin, killed time.Time, err error) {
+	sha = ba.commit(release, 1)
 	if !benchPoll(2*time.Minute, func() bool {
 		bs := ba.beginsOf(ns, sha)
 		if len(bs) > 0 {
@@ -274,9 +264,15 @@ func failoverBegin(ba *benchAgents, ns []string, release string) (string, hookBe
 		}
 		return len(bs) > 0
 	}) {
-		return sha, first, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
+		return sha, first, killed, fmt.Errorf("no node began %.12s within 2m of its commit", sha)
 	}
-	return sha, first, nil
+	time.Sleep(time.Until(first.at.Add(phase)))
+	killed = time.Now()
+	if k.nodeDies {
+		client[first.node].Kill()
+	}
+	ba.kill(first.node)
+	return sha, first, killed, nil
 }
 
 // failoverRevive restarts what the try killed.
