@@ -62,3 +62,27 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 	sort.Strings(out)
 	return out, nil
 }
+
+// Registered lists the nodes of group with an instance of the group's
+// service in Consul's catalog, whatever its checks say: a node that is
+// down is still registered; one whose agent stopped cleanly, whose Consul
+// node left or was reaped, or that was forced to leave with -prune, is not.
+func (s *Store) Registered(ctx context.Context, group string) (map[string]bool, error) {
+	svc := ServiceName(group)
+	inst, meta, err := s.c.Catalog().Service(svc, "", (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	// An instance the token may not see is not gone: taking it for gone
+	// would show a live node lost.
+	if meta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("consul: permission denied: the token may not read every instance of service %q, so Consul left some out", svc)
+	}
+	out := make(map[string]bool, len(inst))
+	for _, i := range inst {
+		if n, ok := strings.CutPrefix(i.ServiceID, svc+"-"); ok {
+			out[n] = true
+		}
+	}
+	return out, nil
+}

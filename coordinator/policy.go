@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/lockstep"
@@ -10,33 +11,57 @@ import (
 // Verdict is the gate's answer for the desired SHA.
 type Verdict struct {
 	Open   bool
+	State  GateState
 	Reason string // why it is closed, or "open"
 	SHA    string
-	Limit  int // K, from the desired spec's max_parallel
+	Limit  int // K while the gate is open, 0 while closed: what a grant may use
+	// MaxParallel is the policy's K, from the desired spec, open or closed;
+	// 0 only when there is no readable spec.
+	MaxParallel int
 }
+
+// GateState is the kind of verdict, for scripts and metrics; Reason says
+// the same for a person, with the details.
+type GateState string
+
+// Values of GateState; they are part of `status -o json`.
+const (
+	GateOpen        GateState = "open"
+	GateCancelled   GateState = "cancelled"
+	GatePaused      GateState = "paused"      // by failures
+	GateUncommitted GateState = "uncommitted" // nothing committed
+	GateUnreadable  GateState = "unreadable"  // the desired record does not decode
+	GateSpecMissing GateState = "spec_missing"
+)
+
+// GateStates lists every GateState, for exporters that show each one.
+var GateStates = []GateState{GateOpen, GateCancelled, GatePaused, GateUncommitted, GateUnreadable, GateSpecMissing}
 
 // Gate evaluates whether a node behind the desired SHA may take a slot now.
 // Every agent and `rollagent status` compute the same answer from the same
 // state; no process owns the decision.
 func (g *GroupState) Gate() Verdict {
 	if g.DesiredUnreadable() {
-		return Verdict{Reason: "the desired record is unreadable (see problems)"}
+		return Verdict{State: GateUnreadable, Reason: "the desired record is unreadable (see problems)"}
 	}
 	if g.Desired == nil {
-		return Verdict{Reason: "nothing committed"}
+		return Verdict{State: GateUncommitted, Reason: "nothing committed"}
 	}
 	v := Verdict{SHA: g.Desired.SHA}
+	if g.Spec != nil {
+		v.MaxParallel = g.Spec.Update.MaxParallel
+	}
 	switch {
 	case g.Spec == nil:
-		v.Reason = "desired spec is missing from history"
+		v.State, v.Reason = GateSpecMissing, "desired spec is missing from history"
 	case g.Cancel != nil:
-		v.Reason = g.Cancel.describe()
+		v.State, v.Reason = GateCancelled, g.Cancel.describe()
 	case g.Pause != nil:
-		v.Reason = fmt.Sprintf("paused after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
+		v.State, v.Reason = GatePaused, fmt.Sprintf("paused after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
 	case g.Spec.Update.FailureAction == hashspec.FailurePause && len(g.Failures) >= g.Spec.Update.MaxFailures:
-		v.Reason = fmt.Sprintf("paused: %d failure(s) reached max_failures=%d", len(g.Failures), g.Spec.Update.MaxFailures)
+		v.State, v.Reason = GatePaused, fmt.Sprintf("paused: %d failure(s) reached max_failures=%d", len(g.Failures), g.Spec.Update.MaxFailures)
 	default:
-		v.Open, v.Reason, v.Limit = true, "open", g.Spec.Update.MaxParallel
+		v.Open, v.State, v.Reason, v.Limit = true, GateOpen, "open", g.Spec.Update.MaxParallel
 	}
 	return v
 }
@@ -76,30 +101,19 @@ func OnFailure(spec *hashspec.Spec, failures int) Action {
 	return ActionNone
 }
 
-// Progress counts nodes against the desired SHA.
+// Progress counts nodes against the desired SHA: Summary's counts, in
+// the shape callers that only wait for a rollout use.
 type Progress struct {
 	Total, Converged, Replacing, Waiting, Failed, Other int
 	Done                                                bool
 }
 
-// Progress is done when every known node runs the desired SHA.
+// Progress is Summary at the current time with the default grace, from
+// what g holds (no node is lost unless g.Registered was filled).
 func (g *GroupState) Progress() Progress {
-	var p Progress
-	p.Total = len(g.Nodes)
-	for _, n := range g.Nodes {
-		switch {
-		case g.Desired != nil && n.SHA == g.Desired.SHA && n.State == StateConverged:
-			p.Converged++
-		case n.State == StateReplacing || n.State == StateVerifying:
-			p.Replacing++
-		case n.State == StateWaiting:
-			p.Waiting++
-		case n.State == StateFailed:
-			p.Failed++
-		default:
-			p.Other++
-		}
-	}
-	p.Done = g.Desired != nil && p.Total > 0 && p.Converged == p.Total
+	s := g.Summary(time.Now(), DefaultLostAfter)
+	p := Progress{Total: s.Counted, Converged: s.ByState[StandingConverged], Replacing: s.ByState[StandingReplacing],
+		Waiting: s.ByState[StandingWaiting], Failed: s.ByState[StandingFailed], Done: s.Done}
+	p.Other = p.Total - p.Converged - p.Replacing - p.Waiting - p.Failed
 	return p
 }

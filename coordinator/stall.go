@@ -125,13 +125,15 @@ type StallInput struct {
 	Failures    []Failure
 	Holders     *lockstep.Holders
 	Unavailable []string
-	Now         time.Time
+	// Lost are the nodes Summary no longer counts: none of them waits.
+	Lost map[string]bool
+	Now  time.Time
 }
 
 // StallInput gathers g's parts for Diagnose.
-func (g *GroupState) StallInput(now time.Time) StallInput {
+func (g *GroupState) StallInput(now time.Time, lostAfter time.Duration) StallInput {
 	return StallInput{Gate: g.Gate(), Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
-		Holders: g.Holders, Unavailable: g.Unavailable, Now: now}
+		Holders: g.Holders, Unavailable: g.Unavailable, Lost: g.Summary(now, lostAfter).Lost(), Now: now}
 }
 
 // Diagnose returns why the group is stalled, or nil when it is not: when
@@ -147,7 +149,7 @@ func Diagnose(in StallInput) *Stall {
 	if !in.Gate.Open || in.Desired == nil {
 		return nil
 	}
-	waiting := waiters(in.Desired, in.Nodes)
+	waiting := waiters(in.Desired, in.Nodes, in.Lost)
 	if len(waiting) == 0 {
 		return nil
 	}
@@ -163,11 +165,12 @@ func Diagnose(in StallInput) *Stall {
 }
 
 // waiters are the nodes behind desired that wait: their record says so, or
-// predates the commit, which an agent that is up would have acted on.
-func waiters(d *Desired, nodes []NodeState) []Waiter {
+// predates the commit, which an agent that is up would have acted on. A
+// lost node is not waited for: it left.
+func waiters(d *Desired, nodes []NodeState, lost map[string]bool) []Waiter {
 	var out []Waiter
 	for _, n := range nodes {
-		if n.SHA == d.SHA || n.State == StateReplacing || n.State == StateVerifying {
+		if n.SHA == d.SHA || n.State == StateReplacing || n.State == StateVerifying || lost[n.Node] {
 			continue
 		}
 		if n.State == StateWaiting || n.Since.Before(d.CommittedAt) {

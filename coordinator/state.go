@@ -29,7 +29,14 @@ type GroupState struct {
 	Holders     *lockstep.Holders
 	// Unavailable are the nodes Consul sees down (Store.Unavailable), when
 	// the reader asked (status does; the agents ask at the head of the line).
-	Unavailable  []string
+	Unavailable []string
+	// Registered are the nodes with an instance of the group's service in
+	// Consul's catalog (Store.Registered), or nil when the reader did not
+	// ask or could not tell: then no node is taken for gone.
+	Registered map[string]bool
+	// Invalid are the node records that do not decode or check, by the
+	// name in their key: status shows them as rows, nothing acts on them.
+	Invalid      []InvalidNode
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -81,6 +88,7 @@ func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	}
 	g.resolveDesired(k, byKey)
 	sort.Slice(g.Nodes, func(i, j int) bool { return g.Nodes[i].Node < g.Nodes[j].Node })
+	sort.Slice(g.Invalid, func(i, j int) bool { return g.Invalid[i].Node < g.Invalid[j].Node })
 	sort.Slice(g.History, func(i, j int) bool { return g.History[i].CommittedAt.Before(g.History[j].CommittedAt) })
 	g.Holders = lockstep.ParseHolders(k.Slot(), pairs)
 	if g.Holders.Problem != "" {
@@ -89,6 +97,12 @@ func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 		g.Problems = append(g.Problems, msg)
 	}
 	return g
+}
+
+// InvalidNode is a record under nodes/ that does not decode or check.
+type InvalidNode struct {
+	Node  string // from its key, as written: it may be no valid name
+	Error string // what is wrong with it, naming the key
 }
 
 // note records err as a problem and reports whether there was none.
@@ -105,12 +119,15 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 	switch {
 	case strings.HasPrefix(rel, "nodes/"):
 		var n NodeState
-		if !g.note(decode(p.Key, p.Value, &n)) {
-			return
-		}
+		name := strings.TrimPrefix(rel, "nodes/")
+		err := decode(p.Key, p.Value, &n)
 		// A record under another node's key would count that node twice.
-		if want := strings.TrimPrefix(rel, "nodes/"); n.Node != want {
-			g.Problems = append(g.Problems, fmt.Sprintf("%s: names node %q, not %q", p.Key, n.Node, want))
+		if err == nil && n.Node != name {
+			err = fmt.Errorf("%s: names node %q, not %q", p.Key, n.Node, name)
+		}
+		if err != nil {
+			g.note(err)
+			g.Invalid = append(g.Invalid, InvalidNode{Node: name, Error: err.Error()})
 			return
 		}
 		g.Nodes = append(g.Nodes, n)

@@ -22,6 +22,7 @@ type CLI struct {
 	Rollback RollbackCmd `cmd:"" help:"Commit an earlier spec again (by default the previous one)."`
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`
+	Node     NodeCmd     `cmd:"" help:"Manage a group's nodes (rm: remove a node that left)."`
 	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }

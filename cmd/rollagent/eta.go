@@ -15,16 +15,18 @@ type eta struct {
 // estimate extrapolates from the nodes that converged since the commit: the
 // span from the commit to the latest of them, per node, already includes
 // handoffs, health waits and K > 1, so no policy needs modelling. There is
-// no estimate before the first node converges or while the gate is closed,
-// since then nothing is moving.
-func estimate(gs *coordinator.GroupState, v coordinator.Verdict, p coordinator.Progress, now time.Time) (eta, bool) {
+// no estimate before the first node converges, while the gate is closed,
+// or while a node that counts is stuck (unknown, failed, invalid...), since
+// then the pace does not tell when the rollout ends: it will not, alone.
+func estimate(gs *coordinator.GroupState, sum coordinator.Summary, now time.Time) (eta, bool) {
 	if gs.Desired == nil {
 		return eta{}, false
 	}
-	if p.Done {
+	if sum.Done {
 		return eta{}, true
 	}
-	if !v.Open {
+	moving, stuck := sum.Left()
+	if !sum.Gate.Open || stuck > 0 {
 		return eta{}, false
 	}
 	var e eta
@@ -42,16 +44,21 @@ func estimate(gs *coordinator.GroupState, v coordinator.Verdict, p coordinator.P
 		return eta{}, false
 	}
 	e.perNode = last.Sub(gs.Desired.CommittedAt) / time.Duration(e.basis)
-	e.left = e.perNode*time.Duration(p.Total-p.Converged) - now.Sub(last)
+	e.left = e.perNode*time.Duration(moving) - now.Sub(last)
 	e.left = max(e.left, 0)
 	return e, true
 }
 
-// String reads "eta 40s (20s per node)", or "" when unknown.
+// String reads "eta 40s (20s per node)", "eta overdue (20s per node)"
+// once the pace says the rollout should have ended, or "" when unknown.
 func (e *etaJSON) String() string {
 	if e == nil {
 		return ""
 	}
 	d := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Second) }
-	return "eta " + d(e.Seconds).String() + " (" + d(e.PerNodeSeconds).String() + " per node)"
+	left := d(e.Seconds).String()
+	if e.Seconds <= 0 {
+		left = "overdue"
+	}
+	return "eta " + left + " (" + d(e.PerNodeSeconds).String() + " per node)"
 }

@@ -48,7 +48,8 @@ func TestEstimate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gs := &coordinator.GroupState{Group: "web", Nodes: tt.nodes,
 				Desired: &coordinator.Desired{SHA: sha, CommittedAt: t0}}
-			e, ok := estimate(gs, tt.verdict, gs.Progress(), at(tt.now))
+			sum := coordinator.Summarize(coordinator.SummaryInput{Gate: tt.verdict, Desired: gs.Desired, Nodes: gs.Nodes, Now: at(tt.now)})
+			e, ok := estimate(gs, sum, at(tt.now))
 			if ok != tt.ok || e.left != tt.left || e.perNode != tt.perNode {
 				t.Fatalf("estimate = %+v, %v; want left %s per node %s, %v", e, ok, tt.left, tt.perNode, tt.ok)
 			}

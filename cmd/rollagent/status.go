@@ -19,7 +19,11 @@ type StatusCmd struct {
 	Group  string `arg:"" help:"Group name."`
 	Watch  bool   `short:"w" help:"Redraw on every change until interrupted."`
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
+	// The default is coordinator.DefaultLostAfter (a test checks it).
+	LostAfter time.Duration `name:"lost-after" default:"10m" help:"How long a node gone from Consul's catalog still counts toward progress, from its record's last write; then it shows as lost."`
 }
+
+func (c *StatusCmd) options() statusOptions { return statusOptions{LostAfter: c.LostAfter} }
 
 // Run prints the status once, or on every change with --watch.
 func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
@@ -56,7 +60,7 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 	defer tick.Stop()
 	var last *coordinator.GroupState
 	var outage error
-	stalled := false // what the last document written said
+	var stalled timedEvents // what the last document written said
 	for {
 		select {
 		case <-ctx.Done():
@@ -71,15 +75,30 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 		case <-tick.C:
 			// A stall starts with no change in KV, only time passing:
 			// it is an event a script must see, like a change.
-			if last == nil && outage == nil || c.Output == "json" && stalledAt(last, time.Now()) == stalled {
+			if last == nil && outage == nil || c.Output == "json" && c.timed(last, time.Now()) == stalled {
 				continue
 			}
 		}
 		if err := c.redraw(out, last, outage); err != nil {
 			return err
 		}
-		stalled = stalledAt(last, time.Now())
+		stalled = c.timed(last, time.Now())
 	}
+}
+
+// timedEvents are what time alone changes in a document: a stall starts,
+// a node gone from Consul turns lost.
+type timedEvents struct {
+	stalled bool
+	lost    int
+}
+
+func (c *StatusCmd) timed(gs *coordinator.GroupState, now time.Time) timedEvents {
+	if gs == nil {
+		return timedEvents{}
+	}
+	return timedEvents{stalled: stalledAt(gs, c.options(), now),
+		lost: gs.Summary(now, c.LostAfter).ByState[coordinator.StandingLost]}
 }
 
 // follow sends every new state of the group, retrying transient errors
@@ -116,15 +135,20 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 	}
 }
 
-// withUnavailable adds the nodes Consul sees down to gs; a failure to ask
-// leaves them out, with a problem that says so.
+// withUnavailable adds the nodes Consul sees down, and those registered in
+// its catalog, to gs; a failure to ask leaves them out, with a problem that
+// says so: then no node is taken for gone.
 func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator.GroupState) {
-	down, err := st.Unavailable(ctx, gs.Group)
-	if err != nil {
+	if down, err := st.Unavailable(ctx, gs.Group); err != nil {
 		gs.Problems = append(gs.Problems, "cannot tell which nodes Consul sees down: "+err.Error())
-		return
+	} else {
+		gs.Unavailable = down
 	}
-	gs.Unavailable = down
+	if reg, err := st.Registered(ctx, gs.Group); err != nil {
+		gs.Problems = append(gs.Problems, "cannot tell which nodes are gone from Consul's catalog: "+err.Error())
+	} else {
+		gs.Registered = reg
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -153,7 +177,7 @@ func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage err
 }
 
 func (c *StatusCmd) print(out io.Writer, gs *coordinator.GroupState, now time.Time) error {
-	s := newStatusJSON(gs, now)
+	s := newStatusJSON(gs, c.options(), now)
 	if c.Output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -172,18 +196,8 @@ func printTable(out io.Writer, s statusJSON) error {
 	}
 	fmt.Fprintf(out, "group %s  desired %s  committed %s by %s\n", s.Group, short(s.Desired.SHA),
 		ago(s.Desired.CommittedAt, s.At), cell(s.Desired.Author))
-	gate := "open"
-	if !s.Gate.Open {
-		gate = "CLOSED: " + cell(s.Gate.Reason)
-	}
-	fmt.Fprintf(out, "gate %s  max_parallel %d\n", gate, s.Gate.MaxParallel)
-	p := s.Progress
-	line := fmt.Sprintf("%s %d/%d converged  %d replacing  %d waiting  %d failed",
-		bar(p.Converged, p.Total, 24), p.Converged, p.Total, p.Replacing, p.Waiting, p.Failed)
-	if e := p.ETA.String(); e != "" && !p.Done {
-		line += "  " + e
-	}
-	fmt.Fprintln(out, line)
+	fmt.Fprintln(out, gateLine(s.Gate))
+	fmt.Fprintln(out, progressLine(s.Progress))
 	printStall(out, s)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
@@ -206,7 +220,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(n.Node), short(n.SHA), cell(string(n.State)), ago(n.Since, s.At), cell(n.Error))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(n.Node), short(n.SHA), stateCell(n), agoPtr(n.Since, s.At), cell(n.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

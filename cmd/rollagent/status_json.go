@@ -10,46 +10,72 @@ import (
 
 // statusSchema is bumped on any change that could break a script reading
 // `status -o json`; fields are only ever added within one schema.
-const statusSchema = 1
+const statusSchema = 2
 
 // statusJSON is the stable schema of `status -o json`, documented in
 // docs/status-json.md. It has its own types rather than coordinator's so
 // that an internal rename cannot change what scripts parse.
 type statusJSON struct {
-	Schema   int                     `json:"schema"`
-	Group    string                  `json:"group"`
-	At       time.Time               `json:"at"`
-	Desired  *coordinator.Desired    `json:"desired"`
-	Gate     gateJSON                `json:"gate"`
-	Progress progressJSON            `json:"progress"`
-	Nodes    []coordinator.NodeState `json:"nodes"`
-	Holders  []holderJSON            `json:"holders"`
-	Orphans  []claimJSON             `json:"orphaned_claims"`
-	Down     []string                `json:"unavailable"`
-	Waiting  int                     `json:"waiting_for_slot"`
-	Failures []coordinator.Failure   `json:"failures"`
-	Problems []string                `json:"problems"`
-	Budget   budgetJSON              `json:"slot_budget"`
-	Stall    *stallJSON              `json:"stall"` // null unless the group is stalled
+	Schema   int                   `json:"schema"`
+	Group    string                `json:"group"`
+	At       time.Time             `json:"at"`
+	Desired  *coordinator.Desired  `json:"desired"`
+	Gate     gateJSON              `json:"gate"`
+	Progress progressJSON          `json:"progress"`
+	Nodes    []nodeJSON            `json:"nodes"`
+	Holders  []holderJSON          `json:"holders"`
+	Orphans  []claimJSON           `json:"orphaned_claims"`
+	Down     []string              `json:"unavailable"`
+	Waiting  int                   `json:"waiting_for_slot"`
+	Failures []coordinator.Failure `json:"failures"`
+	Problems []string              `json:"problems"`
+	Budget   budgetJSON            `json:"slot_budget"`
+	Stall    *stallJSON            `json:"stall"` // null unless the group is stalled
 }
 
 type gateJSON struct {
-	Open        bool   `json:"open"`
-	Reason      string `json:"reason"`
-	SHA         string `json:"sha,omitempty"`
-	MaxParallel int    `json:"max_parallel"`
+	Open   bool                  `json:"open"`
+	State  coordinator.GateState `json:"state"`
+	Reason string                `json:"reason"`
+	SHA    string                `json:"sha,omitempty"`
+	// MaxParallel is the policy's K, while the gate is closed too.
+	MaxParallel int `json:"max_parallel"`
 }
 
 type progressJSON struct {
-	Total     int      `json:"total"`
-	Converged int      `json:"converged"`
-	Replacing int      `json:"replacing"`
-	Waiting   int      `json:"waiting"`
-	Failed    int      `json:"failed"`
-	Other     int      `json:"other"`
-	Done      bool     `json:"done"`
-	ETA       *etaJSON `json:"eta"` // null while there is no pace to go by
+	Total     int  `json:"total"` // the nodes that count: every row but the lost
+	Converged int  `json:"converged"`
+	Replacing int  `json:"replacing"`
+	Verifying int  `json:"verifying"`
+	Waiting   int  `json:"waiting"`
+	Failed    int  `json:"failed"`
+	Lost      int  `json:"lost"`
+	Other     int  `json:"other"` // counted, in none of the fields above
+	Done      bool `json:"done"`
+	// ByState has every coordinator.Standing as a key; its values add up
+	// to the rows of nodes.
+	ByState map[coordinator.Standing]int `json:"by_state"`
+	ETA     *etaJSON                     `json:"eta"` // null while there is no pace to go by
 }
+
+// nodeJSON is one row: a node's record as its agent published it, and how
+// status counts it.
+type nodeJSON struct {
+	Node    string                 `json:"node"`
+	SHA     string                 `json:"sha"`
+	Desired string                 `json:"desired,omitempty"`
+	State   coordinator.NodeStatus `json:"state"` // "invalid" for a record that does not decode
+	Since   *time.Time             `json:"since,omitempty"`
+	Error   string                 `json:"error,omitempty"`
+	// CountedAs is the key of progress.by_state this row adds to.
+	CountedAs coordinator.Standing `json:"counted_as"`
+	Consul    coordinator.Presence `json:"consul"`
+	Counts    bool                 `json:"counts"`
+}
+
+// stateInvalid is the state shown for a record that does not decode: no
+// agent publishes it.
+const stateInvalid coordinator.NodeStatus = "invalid"
 
 type etaJSON struct {
 	Seconds        float64 `json:"seconds"`
@@ -75,15 +101,21 @@ type claimJSON struct {
 	Lost bool `json:"lost"`
 }
 
-func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
-	v, p := gs.Gate(), gs.Progress()
+// statusOptions are the choices of the status command that change what
+// the document says.
+type statusOptions struct {
+	LostAfter time.Duration
+}
+
+func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) statusJSON {
+	sum := gs.Summary(now, o.LostAfter)
+	v := sum.Gate
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
-		Gate: gateJSON{Open: v.Open, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.Limit},
-		Progress: progressJSON{Total: p.Total, Converged: p.Converged, Replacing: p.Replacing,
-			Waiting: p.Waiting, Failed: p.Failed, Other: p.Other, Done: p.Done},
-		Nodes: nonNil(gs.Nodes), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), Failures: nonNil(gs.Failures),
+		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel},
+		Progress: newProgressJSON(sum),
+		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
-	if e, ok := estimate(gs, v, p, now); ok {
+	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}
 	if gs.Holders != nil {
@@ -94,8 +126,34 @@ func newStatusJSON(gs *coordinator.GroupState, now time.Time) statusJSON {
 		s.Orphans = orphans(gs.Holders, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
-	diagnose(&s, gs, v, now)
+	diagnose(&s, gs, v, o, now)
 	return s
+}
+
+func newProgressJSON(sum coordinator.Summary) progressJSON {
+	by := sum.ByState
+	p := progressJSON{Total: sum.Counted, Converged: by[coordinator.StandingConverged],
+		Replacing: by[coordinator.StandingReplacing], Verifying: by[coordinator.StandingVerifying],
+		Waiting: by[coordinator.StandingWaiting], Failed: by[coordinator.StandingFailed],
+		Lost: by[coordinator.StandingLost], Done: sum.Done, ByState: by}
+	p.Other = p.Total - p.Converged - p.Replacing - p.Verifying - p.Waiting - p.Failed
+	return p
+}
+
+// nodeRows are the summary's rows, sorted by name, invalid records among
+// them.
+func nodeRows(sum coordinator.Summary) []nodeJSON {
+	out := make([]nodeJSON, 0, len(sum.Rows))
+	for _, r := range sum.Rows {
+		n := nodeJSON{Node: r.Node, State: stateInvalid, Error: r.Problem, CountedAs: r.Standing, Consul: r.Presence, Counts: r.Counts}
+		if rec := r.Record; rec != nil {
+			since := rec.Since
+			n.SHA, n.Desired, n.State, n.Since, n.Error = rec.SHA, rec.Desired, rec.State, &since, rec.Error
+		}
+		out = append(out, n)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
 }
 
 // nonNil makes an empty list encode as [] rather than null, so scripts can

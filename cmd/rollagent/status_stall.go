@@ -39,13 +39,13 @@ type stallReasonJSON struct {
 }
 
 // diagnose fills the slot budget and the stall diagnosis of s from gs.
-func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, now time.Time) {
+func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, o statusOptions, now time.Time) {
 	b := coordinator.SlotBudget(v.Limit, gs.Holders, gs.Unavailable, now)
 	s.Budget = budgetJSON{Full: b.Full(), UsedBy: []slotUserJSON{}}
 	for _, u := range b.Users {
 		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why})
 	}
-	st := coordinator.Diagnose(gs.StallInput(now))
+	st := coordinator.Diagnose(gs.StallInput(now, o.LostAfter))
 	if st == nil {
 		return
 	}
@@ -59,8 +59,8 @@ func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, 
 }
 
 // stalledAt says whether gs is stalled at now; nil is not.
-func stalledAt(gs *coordinator.GroupState, now time.Time) bool {
-	return gs != nil && coordinator.Diagnose(gs.StallInput(now)) != nil
+func stalledAt(gs *coordinator.GroupState, o statusOptions, now time.Time) bool {
+	return gs != nil && coordinator.Diagnose(gs.StallInput(now, o.LostAfter)) != nil
 }
 
 // printBudget names, in one line, every node that uses a slot and why,

@@ -18,9 +18,9 @@ func TestStatusTableShowsFailureCause(t *testing.T) {
 	s := statusJSON{Group: "web", At: now,
 		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-time.Minute), Author: "ops"},
 		Gate:    gateJSON{Open: false, Reason: reason, MaxParallel: 1},
-		Nodes: []coordinator.NodeState{
-			{Node: "n1", SHA: sha, Desired: sha, State: coordinator.StatePaused, Error: reason, Since: now.Add(-30 * time.Second)},
-		},
+		Nodes: rows(
+			coordinator.NodeState{Node: "n1", SHA: sha, Desired: sha, State: coordinator.StatePaused, Error: reason, Since: now.Add(-30 * time.Second)},
+		),
 		Failures: []coordinator.Failure{{Node: "n1", SHA: sha, Error: "new container is not healthy: exited (exit code 3)", At: now.Add(-40 * time.Second)}},
 	}
 	var out bytes.Buffer
@@ -42,11 +42,11 @@ func TestStatusTableKeepsKVValuesToOneLine(t *testing.T) {
 	s := statusJSON{Group: "web", At: now,
 		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-time.Minute), Author: "ops\x1b]0;owned\x07"},
 		Gate:    gateJSON{Open: true, Reason: "open", MaxParallel: 1},
-		Nodes: []coordinator.NodeState{
-			{Node: "n1", SHA: sha, Desired: sha, State: coordinator.StateFailed, Since: now,
+		Nodes: rows(
+			coordinator.NodeState{Node: "n1", SHA: sha, Desired: sha, State: coordinator.StateFailed, Since: now,
 				Error: "health: unhealthy (last probe exit 1: boom\n)\x1b[2J\u202eevil\tcell"},
-			{Node: "n2", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: now},
-		},
+			coordinator.NodeState{Node: "n2", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: now},
+		),
 		Problems: []string{"nodes/x:\nnot a valid record"},
 	}
 	var out bytes.Buffer
@@ -65,4 +65,15 @@ func TestStatusTableKeepsKVValuesToOneLine(t *testing.T) {
 	if lines := strings.Count(got, "\n"); lines != 7 {
 		t.Fatalf("want 7 lines (group, gate, progress, header, 2 nodes, 1 problem), got %d:\n%s", lines, got)
 	}
+}
+
+// rows are the table rows of records counted by their published state.
+func rows(ns ...coordinator.NodeState) []nodeJSON {
+	out := make([]nodeJSON, 0, len(ns))
+	for _, n := range ns {
+		since := n.Since
+		out = append(out, nodeJSON{Node: n.Node, SHA: n.SHA, Desired: n.Desired, State: n.State, Since: &since,
+			Error: n.Error, CountedAs: coordinator.Standing(n.State), Consul: coordinator.PresenceRegistered, Counts: true})
+	}
+	return out
 }

@@ -86,11 +86,13 @@ func TestStatusJSONSchema(t *testing.T) {
 	for _, tt := range []struct{ path, got, want string }{
 		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,orphaned_claims,problems,progress,schema,slot_budget,stall,unavailable,waiting_for_slot"},
 		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
-		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha"},
-		{"progress", sortedKeys(doc["progress"]), "converged,done,eta,failed,other,replacing,total,waiting"},
+		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha,state"},
+		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
+		{"progress.by_state", sortedKeys(doc["progress"].(map[string]any)["by_state"]),
+			"behind,cancelled,converged,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
 		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
 		{"desired", sortedKeys(doc["desired"]), "author,committed_at,reason,sha"},
-		{"nodes[0]", sortedKeys(doc["nodes"].([]any)[0]), "desired,node,sha,since,state"},
+		{"nodes[0]", sortedKeys(doc["nodes"].([]any)[0]), "consul,counted_as,counts,desired,node,sha,since,state"},
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			if tt.got != tt.want {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// NodeCmd groups the commands on one node of a group.
+type NodeCmd struct {
+	Rm NodeRmCmd `cmd:"" help:"Remove a node's record from a group: for a node that left for good."`
+}
+
+// NodeRmCmd removes a node's record.
+type NodeRmCmd struct {
+	Group  string `arg:"" help:"Group name."`
+	Node   string `arg:"" help:"Node name."`
+	Force  bool   `help:"Remove it even though Consul shows it alive (registered, in line or holding a slot)."`
+	Reason string `help:"Why, for the records."`
+}
+
+// nodeRemoved is told of every node removed, once its record is gone.
+//
+// MERGE(event log): wire this to the group's event log (a "node removed"
+// event with r.Group, r.Node, by, reason, r.At, and r.Alive when forced).
+// It is a variable so that the event log's package can set it and a test
+// can see the call; an error from it is reported, the removal stands.
+var nodeRemoved = func(ctx context.Context, st *coordinator.Store, r *coordinator.Removal, by, reason string) error {
+	return nil
+}
+
+// Run removes the record, refusing a node that looks alive unless --force.
+func (c *NodeRmCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	r, err := st.RemoveNode(ctx, c.Group, c.Node, c.Force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "removed node %s from group %s\n", r.Node, r.Group)
+	for _, a := range r.Alive {
+		fmt.Fprintf(out, "warning: forced although %s; a live agent publishes its record again\n", a)
+	}
+	if r.Claim != nil {
+		fmt.Fprintln(out, claimNote(r, time.Now()))
+	}
+	if err := nodeRemoved(ctx, st, r, who(), c.Reason); err != nil {
+		return fmt.Errorf("node %s removed, but recording it failed: %w", r.Node, err)
+	}
+	return nil
+}
+
+// claimNote says what becomes of the removed node's claim on a slot, which
+// node rm leaves to lockstep.
+func claimNote(r *coordinator.Removal, now time.Time) string {
+	switch {
+	case r.Claim.Lost:
+		return "its claim on a slot was already reported lost and no longer counts against max_parallel"
+	case r.ClaimCounts:
+		return fmt.Sprintf("its claim on a slot still counts against max_parallel, as the node may be half replaced: "+
+			"it ends when the node releases it or, with its agent gone, when its lease runs out in %s and the next node in line records it lost",
+			max(r.Claim.Until.Sub(now), 0).Round(time.Second))
+	}
+	return "its claim on a slot no longer counts against max_parallel (its lease ran out); the next node in line records it lost"
+}

@@ -1,0 +1,141 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+var (
+	// ErrNodeAlive means a node asked to be removed still shows signs of
+	// life; RemoveNode removes it only when forced.
+	ErrNodeAlive = errors.New("coordinator: the node is alive")
+	// ErrNoSuchNode means the group has no record of the node.
+	ErrNoSuchNode = errors.New("coordinator: the group has no record of this node")
+)
+
+// Removal says what RemoveNode did.
+type Removal struct {
+	Group, Node string
+	// Alive are the signs of life it was removed despite (forced).
+	Alive []string
+	// Claim is the node's claim on a slot, which RemoveNode leaves in
+	// place: it ends as every claim does (see ClaimNote).
+	Claim *lockstep.Claim
+	// ClaimCounts says the claim still counts against max_parallel.
+	ClaimCounts bool
+	At          time.Time
+}
+
+// NodeAlive lists the signs that node's agent is alive, as Consul shows
+// them at now: its service instance is in the catalog (nil registered: the
+// catalog could not be read, which is no proof of death), or its session
+// is in line or holds a slot, or its claim on a slot still counts.
+func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holders, now time.Time) []string {
+	var out []string
+	switch {
+	case registered == nil:
+		out = append(out, "Consul's catalog could not be read, so it may be registered")
+	case registered[node]:
+		out = append(out, fmt.Sprintf("its instance of service %s is registered in Consul's catalog", ServiceName(group)))
+	}
+	if h == nil {
+		return out
+	}
+	for _, e := range h.Holding {
+		if e.Name == node {
+			out = append(out, "it holds a slot (its session is live)")
+		}
+	}
+	for _, name := range h.Names() {
+		if name == node && !holding(h, node) {
+			out = append(out, "it is in line for a slot (its session is live)")
+		}
+	}
+	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && counted(h, node, now) {
+		out = append(out, fmt.Sprintf("its claim on a slot counts against max_parallel until %s", c.Until.Format(time.RFC3339)))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func holding(h *lockstep.Holders, node string) bool {
+	for _, e := range h.Holding {
+		if e.Name == node {
+			return true
+		}
+	}
+	return false
+}
+
+func counted(h *lockstep.Holders, node string, now time.Time) bool {
+	for _, n := range h.Counted(now) {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoveNode deletes node's record, nodes/<node>, after checking that its
+// agent shows no sign of life (NodeAlive) unless force. The delete is a CAS
+// on the record as read: an agent that writes meanwhile is alive, and
+// nothing is removed.
+//
+// Only the record goes. A failure record of the node stays: it is part of
+// the count that paused the rollout, which `resume` lifts. A claim on a
+// slot stays too: it belongs to lockstep and ends as every claim does, by
+// the node's release or, once its lease runs out, when the next waiter
+// marks it lost; until then it counts against max_parallel, since a node
+// left half replaced is down. Removal.Claim names it.
+func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool) (*Removal, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	if err := hashspec.ValidateName(node); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	gs, err := s.Read(ctx, group, nil)
+	if err != nil {
+		return nil, err
+	}
+	pair := gs.byKey[k.Node(node)]
+	if pair == nil {
+		return nil, fmt.Errorf("node %s of group %s: %w", node, group, ErrNoSuchNode)
+	}
+	registered, rerr := s.Registered(ctx, group)
+	now := time.Now()
+	r := &Removal{Group: group, Node: node, At: now.UTC(), Alive: NodeAlive(group, node, registered, gs.Holders, now)}
+	if len(r.Alive) > 0 && !force {
+		msg := strings.Join(r.Alive, "; ")
+		if rerr != nil {
+			msg += " (" + rerr.Error() + ")"
+		}
+		return nil, fmt.Errorf("node %s of group %s: %w: %s; stop its agent (or let Consul reap it) first, or pass --force; nothing removed",
+			node, group, ErrNodeAlive, msg)
+	}
+	if gs.Holders != nil {
+		if c, ok := gs.Holders.ClaimOf(node); ok {
+			r.Claim, r.ClaimCounts = &c, counted(gs.Holders, node, now)
+		}
+	}
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
+	}
+	if _, conflict, err := s.txn(ctx, ops); err != nil {
+		if conflict {
+			return nil, fmt.Errorf("node %s of group %s: its record changed while removing it, so its agent is alive; nothing removed", node, group)
+		}
+		return nil, err
+	}
+	return r, nil
+}
