@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// `node rm` refuses a node that Consul shows alive, removes one that left,
+// and forces with --force; what it removed is checked in Consul. A claim
+// on a slot that still counts is left to lockstep, and said so.
+func TestNodeRm(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	sha := commitK(t, srv.HTTPAddr, 1)
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	k := webKeys(t)
+	register(t, c, "live")
+	for _, n := range []string{"live", "gone", "claimed"} {
+		putNode(t, st, coordinator.NodeState{Node: n, SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now()})
+	}
+	putKV(t, c, k.Node("junk"), "{garbage")
+	holders := `{"holders":{},"claims":{"claimed":{"session":"0b7d6d2e-0000-4000-8000-00000000dead","since":"` +
+		time.Now().UTC().Format(time.RFC3339) + `","until":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}}}`
+	putKV(t, c, lockstep.HoldersKey(k.Slot()), holders)
+	var recorded []string
+	prev := nodeRemoved
+	nodeRemoved = func(_ context.Context, _ *coordinator.Store, r *coordinator.Removal, by, reason string) error {
+		recorded = append(recorded, r.Node+":"+reason)
+		return nil
+	}
+	t.Cleanup(func() { nodeRemoved = prev })
+	exists := func(node string) bool {
+		p, _, err := c.KV().Get(k.Node(node), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p != nil
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		want   string // in stdout or stderr
+		exists bool   // the node's record after
+	}{
+		{"a registered node is refused", []string{"live"}, 1, "is registered in Consul's catalog", true},
+		{"a counting claim is refused", []string{"claimed"}, 1, "its claim on a slot counts against max_parallel until", true},
+		{"a node that left is removed", []string{"gone", "--reason", "host retired"}, 0, "removed node gone from group web", false},
+		{"a garbage record is removed", []string{"junk"}, 0, "removed node junk", false},
+		{"forced, the claim left to count", []string{"claimed", "--force"}, 0, "its claim on a slot still counts against max_parallel", false},
+		{"forced, a live node", []string{"live", "--force"}, 0, "warning: forced although its instance of service rollagent-web is registered", false},
+		{"no such node", []string{"nobody"}, 1, "no record of this node", false},
+		{"a bad name", []string{"../desired"}, 1, "node:", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, srv.HTTPAddr, append([]string{"node", "rm", "web"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(out+errs, tt.want) {
+				t.Fatalf("code %d, want %d; output lacks %q:\n%s%s", code, tt.code, tt.want, out, errs)
+			}
+			if got := exists(strings.TrimPrefix(tt.args[0], "../")); got != tt.exists {
+				t.Fatalf("record of %s exists: %v, want %v", tt.args[0], got, tt.exists)
+			}
+		})
+	}
+	if p, _, err := c.KV().Get(lockstep.HoldersKey(k.Slot()), nil); err != nil || p == nil || string(p.Value) != holders {
+		t.Errorf("the holders record changed: %v %v", p, err)
+	}
+	if p, _, err := c.KV().Get(k.Desired(), nil); err != nil || p == nil {
+		t.Errorf("desired is gone: %v", err)
+	}
+	if got := strings.Join(recorded, ","); got != "gone:host retired,junk:,claimed:,live:" {
+		t.Errorf("removals recorded: %s", got)
+	}
+}
