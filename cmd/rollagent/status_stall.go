@@ -128,9 +128,9 @@ func plural(n int) string {
 func causeText(c coordinator.StallCause) string {
 	switch c {
 	case coordinator.CauseAgentDown:
-		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or delete nodes/<node> if the node left the group"
+		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseNotInLine:
-		return "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or delete nodes/<node> if the node left the group"
+		return "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseNotGranted:
 		return "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs"
 	}
