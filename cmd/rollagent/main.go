@@ -71,7 +71,7 @@ func newParser(cli *CLI, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitCode(c)) }),
 		kong.UsageOnError(),
-		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix},
+		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix, "consul_addr": DefaultConsulAddr},
 		kong.DefaultEnvars("ROLLAGENT"),
 		kong.Configuration(loadConfig),
 	)
