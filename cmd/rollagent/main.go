@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	kctx.BindTo(logger, (*hclog.Logger)(nil))
 	kctx.Bind(&cli.Globals)
 	kctx.BindTo(stdout, (*io.Writer)(nil))
+	kctx.Bind(warnings{stderr})
 	if err := kctx.Run(); err != nil {
 		if !errors.Is(err, errQuiet) {
 			fmt.Fprintf(stderr, "rollagent: error: %v\n", err)

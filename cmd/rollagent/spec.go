@@ -84,12 +84,29 @@ type HashCmd struct {
 	Group string `help:"Group the spec is for, when the file does not name it: the name is part of the SHA."`
 }
 
-// Run prints the SHA.
-func (c *HashCmd) Run(out io.Writer) error {
-	_, sha, err := loadSpec(c.File, c.Format, c.Group)
+// warnings is where a command warns: stderr, beside its output on stdout.
+type warnings struct{ io.Writer }
+
+// Run prints the SHA, and only the SHA on stdout, for scripts.
+func (c *HashCmd) Run(out io.Writer, warn warnings) error {
+	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
 	if err != nil {
 		return err
 	}
+	if msg := unnamedWarning(spec.Name, c.File); msg != "" {
+		fmt.Fprintln(warn, msg)
+	}
 	_, err = fmt.Fprintln(out, sha)
 	return err
+}
+
+// unnamedWarning says why the SHA of a spec that names no group matches no
+// commit: commit always names the spec after its group (loadSpec), and the
+// name is part of the SHA.
+func unnamedWarning(name, path string) string {
+	if name != "" {
+		return ""
+	}
+	return fmt.Sprintf("rollagent: warning: %s names no group and --group is not given, so no commit produces this SHA: "+
+		"`rollagent commit X` names the spec X, and `rollagent hash --group X` prints the SHA that commit stores", path)
 }
