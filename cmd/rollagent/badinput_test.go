@@ -172,3 +172,26 @@ func TestBadHookTimeoutIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A session TTL outside its documented range is refused before the agent
+// touches KV, not silently replaced by the default or taken as is.
+func TestBadSessionTTLIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"zero", "--session-ttl=0s", "--session-ttl 0s: must be between 3s and 30s"},
+		{"negative", "--session-ttl=-5s", "--session-ttl -5s: must be between 3s and 30s"},
+		{"under the minimum", "--session-ttl=2999ms", "--session-ttl 2.999s: must be between 3s and 30s"},
+		{"over the maximum", "--session-ttl=31s", "--session-ttl 31s: must be between 3s and 30s"},
+		{"a hundred hours", "--session-ttl=100h", "--session-ttl 100h0m0s: must be between 3s and 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("run wrote into its state dir: %v", entries)
+			}
+		})
+	}
+}
