@@ -195,3 +195,55 @@ func TestBadSessionTTLIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// stdinFrom makes path the process's stdin for the test.
+func stdinFrom(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdin
+	os.Stdin = f
+	t.Cleanup(func() { os.Stdin = old; f.Close() })
+}
+
+// A spec in the other format than the one assumed fails with a hint to
+// pass --format; a spec broken in its own format gets no such hint.
+func TestFormatMismatchHints(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	hcl, err := os.ReadFile("testdata/web.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const toHCL, toJSON = "(the input looks like HCL: pass --format hcl)", "(the input looks like JSON: pass --format json)"
+	tests := []struct {
+		name  string
+		stdin string // file for stdin, when -f -
+		args  []string
+		want  string // "" for no hint
+	}{
+		{"HCL on stdin", "testdata/web.hcl", []string{"-f", "-"}, toHCL},
+		{"JSON on stdin with --format hcl", "testdata/web.json", []string{"-f", "-", "--format", "hcl"}, toJSON},
+		{"HCL in a .json file", "", []string{"-f", writeSpec(t, "web.json", hcl)}, toHCL},
+		{"broken HCL in a .json file", "", []string{"-f", writeSpec(t, "s.json", []byte("container {\n image = \n}\n"))}, toHCL},
+		{"broken JSON", "", []string{"-f", "testdata/bad-syntax.json"}, ""},
+		{"broken HCL", "", []string{"-f", writeSpec(t, "s.hcl", []byte("container {\n image = \n}\n"))}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stdin != "" {
+				stdinFrom(t, tc.stdin)
+			}
+			want := tc.want
+			if want == "" {
+				want = "rollagent: error:"
+			}
+			errs := refused(t, srv, want, append([]string{"commit", "web"}, tc.args...)...)
+			if tc.want == "" && strings.Contains(errs, "looks like") {
+				t.Fatalf("hint for a spec broken in its own format: %q", errs)
+			}
+		})
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/rollagent/rollagent/hashspec"
 )
@@ -31,6 +33,9 @@ func loadSpec(path, format, group string) (*hashspec.Spec, string, error) {
 	}
 	spec, err := hashspec.Parse(data, f, path)
 	if err != nil {
+		if other, ok := otherFormat(data, f); ok {
+			return nil, "", fmt.Errorf("%w (the input looks like %s: pass --format %s)", err, strings.ToUpper(other.String()), other)
+		}
 		return nil, "", err
 	}
 	if spec.Name == "" {
@@ -57,6 +62,26 @@ func specFormat(path, format string) (hashspec.Format, error) {
 		return hashspec.FormatJSON, nil
 	}
 	return hashspec.FormatFromPath(path)
+}
+
+// otherFormat says whether data that failed to parse as f is rather in the
+// other format: it parses as such, or it starts as only that format can, a
+// JSON spec with "{" and an HCL one with anything else. Only the hint
+// depends on it, never what is parsed.
+func otherFormat(data []byte, f hashspec.Format) (hashspec.Format, bool) {
+	other := hashspec.FormatHCL
+	if f == hashspec.FormatHCL {
+		other = hashspec.FormatJSON
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return other, false
+	}
+	if _, err := hashspec.Parse(data, other, ""); err == nil {
+		return other, true
+	}
+	looksJSON := trimmed[0] == '{'
+	return other, looksJSON == (other == hashspec.FormatJSON)
 }
 
 // readLimited refuses a file larger than a spec may be before reading it.
