@@ -36,8 +36,8 @@ type Config struct {
 	Runtime Runtime
 	// Allow is what specs may ask of this host.
 	Allow Allow
-	// SessionTTL of the lockstep session. Optional, defaults to
-	// lockstep.DefaultCheckTTL.
+	// SessionTTL of the lockstep session, within [MinSessionTTL,
+	// MaxSessionTTL]. Optional, defaults to lockstep.DefaultCheckTTL.
 	SessionTTL time.Duration
 	// Resync. Optional, defaults to DefaultResync.
 	Resync time.Duration
@@ -107,8 +107,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.SessionTTL <= 0 {
+	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = lockstep.DefaultCheckTTL
+	}
+	if err := CheckSessionTTL(cfg.SessionTTL); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync

@@ -120,6 +120,9 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	if err != nil {
 		return nil, err
 	}
+	if err := hashspec.CheckCommitSize(canon); err != nil {
+		return nil, fmt.Errorf("%w; nothing committed", err)
+	}
 	sha, err := spec.SHA()
 	if err != nil {
 		return nil, err

@@ -1,11 +1,26 @@
 package hashspec
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 )
+
+// ErrTooLargeToCommit means a spec's canonical encoding is over
+// MaxCommitBytes; the error that wraps it gives both sizes.
+var ErrTooLargeToCommit = errors.New("spec too large to commit")
+
+// CheckCommitSize returns an error wrapping ErrTooLargeToCommit when canon,
+// a canonical encoding, is larger than a commit may store.
+func CheckCommitSize(canon []byte) error {
+	if len(canon) <= MaxCommitBytes {
+		return nil
+	}
+	return fmt.Errorf("%w: its canonical encoding (what a commit stores) is %d bytes, over the %d bytes (%d KiB) that fit in one Consul transaction",
+		ErrTooLargeToCommit, len(canon), MaxCommitBytes, MaxCommitBytes>>10)
+}
 
 // FieldError is one problem with one field. Field is a dotted path using
 // the JSON names ("update.max_parallel", "container.env.FOO",

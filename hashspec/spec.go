@@ -8,7 +8,19 @@ import (
 
 // MaxSpecBytes bounds spec input. Anything larger is rejected before any
 // parser sees it, so a hostile or mistaken file cannot make us allocate.
+// What may be committed is smaller: see MaxCommitBytes.
 const MaxSpecBytes = 1 << 20
+
+// MaxCommitBytes bounds a spec's canonical encoding, which is what a commit
+// stores (in its history record, next to the other records of the same
+// Consul transaction). Consul refuses a transaction body over 512 KiB
+// (txn_max_req_len), and values travel in it base64-encoded, 4 bytes for 3:
+// the largest spec that commits on Consul 1.13.9 is 391,837 bytes. 256 KiB
+// leaves more than 128 KiB of that for the other records of the
+// transaction, an event record included, and for Consul settings other
+// than the default. Records already stored are not checked against it, so
+// a spec committed before this limit still loads.
+const MaxCommitBytes = 256 << 10
 
 // Update.FailureAction values.
 const (

@@ -2,6 +2,8 @@ package hashspec
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -153,5 +155,30 @@ func TestValidateReportsAll(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "container.image" {
 		t.Fatalf("errors.As should reach the first FieldError, got %v", fe)
+	}
+}
+
+func TestCheckCommitSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		want bool // refused
+	}{
+		{"small", 100, false},
+		{"at the limit", MaxCommitBytes, false},
+		{"one byte over", MaxCommitBytes + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckCommitSize(make([]byte, tc.size))
+			if got := errors.Is(err, ErrTooLargeToCommit); got != tc.want {
+				t.Fatalf("CheckCommitSize(%d bytes) = %v, want refused %v", tc.size, err, tc.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("is %d bytes, over the %d", tc.size, MaxCommitBytes)) {
+				t.Fatalf("error %q does not give both sizes", err)
+			}
+		})
+	}
+	if MaxCommitBytes*4/3 >= 512<<10 {
+		t.Fatalf("MaxCommitBytes %d base64-encoded does not fit Consul's 512 KiB transaction", MaxCommitBytes)
 	}
 }

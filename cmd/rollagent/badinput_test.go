@@ -172,3 +172,78 @@ func TestBadHookTimeoutIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A session TTL outside its documented range is refused before the agent
+// touches KV, not silently replaced by the default or taken as is.
+func TestBadSessionTTLIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"zero", "--session-ttl=0s", "--session-ttl 0s: must be between 3s and 30s"},
+		{"negative", "--session-ttl=-5s", "--session-ttl -5s: must be between 3s and 30s"},
+		{"under the minimum", "--session-ttl=2999ms", "--session-ttl 2.999s: must be between 3s and 30s"},
+		{"over the maximum", "--session-ttl=31s", "--session-ttl 31s: must be between 3s and 30s"},
+		{"a hundred hours", "--session-ttl=100h", "--session-ttl 100h0m0s: must be between 3s and 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("run wrote into its state dir: %v", entries)
+			}
+		})
+	}
+}
+
+// stdinFrom makes path the process's stdin for the test.
+func stdinFrom(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdin
+	os.Stdin = f
+	t.Cleanup(func() { os.Stdin = old; f.Close() })
+}
+
+// A spec in the other format than the one assumed fails with a hint to
+// pass --format; a spec broken in its own format gets no such hint.
+func TestFormatMismatchHints(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	hcl, err := os.ReadFile("testdata/web.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const toHCL, toJSON = "(the input looks like HCL: pass --format hcl)", "(the input looks like JSON: pass --format json)"
+	tests := []struct {
+		name  string
+		stdin string // file for stdin, when -f -
+		args  []string
+		want  string // "" for no hint
+	}{
+		{"HCL on stdin", "testdata/web.hcl", []string{"-f", "-"}, toHCL},
+		{"JSON on stdin with --format hcl", "testdata/web.json", []string{"-f", "-", "--format", "hcl"}, toJSON},
+		{"HCL in a .json file", "", []string{"-f", writeSpec(t, "web.json", hcl)}, toHCL},
+		{"broken HCL in a .json file", "", []string{"-f", writeSpec(t, "s.json", []byte("container {\n image = \n}\n"))}, toHCL},
+		{"broken JSON", "", []string{"-f", "testdata/bad-syntax.json"}, ""},
+		{"broken HCL", "", []string{"-f", writeSpec(t, "s.hcl", []byte("container {\n image = \n}\n"))}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stdin != "" {
+				stdinFrom(t, tc.stdin)
+			}
+			want := tc.want
+			if want == "" {
+				want = "rollagent: error:"
+			}
+			errs := refused(t, srv, want, append([]string{"commit", "web"}, tc.args...)...)
+			if tc.want == "" && strings.Contains(errs, "looks like") {
+				t.Fatalf("hint for a spec broken in its own format: %q", errs)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -27,12 +28,23 @@ type CLI struct {
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }
 
-// Globals are flags every command takes. Consul settings default to the
-// standard CONSUL_* environment, as with the consul CLI.
+// DefaultConsulAddr is where rollagent looks for Consul when neither a flag,
+// the environment nor the config file says: the address a Consul agent
+// serves HTTP on by default. It is set here rather than left to
+// api.DefaultConfig, whose "localhost:8500" may resolve to ::1 first, so
+// that the help, the error messages and the connection name one address.
+const DefaultConsulAddr = "127.0.0.1:8500"
+
+// Globals are flags every command takes. The Consul address and token take
+// ROLLAGENT_* like every other flag and the standard CONSUL_HTTP_* as the
+// consul CLI does; the first one set in the env tag's order wins, so the
+// more specific ROLLAGENT_* wins over a CONSUL_HTTP_* exported for other
+// tools. The rest of the CONSUL_* environment (TLS, token file) is read by
+// the Consul client itself.
 type Globals struct {
 	Config     kong.ConfigFlag `name:"config" help:"JSON file of flag values, keyed by flag name (flags and environment win over it)."`
-	ConsulAddr string          `name:"consul-addr" env:"CONSUL_HTTP_ADDR" help:"Consul HTTP address (default 127.0.0.1:8500)."`
-	Token      string          `name:"token" env:"CONSUL_HTTP_TOKEN" help:"Consul ACL token."`
+	ConsulAddr string          `name:"consul-addr" env:"ROLLAGENT_CONSUL_ADDR,CONSUL_HTTP_ADDR" default:"${consul_addr}" help:"Consul HTTP address ([scheme://]host:port or unix://path)."`
+	Token      string          `name:"token" env:"ROLLAGENT_TOKEN,CONSUL_HTTP_TOKEN" help:"Consul ACL token."`
 	Prefix     string          `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
 	LogLevel   string          `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
 	LogJSON    bool            `name:"log-json" help:"Log as JSON."`
@@ -43,9 +55,10 @@ func (g *Globals) store() (*coordinator.Store, error) { return g.storeFrom(api.D
 
 // storeFrom builds the Consul client from cfg and the flags.
 func (g *Globals) storeFrom(cfg *api.Config) (*coordinator.Store, error) {
-	if g.ConsulAddr != "" {
-		cfg.Address = g.ConsulAddr
-	}
+	// Never api.DefaultConfig's "localhost:8500": a variable set to ""
+	// counts as not set, as for the token, whose fallbacks (including
+	// CONSUL_HTTP_TOKEN_FILE) the client applies itself.
+	cfg.Address = cmp.Or(g.ConsulAddr, os.Getenv(api.HTTPAddrEnvName), DefaultConsulAddr)
 	if g.Token != "" {
 		cfg.Token = g.Token
 	}

@@ -123,3 +123,41 @@ func TestHashIsOffline(t *testing.T) {
 		t.Fatalf("hash: code %d out %q/%q err %q", code, out, out2, errs)
 	}
 }
+
+// hash of a spec that names no group warns on stderr that no commit
+// produces its SHA, and keeps stdout the SHA alone; with --group it prints
+// the SHA that commit stores.
+func TestHashWarnsWhenTheNameIsMissing(t *testing.T) {
+	srv := consultest.NewDev(t)
+	code, out, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", "testdata/noname.json")
+	if code != 0 {
+		t.Fatalf("commit: %s", errs)
+	}
+	committed := strings.SplitN(out, "\n", 2)[0]
+	tests := []struct {
+		name      string
+		args      []string
+		warn      bool
+		committed bool // the SHA is the one the commit above stored
+	}{
+		{"no name, no --group", []string{"hash", "-f", "testdata/noname.json"}, true, false},
+		{"no name, --group", []string{"hash", "-f", "testdata/noname.json", "--group", "web"}, false, true},
+		{"named in the file", []string{"hash", "-f", "testdata/web.json"}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, "127.0.0.1:1", tc.args...)
+			if code != 0 || len(out) != 65 || !strings.HasSuffix(out, "\n") {
+				t.Fatalf("code %d, stdout %q: want the SHA alone", code, out)
+			}
+			warned := strings.Contains(errs, "warning") && strings.Contains(errs, "no commit produces this SHA") &&
+				strings.Contains(errs, "--group X")
+			if warned != tc.warn || (!tc.warn && errs != "") {
+				t.Errorf("stderr %q, want a warning: %v", errs, tc.warn)
+			}
+			if got := strings.TrimSpace(out) == committed; got != tc.committed {
+				t.Errorf("SHA %s is the committed %s: %v, want %v", strings.TrimSpace(out), committed, got, tc.committed)
+			}
+		})
+	}
+}

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	kctx.BindTo(logger, (*hclog.Logger)(nil))
 	kctx.Bind(&cli.Globals)
 	kctx.BindTo(stdout, (*io.Writer)(nil))
+	kctx.Bind(warnings{stderr})
 	if err := kctx.Run(); err != nil {
 		if !errors.Is(err, errQuiet) {
 			fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
@@ -71,7 +72,7 @@ func newParser(cli *CLI, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitCode(c)) }),
 		kong.UsageOnError(),
-		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix},
+		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix, "consul_addr": DefaultConsulAddr},
 		kong.DefaultEnvars("ROLLAGENT"),
 		kong.Configuration(loadConfig),
 	)

@@ -24,7 +24,7 @@ type RunCmd struct {
 	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
 	HookTimeout time.Duration     `name:"hook-timeout" default:"10m" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot for this + healthy_deadline + 30s."`
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
-	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive."`
+	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive, 3s to 30s: a dead agent's node is seen down about one TTL after it dies."`
 	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`
 	HealthAddr  string            `name:"health-addr" default:"auto" help:"Serve the workload's health at /health on this address (e.g. 127.0.0.1:9465) and have the node's Consul agent check it there every 10s, instead of passing a TTL check every 10s; the Consul agent must reach it. auto: on an ephemeral loopback port if the Consul agent is reached over loopback, else a TTL check. off: a TTL check."`
 
@@ -36,6 +36,9 @@ type RunCmd struct {
 
 // Run runs the agent until interrupted.
 func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
+	if err := agent.CheckSessionTTL(c.SessionTTL); err != nil {
+		return fmt.Errorf("--session-ttl %s: must be between %s and %s", c.SessionTTL, agent.MinSessionTTL, agent.MaxSessionTTL)
+	}
 	if c.Node == "" {
 		h, err := os.Hostname()
 		if err != nil {

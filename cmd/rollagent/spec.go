@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/rollagent/rollagent/hashspec"
 )
@@ -31,6 +33,9 @@ func loadSpec(path, format, group string) (*hashspec.Spec, string, error) {
 	}
 	spec, err := hashspec.Parse(data, f, path)
 	if err != nil {
+		if other, ok := otherFormat(data, f); ok {
+			return nil, "", fmt.Errorf("%w (the input looks like %s: pass --format %s)", err, strings.ToUpper(other.String()), other)
+		}
 		return nil, "", err
 	}
 	if spec.Name == "" {
@@ -59,6 +64,26 @@ func specFormat(path, format string) (hashspec.Format, error) {
 	return hashspec.FormatFromPath(path)
 }
 
+// otherFormat says whether data that failed to parse as f is rather in the
+// other format: it parses as such, or it starts as only that format can, a
+// JSON spec with "{" and an HCL one with anything else. Only the hint
+// depends on it, never what is parsed.
+func otherFormat(data []byte, f hashspec.Format) (hashspec.Format, bool) {
+	other := hashspec.FormatHCL
+	if f == hashspec.FormatHCL {
+		other = hashspec.FormatJSON
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return other, false
+	}
+	if _, err := hashspec.Parse(data, other, ""); err == nil {
+		return other, true
+	}
+	looksJSON := trimmed[0] == '{'
+	return other, looksJSON == (other == hashspec.FormatJSON)
+}
+
 // readLimited refuses a file larger than a spec may be before reading it.
 func readLimited(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -84,12 +109,29 @@ type HashCmd struct {
 	Group string `help:"Group the spec is for, when the file does not name it: the name is part of the SHA."`
 }
 
-// Run prints the SHA.
-func (c *HashCmd) Run(out io.Writer) error {
-	_, sha, err := loadSpec(c.File, c.Format, c.Group)
+// warnings is where a command warns: stderr, beside its output on stdout.
+type warnings struct{ io.Writer }
+
+// Run prints the SHA, and only the SHA on stdout, for scripts.
+func (c *HashCmd) Run(out io.Writer, warn warnings) error {
+	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
 	if err != nil {
 		return err
 	}
+	if msg := unnamedWarning(spec.Name, c.File); msg != "" {
+		fmt.Fprintln(warn, msg)
+	}
 	_, err = fmt.Fprintln(out, sha)
 	return err
+}
+
+// unnamedWarning says why the SHA of a spec that names no group matches no
+// commit: commit always names the spec after its group (loadSpec), and the
+// name is part of the SHA.
+func unnamedWarning(name, path string) string {
+	if name != "" {
+		return ""
+	}
+	return fmt.Sprintf("rollagent: warning: %s names no group and --group is not given, so no commit produces this SHA: "+
+		"`rollagent commit X` names the spec X, and `rollagent hash --group X` prints the SHA that commit stores", path)
 }
