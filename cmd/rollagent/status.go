@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 )
 
@@ -19,6 +18,8 @@ type StatusCmd struct {
 	Group  string `arg:"" help:"Group name."`
 	Watch  bool   `short:"w" help:"Redraw on every change until interrupted."`
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
+
+	timeout time.Duration `kong:"-"` // --timeout, which bounds each read of --watch
 }
 
 // Run prints the status once, or on every change with --watch.
@@ -27,6 +28,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.timeout = g.Timeout
 	if !c.Watch {
 		gs, err := st.Read(ctx, c.Group, nil)
 		if err != nil {
@@ -55,7 +57,7 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 	tick := time.NewTicker(redrawEvery)
 	defer tick.Stop()
 	var last *coordinator.GroupState
-	var outage error
+	var outage outageState
 	stalled := false // what the last document written said
 	for {
 		select {
@@ -65,13 +67,13 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 			if !coordinator.IsTransient(err) {
 				return err
 			}
-			outage = err
+			outage.fail(err, time.Now())
 		case last = <-states:
-			outage = nil
+			outage = outageState{}
 		case <-tick.C:
 			// A stall starts with no change in KV, only time passing:
 			// it is an event a script must see, like a change.
-			if last == nil && outage == nil || c.Output == "json" && stalledAt(last, time.Now()) == stalled {
+			if last == nil && outage.err == nil || c.Output == "json" && stalledAt(last, time.Now()) == stalled {
 				continue
 			}
 		}
@@ -88,7 +90,7 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 	var index uint64
 	pause := time.Second
 	for ctx.Err() == nil {
-		gs, err := st.Read(ctx, c.Group, &api.QueryOptions{WaitIndex: index, WaitTime: time.Minute})
+		gs, err := c.readWait(ctx, st, index)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -108,7 +110,6 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 			continue // the wait ended with no change
 		}
 		index, pause = gs.Index, time.Second
-		withUnavailable(ctx, st, gs)
 		select {
 		case states <- gs:
 		case <-ctx.Done():
@@ -136,7 +137,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage error) error {
+func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage outageState) error {
+	if c.Output == "json" && outage.err != nil {
+		return c.printOutageJSON(out, gs, outage, time.Now())
+	}
 	if c.Output == "table" {
 		fmt.Fprint(out, "\x1b[H\x1b[2J")
 	}
@@ -145,8 +149,8 @@ func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage err
 			return err
 		}
 	}
-	if outage != nil && c.Output == "table" {
-		_, err := fmt.Fprintf(out, "%s: %v (retrying)\n", time.Now().Format(time.TimeOnly), outage)
+	if outage.err != nil {
+		_, err := fmt.Fprintln(out, outage.line(time.Now()))
 		return err
 	}
 	return nil
