@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -77,7 +78,13 @@ func (s *Store) checkMeta(ctx context.Context, meta *api.QueryMeta) error {
 		return nil
 	}
 	why := "no X-Consul-Index on a KV read"
-	if _, err := s.c.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx)); err != nil {
+	_, err := s.c.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
+	var status api.StatusError
+	switch {
+	case errors.As(err, &status):
+		// Not the body: a web server's error page is no use in a log line.
+		why += fmt.Sprintf(", and HTTP %d on /v1/status/leader", status.Code)
+	case err != nil:
 		why += ", and /v1/status/leader failed: " + rootCause(err).Error()
 	}
 	return fmt.Errorf("%s %w (%s)", s.address(), ErrNotConsul, why)
@@ -86,7 +93,7 @@ func (s *Store) checkMeta(ctx context.Context, meta *api.QueryMeta) error {
 // readError is consulError, naming key when the token may not read it.
 func (s *Store) readError(err error, key string) error {
 	err = consulError(s.c, err)
-	if errors.Is(err, ErrACLDenied) {
+	if errors.Is(err, ErrACLDenied) && !strings.Contains(err.Error(), key) {
 		return fmt.Errorf("%w (reading %s)", err, key)
 	}
 	return err

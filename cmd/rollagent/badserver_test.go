@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -119,6 +120,101 @@ func TestTimeoutMustBePositive(t *testing.T) {
 			code, _, errs := runCLI(t, "127.0.0.1:1", "--timeout="+v, "status", "web")
 			if code != 2 || !strings.Contains(errs, "--timeout "+v[:len(v)-1]) || !strings.Contains(errs, "must be positive") {
 				t.Fatalf("code %d stderr %q", code, errs)
+			}
+		})
+	}
+}
+
+// A server that answers HTTP but not as Consul is named as such: it is not
+// an empty Consul with nothing committed.
+func TestNotConsulServerIsNamed(t *testing.T) {
+	addr, _ := notConsul(t)
+	spec := writeSpec(t, "v1.json", []byte(`{"container": {"image": "rollagent-demo/web:v1"}}`))
+	for name, args := range map[string][]string{
+		"status":      {"status", "web"},
+		"status json": {"status", "web", "-o", "json"},
+		"history":     {"history", "web"},
+		"cancel":      {"cancel", "web"},
+		"commit":      {"commit", "web", "-f", spec},
+		"resume":      {"resume", "web"},
+		"rollback":    {"rollback", "web"},
+		"watch":       {"status", "web", "--watch"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := runCLIWithin(t, 10*time.Second, addr, args...)
+			want := "http://" + addr + " answered but is not a Consul HTTP API (no X-Consul-Index on a KV read"
+			if code == 0 || !strings.Contains(errs, want) {
+				t.Fatalf("code %d stdout %q stderr %q; want != 0 and %q", code, out, errs, want)
+			}
+			t.Logf("%s", strings.TrimSpace(errs))
+		})
+	}
+}
+
+// An agent pointed at a server that is not Consul backs off, rather than
+// asking again at once, and stops when told.
+func TestRunAgainstNotConsulBacksOff(t *testing.T) {
+	addr, requests := notConsul(t)
+	dir := t.TempDir()
+	const watch = 5 * time.Second
+	start := time.Now()
+	code, _, errs := runCLIWithin(t, watch, addr, "run", "--group=web", "--node=n1", "--runtime=exec",
+		"--state-dir="+dir, "--replace-cmd=true", "--health-cmd=true", "--health-addr=off")
+	took, n := time.Since(start), requests.Load()
+	t.Logf("%d requests in %s", n, took.Round(time.Millisecond))
+	if code != 0 || took > watch+15*time.Second {
+		t.Fatalf("run exited %d after %s: %s", code, took, errs)
+	}
+	if n >= 20 {
+		t.Fatalf("%d requests in %s: the agent does not back off", n, watch)
+	}
+	if !strings.Contains(errs, "is not a Consul HTTP API") {
+		t.Fatalf("the agent's log does not say what is wrong:\n%s", errs)
+	}
+}
+
+// status --watch goes on through an outage, and says for how long Consul
+// has not answered, in JSON as in the table.
+func TestWatchShowsOutage(t *testing.T) {
+	for _, format := range []string{"table", "json"} {
+		t.Run(format, func(t *testing.T) {
+			code, out, errs := runCLIWithin(t, 2500*time.Millisecond, "127.0.0.1:1", "status", "web", "--watch", "-o", format)
+			if code != 0 {
+				t.Fatalf("watch exited %d: %s", code, errs)
+			}
+			want := map[string]string{"table": "no answer from Consul since ", "json": `"outage": {`}[format]
+			if !strings.Contains(out, want) || !strings.Contains(out, "127.0.0.1:1") {
+				t.Fatalf("the watch does not show the outage (%q):\n%s", want, out)
+			}
+		})
+	}
+}
+
+func TestOutageLine(t *testing.T) {
+	t0 := time.Date(2024, 5, 1, 10, 0, 0, 0, time.Local)
+	var o outageState
+	o.fail(errors.New("first"), t0)
+	o.fail(errors.New("second"), t0.Add(20*time.Second))
+	got := o.line(t0.Add(95 * time.Second))
+	if want := "10:01:35: no answer from Consul since 10:00:00 (1m35s): second (retrying)"; got != want {
+		t.Fatalf("line %q, want %q", got, want)
+	}
+}
+
+func TestCancelFailureSaysWhetherRecorded(t *testing.T) {
+	t0 := time.Now()
+	tests := []struct {
+		name  string
+		tries cancelTries
+		want  string
+	}{
+		{"never answered", cancelTries{n: 1, start: t0, last: errors.New("x")}, "is NOT recorded: no answer from Consul (1 try in 1s)"},
+		{"answer lost", cancelTries{n: 3, start: t0, last: errors.New("x"), maybe: true}, "MAY be recorded: a request reached Consul but its answer was lost (3 tries in 1s); `rollagent status web` tells"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tries.failure("web", t0.Add(time.Second)).Error(); !strings.Contains(got, tc.want) {
+				t.Fatalf("%q does not say %q", got, tc.want)
 			}
 		})
 	}
