@@ -169,7 +169,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		woke = nil
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
-			a.log.Warn("cannot read group state", "error", err)
+			a.logReadError(err)
 			a.sleep(ctx, a.consulRetry.next())
 			continue
 		}
@@ -184,6 +184,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("agent stopped")
 	return nil
+}
+
+// logReadError logs a failure to read the group: an outage, which passes,
+// as a warning; anything else (no right to read, a server that is not
+// Consul) as an error, since it lasts until someone changes something.
+func (a *Agent) logReadError(err error) {
+	if coordinator.IsTransient(err) {
+		a.log.Warn("cannot read group state", "error", err)
+		return
+	}
+	a.log.Error("cannot read group state; retrying with backoff", "error", err)
 }
 
 // logProblems warns about records in the group's tree that do not decode:
@@ -213,10 +224,15 @@ func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duratio
 	deadline := time.Now().Add(wait)
 	index := seen
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}).WithContext(ctx)
-		p, meta, err := a.c.KV().Get(a.keys.Desired(), q)
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}
+		p, meta, err := a.cfg.Store.Get(ctx, a.keys.Desired(), q)
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
+			if !coordinator.IsTransient(err) && ctx.Err() == nil {
+				// Not an outage that passes: a token that may not read
+				// desired, or a server that is not Consul.
+				a.log.Error("cannot wait for desired", "error", err)
+			}
 			a.sleep(ctx, a.consulRetry.next())
 			continue
 		}

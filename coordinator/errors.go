@@ -16,6 +16,10 @@ import (
 type UnreachableError struct {
 	Addr string
 	Err  error
+	// Sent says the connection was made, so the request may have reached
+	// Consul and been applied, its answer lost; false when it failed to
+	// connect.
+	Sent bool
 }
 
 func (e *UnreachableError) Error() string {
@@ -40,15 +44,20 @@ func consulError(c *api.Client, err error) error {
 		if errors.As(err, &cerr) {
 			return fmt.Errorf("TLS: the certificate of Consul at %s is not trusted: %w (CONSUL_CACERT names the CA to trust)", addr, cerr.Err)
 		}
-		return &UnreachableError{Addr: addr, Err: rootCause(err)}
+		var op *net.OpError
+		sent := !errors.As(err, &op) || op.Op != "dial"
+		return &UnreachableError{Addr: addr, Err: rootCause(err), Sent: sent}
 	}
 	if sc, ok := err.(api.StatusError); ok && sc.Code == 403 {
 		// Consul's body names the token and the key it lacks rights on.
 		body := strings.TrimSpace(sc.Body)
-		if !strings.Contains(strings.ToLower(body), "permission denied") {
-			body = "permission denied: " + body
+		if strings.HasPrefix(strings.ToLower(body), "permission denied") {
+			body = strings.TrimLeft(body[len("permission denied"):], ": ")
 		}
-		return fmt.Errorf("consul: %s", body)
+		if body == "" {
+			return ErrACLDenied
+		}
+		return fmt.Errorf("%w: %s", ErrACLDenied, body)
 	}
 	return fmt.Errorf("consul: %w", err)
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -44,8 +45,8 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 		desired = nil // if it moved, the next try reads it
 		if p == nil {
 			var meta *api.QueryMeta
-			if p, meta, err = s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx)); err != nil {
-				return nil, consulError(s.c, err)
+			if p, meta, err = s.Get(ctx, k.Desired(), nil); err != nil {
+				return nil, err
 			}
 			last = meta.LastIndex
 		}
@@ -61,6 +62,14 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 			return nil, err
 		}
 		if !moved {
+			// The transaction's reads are filtered to what the token may
+			// read, without a word: a spec missing from history may be one
+			// it may not read.
+			if !slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == k.History(d.SHA) }) {
+				if err := s.probeDenied(ctx, k.History(d.SHA)); err != nil {
+					return nil, err
+				}
+			}
 			return Parse(k, group, append(pairs, p), last), nil
 		}
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,18 +55,17 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	if err != nil {
 		return nil, err
 	}
-	if q == nil {
-		q = &api.QueryOptions{}
-	}
-	pairs, meta, err := s.c.KV().List(k.Root(), q.WithContext(ctx))
+	pairs, meta, err := s.list(ctx, k.Root(), q)
 	if err != nil {
-		return nil, consulError(s.c, err)
+		return nil, err
 	}
-	// Consul answers a listing the token may not fully read with what it
-	// may read, which could be nothing: that must not pass for a group with
-	// nothing committed.
-	if meta.ResultsFilteredByACLs {
-		return nil, fmt.Errorf("consul: permission denied: the token may not read everything under %q, so Consul left keys out of the listing", k.Root())
+	// A request with no token gets a listing filtered to what it may
+	// read, and no word that it was: a group with no desired key may be
+	// one the token may not read, which a read of the key tells.
+	if !slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == k.Desired() }) {
+		if err := s.probeDenied(ctx, k.Desired()); err != nil {
+			return nil, err
+		}
 	}
 	return Parse(k, group, pairs, meta.LastIndex), nil
 }

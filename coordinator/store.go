@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,12 +22,16 @@ var (
 	ErrNothingCommitted = errors.New("nothing committed for this group")
 	// ErrConflict means another writer changed desired while we worked.
 	ErrConflict = errors.New("desired changed concurrently; look at status and try again")
+	// ErrMaybeApplied means a write reached Consul but its answer was lost:
+	// it may or may not have been applied, and only a read tells.
+	ErrMaybeApplied = errors.New("the request reached Consul but its answer was lost; it may have been applied")
 )
 
 // Store reads and writes group state in Consul KV.
 type Store struct {
 	c      *api.Client
 	prefix string
+	addr   string // for errors; see SetAddress
 }
 
 // NewStore returns a Store under prefix. Optional prefix, defaults to
@@ -47,9 +52,9 @@ func (s *Store) Keys(group string) (Keys, error) { return NewKeys(s.prefix, grou
 // readDesired returns the desired record and its KV pair, or nil, nil when
 // nothing is committed.
 func (s *Store) readDesired(ctx context.Context, k Keys) (*Desired, *api.KVPair, error) {
-	p, _, err := s.c.KV().Get(k.Desired(), (&api.QueryOptions{}).WithContext(ctx))
+	p, _, err := s.Get(ctx, k.Desired(), nil)
 	if err != nil {
-		return nil, nil, consulError(s.c, err)
+		return nil, nil, err
 	}
 	if p == nil {
 		return nil, nil, nil
@@ -62,9 +67,9 @@ func (s *Store) readDesired(ctx context.Context, k Keys) (*Desired, *api.KVPair,
 }
 
 func (s *Store) exists(ctx context.Context, key string) (bool, error) {
-	p, _, err := s.c.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
+	p, _, err := s.Get(ctx, key, nil)
 	if err != nil {
-		return false, consulError(s.c, err)
+		return false, err
 	}
 	return p != nil, nil
 }
@@ -87,6 +92,9 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 			conflict = true
 		}
 		msgs = append(msgs, e.What)
+	}
+	if slices.ContainsFunc(msgs, isDenied) {
+		return resp, false, fmt.Errorf("consul rejected the transaction: %s (%w)", strings.Join(msgs, "; "), ErrACLDenied)
 	}
 	return resp, conflict, fmt.Errorf("consul rejected the transaction: %s", strings.Join(msgs, "; "))
 }
@@ -226,6 +234,9 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		_, conflict, err := s.txn(ctx, lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)))
 		if err == nil {
 			return &CancelResult{SHA: cur.SHA}, nil
+		}
+		if u := (*UnreachableError)(nil); errors.As(err, &u) && u.Sent {
+			return &CancelResult{SHA: cur.SHA}, fmt.Errorf("%w: %w", ErrMaybeApplied, err)
 		}
 		if !conflict {
 			return nil, err

@@ -19,7 +19,7 @@ func (c *CancelCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := st.Cancel(ctx, c.Group, c.SHA, c.Reason, who())
+	res, err := c.cancelRetrying(ctx, st)
 	if err != nil {
 		return err
 	}

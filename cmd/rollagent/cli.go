@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/consul/api"
@@ -48,6 +49,9 @@ type Globals struct {
 	Prefix     string          `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
 	LogLevel   string          `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
 	LogJSON    bool            `name:"log-json" help:"Log as JSON."`
+	Timeout    time.Duration   `name:"timeout" default:"30s" help:"Bound of each command's calls to Consul (env ROLLAGENT_TIMEOUT); run is not bounded, status --watch bounds each read."`
+
+	addr string `kong:"-"` // the Consul address the client was built for
 }
 
 // store builds the Consul client from the environment and flags.
@@ -66,7 +70,10 @@ func (g *Globals) storeFrom(cfg *api.Config) (*coordinator.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)
 	}
-	return coordinator.NewStore(c, g.Prefix), nil
+	g.addr = cfg.Scheme + "://" + cfg.Address // NewClient has split the scheme off
+	st := coordinator.NewStore(c, g.Prefix)
+	st.SetAddress(g.addr)
+	return st, nil
 }
 
 // who names the person or process making a change, for the records.

@@ -50,13 +50,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
 		return 2
 	}
+	if err := cli.Globals.checkTimeout(); err != nil {
+		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
+		return 2
+	}
 	logger := newLogger(&cli.Globals, stderr)
-	kctx.BindTo(ctx, (*context.Context)(nil))
+	cctx, cancel := commandContext(ctx, kctx, &cli.Globals)
+	defer cancel()
+	kctx.BindTo(cctx, (*context.Context)(nil))
 	kctx.BindTo(logger, (*hclog.Logger)(nil))
 	kctx.Bind(&cli.Globals)
 	kctx.BindTo(stdout, (*io.Writer)(nil))
 	kctx.Bind(warnings{stderr})
-	if err := kctx.Run(); err != nil {
+	if err := explainDeadline(cctx, ctx, &cli.Globals, kctx.Run()); err != nil {
 		if !errors.Is(err, errQuiet) {
 			fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 )
 
@@ -21,6 +20,8 @@ type StatusCmd struct {
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
 	// The default is coordinator.DefaultLostAfter (a test checks it).
 	LostAfter time.Duration `name:"lost-after" default:"10m" help:"How long a node gone from Consul's catalog still counts toward progress, from its record's last write; then it shows as lost."`
+
+	timeout time.Duration `kong:"-"` // --timeout, which bounds each read of --watch
 }
 
 func (c *StatusCmd) options() statusOptions { return statusOptions{LostAfter: c.LostAfter} }
@@ -31,6 +32,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.timeout = g.Timeout
 	if !c.Watch {
 		gs, err := st.Read(ctx, c.Group, nil)
 		if err != nil {
@@ -59,7 +61,7 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 	tick := time.NewTicker(redrawEvery)
 	defer tick.Stop()
 	var last *coordinator.GroupState
-	var outage error
+	var outage outageState
 	var stalled timedEvents // what the last document written said
 	for {
 		select {
@@ -69,13 +71,13 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 			if !coordinator.IsTransient(err) {
 				return err
 			}
-			outage = err
+			outage.fail(err, time.Now())
 		case last = <-states:
-			outage = nil
+			outage = outageState{}
 		case <-tick.C:
 			// A stall starts with no change in KV, only time passing:
 			// it is an event a script must see, like a change.
-			if last == nil && outage == nil || c.Output == "json" && c.timed(last, time.Now()) == stalled {
+			if last == nil && outage.err == nil || c.Output == "json" && c.timed(last, time.Now()) == stalled {
 				continue
 			}
 		}
@@ -107,7 +109,7 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 	var index uint64
 	pause := time.Second
 	for ctx.Err() == nil {
-		gs, err := st.Read(ctx, c.Group, &api.QueryOptions{WaitIndex: index, WaitTime: time.Minute})
+		gs, err := c.readWait(ctx, st, index)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -127,7 +129,6 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 			continue // the wait ended with no change
 		}
 		index, pause = gs.Index, time.Second
-		withUnavailable(ctx, st, gs)
 		select {
 		case states <- gs:
 		case <-ctx.Done():
@@ -160,7 +161,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage error) error {
+func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage outageState) error {
+	if c.Output == "json" && outage.err != nil {
+		return c.printOutageJSON(out, gs, outage, time.Now())
+	}
 	if c.Output == "table" {
 		fmt.Fprint(out, "\x1b[H\x1b[2J")
 	}
@@ -169,8 +173,8 @@ func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage err
 			return err
 		}
 	}
-	if outage != nil && c.Output == "table" {
-		_, err := fmt.Fprintf(out, "%s: %v (retrying)\n", time.Now().Format(time.TimeOnly), outage)
+	if outage.err != nil {
+		_, err := fmt.Fprintln(out, outage.line(time.Now()))
 		return err
 	}
 	return nil

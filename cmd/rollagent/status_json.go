@@ -30,7 +30,8 @@ type statusJSON struct {
 	Failures []coordinator.Failure `json:"failures"`
 	Problems []string              `json:"problems"`
 	Budget   budgetJSON            `json:"slot_budget"`
-	Stall    *stallJSON            `json:"stall"` // null unless the group is stalled
+	Stall    *stallJSON            `json:"stall"`            // null unless the group is stalled
+	Outage   *outageJSON           `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 }
 
 type gateJSON struct {

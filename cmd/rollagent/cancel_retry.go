@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// The pause between tries of a cancel grows from cancelRetryMin to
+// cancelRetryMax: a leader election is over in a second or two, and the
+// operator waits for this command during an incident.
+const (
+	cancelRetryMin = 100 * time.Millisecond
+	cancelRetryMax = 2 * time.Second
+)
+
+// cancelTries is what the tries of a cancel came to, for the message when
+// none went through.
+type cancelTries struct {
+	n     int
+	start time.Time
+	last  error
+	// maybe says a try reached Consul and lost its answer: the CANCEL may
+	// be recorded.
+	maybe bool
+}
+
+// cancelRetrying is Store.Cancel tried again on transient errors, with a
+// growing pause, until it succeeds or ctx (the --timeout) ends. A CANCEL
+// that did land on a try whose answer was lost is found on the next try,
+// which then answers "already cancelled".
+func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (*coordinator.CancelResult, error) {
+	tr := cancelTries{start: time.Now()}
+	pause := cancelRetryMin
+	for {
+		tr.n++
+		res, err := st.Cancel(ctx, c.Group, c.SHA, c.Reason, who())
+		if err == nil {
+			return res, nil
+		}
+		tr.last = err
+		tr.maybe = tr.maybe || errors.Is(err, coordinator.ErrMaybeApplied)
+		if !coordinator.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		sleep(ctx, pause)
+		if ctx.Err() != nil {
+			return nil, tr.failure(c.Group, time.Now())
+		}
+		pause = min(2*pause, cancelRetryMax)
+	}
+}
+
+// failure says what an operator must know when no try went through:
+// whether the CANCEL is recorded, and how to find out.
+func (tr cancelTries) failure(group string, now time.Time) error {
+	took := now.Sub(tr.start).Round(100 * time.Millisecond)
+	if tr.maybe {
+		return fmt.Errorf("the CANCEL of group %s MAY be recorded: a request reached Consul but its answer was lost (%s in %s); `rollagent status %s` tells: %w",
+			group, tr.tries(), took, group, tr.last)
+	}
+	return fmt.Errorf("the CANCEL of group %s is NOT recorded: no answer from Consul (%s in %s); try again, or raise --timeout: %w",
+		group, tr.tries(), took, tr.last)
+}
+
+func (tr cancelTries) tries() string {
+	if tr.n == 1 {
+		return "1 try"
+	}
+	return fmt.Sprintf("%d tries", tr.n)
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// A cancel whose answer is lost after Consul applied it is tried again,
+// finds its CANCEL recorded, and succeeds: a retried cancel is idempotent.
+func TestCancelRetriesALostAnswer(t *testing.T) {
+	srv := consultest.NewDev(t)
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", "testdata/web.json"); code != 0 {
+		t.Fatal(errs)
+	}
+	c, faults := srv.FaultyClient()
+	st := coordinator.NewStore(c, "")
+	k, _ := st.Keys("web")
+	faults.OnTxn(func(ops api.TxnOps) bool {
+		return consultest.TxnHas(ops, api.KVSet, "") && strings.HasPrefix(ops[len(ops)-1].KV.Key, k.Root()+"cancel/")
+	}, func() error { return consultest.ErrReplyLost })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := &CancelCmd{Group: "web", Reason: "test"}
+	res, err := cmd.cancelRetrying(ctx, st)
+	if err != nil {
+		t.Fatalf("cancel with its first answer lost: %v", err)
+	}
+	if !res.AlreadyCancelled {
+		t.Fatalf("the retry did not find the CANCEL the lost try recorded: %+v", res)
+	}
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil || gs.Cancel == nil {
+		t.Fatalf("no CANCEL after the retry: %v %+v", err, gs)
+	}
+}
+
+// A cancel that cannot reach Consul at all keeps trying within --timeout,
+// then says the CANCEL is not recorded, where it looked and for how long.
+func TestCancelRefusedConnectionRetriesWithinTimeout(t *testing.T) {
+	start := time.Now()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"--consul-addr=127.0.0.1:1", "--timeout=2s", "cancel", "web"}, &out, &errb)
+	took, errs := time.Since(start), errb.String()
+	t.Logf("after %s: %s", took.Round(time.Millisecond), strings.TrimSpace(errs))
+	if code == 0 || took < 2*time.Second || took > 6*time.Second {
+		t.Fatalf("code %d after %s, want != 0 after about 2s", code, took)
+	}
+	for _, want := range []string{"http://127.0.0.1:1", "is NOT recorded", "tries in 2s", "within --timeout=2s"} {
+		if !strings.Contains(errs, want) {
+			t.Fatalf("stderr %q does not say %q", errs, want)
+		}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the test's own bound ended the command")
+	}
+}
