@@ -23,6 +23,7 @@ type CLI struct {
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`
 	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline."`
+	Exporter ExporterCmd `cmd:"" help:"Serve Prometheus metrics of whole groups (gate, nodes by state, progress) for alerting."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }
 
