@@ -24,13 +24,14 @@ fi
 command -v apt-get >/dev/null 2>&1 || { echo "no promtool on PATH and no apt-get to fetch Debian's; set ROLLAGENT_PROMTOOL" >&2; exit 1; }
 mkdir -p "$cache"
 tmp="$(mktemp -d "$cache/fetch.XXXXXX")"
-chmod 755 "$tmp" # apt-get download hands the file to its _apt user
+# As root, apt fetches as its _apt user, which may not enter the cache dir.
+download() { (cd "$tmp" && if [ "$(id -u)" -eq 0 ]; then apt-get download -o APT::Sandbox::User=root prometheus; else apt-get download prometheus; fi) >&2; }
 trap 'rm -rf "$tmp"' EXIT
 # A clean machine may have no package lists yet; only root can fetch them.
-if ! (cd "$tmp" && apt-get download prometheus) >&2; then
+if ! download; then
   if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq >&2
-    (cd "$tmp" && apt-get download prometheus) >&2
+    download
   else
     echo "apt-get download prometheus failed; run apt-get update as root, or set ROLLAGENT_PROMTOOL" >&2
     exit 1
