@@ -67,11 +67,8 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	}
 	rules := string(b)
 	exported := map[string]bool{}
-	ch := make(chan *prometheus.Desc, 16)
-	newGroupCollector(nil, time.Now).Describe(ch)
-	close(ch)
-	for d := range ch {
-		exported[regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1]] = true
+	for _, name := range exportedNames() {
+		exported[name] = true
 	}
 	used := regexp.MustCompile(`rollagent_[a-z_]+`).FindAllString(rules, -1)
 	if len(used) == 0 {
@@ -89,4 +86,35 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The README's table of the exporter's metrics names each of them, and
+// nothing else.
+func TestREADMEExporterMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(rollagent_group_[a-z_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		documented = append(documented, m[1])
+	}
+	exported := exportedNames()
+	slices.Sort(documented)
+	if !slices.Equal(documented, exported) {
+		t.Fatalf("README's metrics table names %v; the exporter exports %v", documented, exported)
+	}
+}
+
+// exportedNames are the names of the exporter's group metrics, sorted.
+func exportedNames() []string {
+	var names []string
+	ch := make(chan *prometheus.Desc, 16)
+	newGroupCollector(nil, time.Now).Describe(ch)
+	close(ch)
+	for d := range ch {
+		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])
+	}
+	slices.Sort(names)
+	return names
 }
