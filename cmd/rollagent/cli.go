@@ -26,6 +26,7 @@ type CLI struct {
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`
 	Node     NodeCmd     `cmd:"" help:"Manage a group's nodes (rm: remove a node that left)."`
 	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline."`
+	Exporter ExporterCmd `cmd:"" help:"Serve Prometheus metrics of whole groups (gate, nodes by state, progress) for alerting."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }
 

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// ExporterCmd serves the metrics of whole groups, for alerting. One process
+// reads each group's tree; the agents do not, as a read per agent of every
+// node's record would grow with the square of the fleet.
+type ExporterCmd struct {
+	Listen string   `default:"127.0.0.1:9469" help:"Serve Prometheus metrics at /metrics on this address."`
+	Groups []string `arg:"" name:"group" help:"Groups to export."`
+}
+
+// Defaults of exporterOptions.
+const (
+	// DefaultExporterWait bounds a blocking read: a group with no change
+	// is read again this often, which refreshes the nodes Consul sees down.
+	DefaultExporterWait = 30 * time.Second
+	// DefaultExporterMinInterval spaces the reads of a busy group: a
+	// rollout of many nodes changes the tree several times a second, and
+	// each read lists every node.
+	DefaultExporterMinInterval = time.Second
+	// DefaultExporterRetryMax caps the pause between failed reads.
+	DefaultExporterRetryMax = 10 * time.Second
+)
+
+// exporterOptions tune how often the exporter reads each group.
+type exporterOptions struct {
+	Wait, MinInterval, RetryMax time.Duration
+}
+
+func defaultExporterOptions() exporterOptions {
+	return exporterOptions{Wait: DefaultExporterWait, MinInterval: DefaultExporterMinInterval, RetryMax: DefaultExporterRetryMax}
+}
+
+// Run serves the metrics until interrupted.
+func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	for _, group := range c.Groups {
+		if _, err := st.Keys(group); err != nil {
+			return err
+		}
+	}
+	log = log.Named("exporter")
+	_, wait, err := exportGroups(ctx, st, c.Groups, c.Listen, defaultExporterOptions(), log)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.Listen, err)
+	}
+	wait()
+	return nil
+}
+
+// exportGroups serves /metrics on addr and follows each group until ctx
+// ends; wait returns once every follower has stopped.
+func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, addr string,
+	opts exporterOptions, log hclog.Logger) (net.Addr, func(), error) {
+	col := newGroupCollector(groups, time.Now)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	a, err := serveHTTP(ctx, addr, mux, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	var wg sync.WaitGroup
+	for _, group := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			followGroup(ctx, st, group, col, opts, log.With("group", group))
+		}()
+	}
+	return a, wg.Wait, nil
+}
+
+// followGroup reads group with blocking queries into col until ctx ends,
+// retrying every failure with a growing pause: the exporter is what tells
+// that Consul cannot be read, so it never gives up.
+func followGroup(ctx context.Context, st *coordinator.Store, group string, col *groupCollector, opts exporterOptions, log hclog.Logger) {
+	var index uint64
+	pause := opts.MinInterval
+	for ctx.Err() == nil {
+		gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: opts.Wait})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			col.failed(group)
+			log.Warn("cannot read the group", "error", err, "retry_in", pause)
+			sleep(ctx, pause)
+			pause = min(2*pause, opts.RetryMax)
+			index = 0 // a restarted Consul may have reset its indexes
+			continue
+		}
+		if index == 0 || pause > opts.MinInterval {
+			log.Info("reading the group", "index", gs.Index)
+		}
+		pause = opts.MinInterval
+		withUnavailable(ctx, st, gs)
+		col.read(gs)
+		index = gs.Index
+		sleep(ctx, opts.MinInterval)
+	}
+}
