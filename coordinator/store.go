@@ -27,6 +27,7 @@ var (
 type Store struct {
 	c      *api.Client
 	prefix string
+	events int // the event log's limit; 0 means DefaultEventLimit
 }
 
 // NewStore returns a Store under prefix. Optional prefix, defaults to
@@ -36,6 +37,21 @@ func NewStore(c *api.Client, prefix string) *Store {
 		prefix = DefaultPrefix
 	}
 	return &Store{c: c, prefix: prefix}
+}
+
+// WithEventLimit returns a copy of the store that keeps at most n events
+// per group (n <= 0: DefaultEventLimit).
+func (s *Store) WithEventLimit(n int) *Store {
+	c := *s
+	c.events = n
+	return &c
+}
+
+func (s *Store) eventLimit() int {
+	if s.events <= 0 {
+		return DefaultEventLimit
+	}
+	return s.events
 }
 
 // Client is the Consul client the store uses.
@@ -112,6 +128,11 @@ type CommitResult struct {
 // A spec whose SHA is already desired writes nothing. A SHA that was
 // cancelled is refused: a cancel holds until a new spec is committed.
 func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, author, reason string) (*CommitResult, error) {
+	return s.commit(ctx, group, spec, author, reason, EventCommit)
+}
+
+// commit is Commit, logged as kind.
+func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, author, reason string, kind EventKind) (*CommitResult, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
@@ -124,8 +145,12 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	if err != nil {
 		return nil, err
 	}
+	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}
 	for i := 0; i < casAttempts; i++ {
-		res, conflict, err := s.commitOnce(ctx, k, group, sha, canon, author, reason)
+		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
+		if err == nil && !res.AlreadyDesired {
+			s.prune(ctx, group)
+		}
 		if err == nil || !conflict {
 			return res, err
 		}
@@ -133,7 +158,8 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	return nil, ErrConflict
 }
 
-func (s *Store) commitOnce(ctx context.Context, k Keys, group, sha string, canon []byte, author, reason string) (*CommitResult, bool, error) {
+func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
+	sha := ev.SHA
 	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
 		return nil, false, err
 	} else if cancelled {
@@ -156,18 +182,41 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group, sha string, canon
 		res.Previous = cur.SHA
 	}
 	now := time.Now().UTC()
-	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: author, Reason: reason}
+	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
 	ops := desiredOps(k, index, d)
-	if known, err := s.exists(ctx, k.History(sha)); err != nil {
+	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
+	if err != nil {
 		return nil, false, err
-	} else if !known {
-		h := HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: author}
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(sha), Value: mustJSON(h), Index: 0}})
 	}
+	ev.From, ev.At = res.Previous, now
+	ops = append(append(ops, hist), eventOps(k, ev)...)
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
 		return nil, conflict, err
 	}
 	return res, false, nil
+}
+
+// historyOp writes h under history/<sha> in every commit and rollback,
+// even when it is there already: that write is what an agent's token may
+// not make (docs/examples/acl-policy.hcl), so such a token cannot commit
+// or roll back, although it may write desired for failure_action. A
+// record that is there and reads as the same spec is written back as it
+// is, keeping the first commit's time and author, which moves nothing in
+// Consul; one that does not is replaced. CAS-ed at the index read.
+func (s *Store) historyOp(ctx context.Context, k Keys, h HistoryEntry) (*api.TxnOp, error) {
+	p, _, err := s.c.KV().Get(k.History(h.SHA), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	op := &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(h.SHA), Value: mustJSON(h)}
+	if p != nil {
+		op.Index = p.ModifyIndex
+		var old HistoryEntry
+		if decode(p.Key, p.Value, &old) == nil && old.SHA == h.SHA {
+			op.Value = p.Value
+		}
+	}
+	return &api.TxnOp{KV: op}, nil
 }
 
 // desiredOps make d desired, CAS-ed on desired at index (0: only if there
@@ -220,8 +269,11 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
 		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
-		_, conflict, err := s.txn(ctx, lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)))
+		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)),
+			eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
+		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
+			s.prune(ctx, group)
 			return &CancelResult{SHA: cur.SHA}, nil
 		}
 		if !conflict {

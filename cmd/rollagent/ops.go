@@ -19,7 +19,7 @@ func (c *ResumeCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sha, err := st.Resume(ctx, c.Group)
+	sha, err := st.ResumeBy(ctx, c.Group, who())
 	if err != nil {
 		return err
 	}
