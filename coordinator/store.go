@@ -97,12 +97,19 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		return resp, false, nil
 	}
 	var msgs []string
+	hint := ""
 	for _, e := range resp.Errors {
 		op := ops[e.OpIndex].KV
 		if op != nil && (op.Verb == api.KVCAS || op.Verb == api.KVCheckIndex || op.Verb == api.KVCheckNotExists) && !isDenied(e.What) {
 			conflict = true
 		}
+		if op != nil && isDenied(e.What) && strings.Contains(op.Key, "/history/") {
+			hint = " (every commit, rollback, resume and cancel writes history/, which only an operator's token may: an agent's token may not take them; see docs/examples/acl-operator.hcl)"
+		}
 		msgs = append(msgs, e.What)
+	}
+	if hint != "" {
+		msgs = append(msgs[:len(msgs)-1], msgs[len(msgs)-1]+hint)
 	}
 	return resp, conflict, fmt.Errorf("consul rejected the transaction: %s", strings.Join(msgs, "; "))
 }
@@ -241,6 +248,30 @@ func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 	}
 }
 
+// historyRewriteOps write sha's history record back as it is, for an
+// operator's action that an agent's token must not take although it may
+// write every key the action changes: an agent writes desired and pause/
+// when it pauses, and must write cancel/ too, as Consul takes the check
+// that a key does not exist, which every grant makes on cancel/<sha>, for
+// a write. Only history/ is left to tell an operator's token from an
+// agent's. Consul does not move a key written with the value it has.
+func (s *Store) historyRewriteOps(ctx context.Context, k Keys, sha string) (api.TxnOps, error) {
+	p, _, err := s.c.KV().Get(k.History(sha), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	return historyRewrite(p), nil
+}
+
+// historyRewrite is the op of historyRewriteOps for the pair read, none
+// when there is none.
+func historyRewrite(p *api.KVPair) api.TxnOps {
+	if p == nil {
+		return nil
+	}
+	return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: p.Key, Value: p.Value, Index: p.ModifyIndex}}}
+}
+
 // CancelResult says what Cancel did.
 type CancelResult struct {
 	SHA              string
@@ -268,9 +299,13 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
 		}
+		hist, err := s.historyRewriteOps(ctx, k, cur.SHA)
+		if err != nil {
+			return nil, err
+		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
-		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)),
-			eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
+		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
+		ops = append(ops, eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
 			s.prune(ctx, group)

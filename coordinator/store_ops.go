@@ -40,7 +40,7 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
-		ops = append(ops, st.historyRewriteOps(k, sha)...)
+		ops = append(ops, historyRewrite(st.byKey[k.History(sha)])...) // operator only: see historyRewriteOps
 		ops = append(ops, eventOps(k, Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
@@ -51,18 +51,6 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 		}
 	}
 	return sha, ErrConflict
-}
-
-// historyRewriteOps write sha's history record back as it is, for an
-// operator's action that an agent's token must not take: it may write
-// every key a resume changes (its failure path does), but not history/.
-// Consul does not move a key written with the value it has.
-func (g *GroupState) historyRewriteOps(k Keys, sha string) api.TxnOps {
-	p := g.byKey[k.History(sha)]
-	if p == nil {
-		return nil
-	}
-	return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: p.Key, Value: p.Value, Index: p.ModifyIndex}}}
 }
 
 // resumeReason says what the resume lifts.
