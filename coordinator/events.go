@@ -14,8 +14,9 @@ import (
 )
 
 // DefaultEventLimit bounds a group's event log: after an append, the writer
-// deletes the oldest events beyond it. At a few hundred bytes an event,
-// the log adds at most about 150 KB to the group's tree that status lists.
+// deletes the oldest events beyond it. An event is 300 to 400 bytes, about
+// 600 in a listing (base64 and the key), so a full log adds some 300 KB to
+// the group's tree that status lists; no agent's query reads it.
 const DefaultEventLimit = 500
 
 // maxTxnOps is Consul's limit on the operations of one transaction.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -233,4 +234,66 @@ func TestGarbageEventIsAProblem(t *testing.T) {
 	if _, err := st.EventOp("web", Event{Kind: "explosion"}); err == nil {
 		t.Fatal("EventOp took an event of no known kind")
 	}
+}
+
+// An append to the log wakes none of the blocking queries agents hold
+// (desired, the slot's prefix), so a thousand idle agents stay asleep
+// while failures and commands are logged; status --watch, which blocks on
+// the whole tree, does wake.
+func TestEventAppendWakesNoAgent(t *testing.T) {
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
+	commit(t, st, "web", release(t, "v1", "pause", 1))
+	k, _ := st.Keys("web")
+	if _, err := c.KV().Put(&api.KVPair{Key: k.Slot() + ".holders", Value: []byte(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 2 * time.Second
+	tests := []struct {
+		name  string
+		query func(index uint64) (uint64, error)
+		wakes bool
+	}{
+		{"desired", func(i uint64) (uint64, error) {
+			_, m, err := c.KV().Get(k.Desired(), &api.QueryOptions{WaitIndex: i, WaitTime: wait})
+			return lastIndex(m, err)
+		}, false},
+		{"slot prefix", func(i uint64) (uint64, error) {
+			_, m, err := c.KV().List(k.Slot(), &api.QueryOptions{WaitIndex: i, WaitTime: wait})
+			return lastIndex(m, err)
+		}, false},
+		{"group tree (status --watch)", func(i uint64) (uint64, error) {
+			_, m, err := c.KV().List(k.Root(), &api.QueryOptions{WaitIndex: i, WaitTime: wait})
+			return lastIndex(m, err)
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			index, err := tc.query(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan time.Duration, 1)
+			start := time.Now()
+			go func() {
+				_, _ = tc.query(index)
+				done <- time.Since(start)
+			}()
+			time.Sleep(200 * time.Millisecond)
+			if err := st.AppendEvent(testCtx(t), "web", Event{Kind: EventNodeRemoved, By: "t", Node: "n9"}); err != nil {
+				t.Fatal(err)
+			}
+			took := <-done
+			if woke := took < wait-300*time.Millisecond; woke != tc.wakes {
+				t.Fatalf("blocking query returned after %v (wait %v): woke %v, want %v", took, wait, woke, tc.wakes)
+			}
+		})
+	}
+}
+
+func lastIndex(m *api.QueryMeta, err error) (uint64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return m.LastIndex, nil
 }
