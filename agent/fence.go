@@ -106,7 +106,7 @@ func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
 	defer cancel()
 	var b backoff
 	for {
-		action, err := a.cfg.Store.RecordFailure(ctx, a.cfg.Group, node, sha, msg)
+		action, err := a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, coordinator.AgentBy(a.cfg.Node), node, sha, msg)
 		if err == nil {
 			a.log.Info("failure recorded", "node", node, "action", actionName(action))
 			a.unrecorded = nil

@@ -26,6 +26,12 @@ const failureAttempts = 64
 // against what desired is now. After a CANCEL of sha, the failure is
 // recorded and nothing else is done: the operator has taken over.
 func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string) (Action, error) {
+	return s.RecordFailureBy(ctx, group, AgentBy(node), node, sha, msg)
+}
+
+// RecordFailureBy is RecordFailure, logged as written by by: the agent of
+// another node reports a node lost while replacing.
+func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
@@ -36,10 +42,11 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 		if err != nil {
 			return ActionNone, err
 		}
-		ops, action := gs.failureTxn(k, f)
+		ops, action := gs.failureTxn(k, f, by)
 		_, conflict, err := s.txn(ctx, ops)
 		switch {
 		case err == nil:
+			s.prune(ctx, group)
 			return action, nil
 		case !conflict:
 			return ActionNone, err
@@ -49,20 +56,33 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 }
 
 // failureTxn is the transaction that records f against g, read at one
-// index, and the action it applies.
-func (g *GroupState) failureTxn(k Keys, f Failure) (api.TxnOps, Action) {
+// index, and the action it applies. It logs the failure when it counts
+// (a node's repeat does not), and the action, as written by by.
+func (g *GroupState) failureTxn(k Keys, f Failure, by string) (api.TxnOps, Action) {
 	recorded := g.failuresOf(k, f.SHA, func(err error) bool { return err == nil })
 	count := len(recorded)
+	var evs []Event
 	if !hasFailure(recorded, f.Node) {
 		count++
+		evs = append(evs, Event{Kind: EventFailure, At: f.At, SHA: f.SHA, Node: f.Node, Reason: f.Error})
 	}
 	ops := api.TxnOps{
 		g.desiredCheckOp(k),
 		g.failCountOp(k, f.SHA, count),
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Failure(f.SHA, f.Node), Value: mustJSON(f)}},
 	}
-	action, more := g.failureAction(k, f.SHA, count)
-	return append(ops, more...), action
+	action, more, ev := g.failureAction(k, f.SHA, count)
+	if ev != nil {
+		evs = append(evs, *ev)
+	}
+	for i := range evs {
+		evs[i].By = by
+	}
+	ops = append(ops, more...)
+	if len(evs) > 0 {
+		ops = append(ops, eventOps(k, evs...)...)
+	}
+	return ops, action
 }
 
 // desiredCheckOp checks that desired is still as read, without touching
@@ -109,24 +129,30 @@ const NoRollbackTarget = "failure_action=rollback paused instead: no earlier SHA
 // that do it. Only a failure of the desired SHA, neither cancelled nor
 // paused already, acts: so the one failure that reaches max_failures acts,
 // and those after it find the pause, or desired moved by the rollback.
-func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps) {
+// The event it returns, if any, logs the action.
+func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps, *Event) {
 	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
-		return ActionNone, nil
+		return ActionNone, nil, nil
 	}
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
+	pause := func(reason string) (Action, api.TxnOps, *Event) {
+		ops := g.pauseOps(k, count, reason)
+		return ActionPause, ops, &Event{Kind: EventPause, At: time.Now().UTC(), SHA: sha, Reason: reason}
+	}
 	switch OnFailure(g.Spec, count) {
 	case ActionPause:
-		return ActionPause, g.pauseOps(k, count, reached)
+		return pause(reached)
 	case ActionRollback:
 		to := g.rollbackTarget(sha)
 		if to == "" {
-			return ActionPause, g.pauseOps(k, count, reached+"; "+NoRollbackTarget)
+			return pause(reached + "; " + NoRollbackTarget)
 		}
 		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
 			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
-		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d)
+		ev := &Event{Kind: EventAutoRollback, At: d.CommittedAt, SHA: to, From: sha, Reason: d.Reason}
+		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d), ev
 	}
-	return ActionNone, nil
+	return ActionNone, nil, nil
 }
 
 // pauseOps write the pause record of the desired SHA and touch desired,

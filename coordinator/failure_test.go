@@ -180,7 +180,7 @@ func TestFailureTxnChecksDesiredAsRead(t *testing.T) {
 	commit(t, st, "web", release(t, "w", "pause", 1))
 	stale := read(t, st, "web")
 	x := commit(t, st, "web", release(t, "x", "pause", 1))
-	ops, action := stale.failureTxn(stale.keys(t), Failure{Node: "n1", SHA: x, Error: "unhealthy"})
+	ops, action := stale.failureTxn(stale.keys(t), Failure{Node: "n1", SHA: x, Error: "unhealthy"}, AgentBy("n1"))
 	if _, conflict, err := st.txn(testCtx(t), ops); !conflict || action != ActionNone {
 		t.Fatalf("failure written on a read from before desired moved: action %v, err %v; want a conflict", action, err)
 	}

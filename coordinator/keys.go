@@ -63,6 +63,12 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
+// Event is one entry of the group's event log.
+func (k Keys) Event(id string) string { return k.root + "events/" + id }
+
+// EventsPrefix lists the group's event log.
+func (k Keys) EventsPrefix() string { return k.root + "events/" }
+
 // Slot is the lockstep semaphore prefix.
 func (k Keys) Slot() string { return k.root + "slot/" }
 

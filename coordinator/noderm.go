@@ -95,7 +95,10 @@ func counted(h *lockstep.Holders, node string, now time.Time) bool {
 // the node's release or, once its lease runs out, when the next waiter
 // marks it lost; until then it counts against max_parallel, since a node
 // left half replaced is down. Removal.Claim names it.
-func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool) (*Removal, error) {
+//
+// The removal's event (EventNodeRemoved, by and reason) is logged in the
+// same transaction: it is in the log if and only if the record went.
+func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, by, reason string) (*Removal, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
@@ -127,9 +130,14 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool) 
 			r.Claim, r.ClaimCounts = &c, counted(gs.Holders, node, now)
 		}
 	}
+	ev, err := s.EventOp(group, Event{Kind: EventNodeRemoved, At: r.At, By: by, Node: node, Reason: removalReason(reason, r)})
+	if err != nil {
+		return nil, err
+	}
 	ops := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
+		ev,
 	}
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
 		if conflict {
@@ -137,5 +145,20 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool) 
 		}
 		return nil, err
 	}
+	// Best effort, as after every append: the next one prunes what is left.
+	s.prune(ctx, group)
 	return r, nil
+}
+
+// removalReason is the event's reason: the operator's, and that the removal
+// was forced past signs of life, which a reader of the log must see.
+func removalReason(reason string, r *Removal) string {
+	if len(r.Alive) == 0 {
+		return reason
+	}
+	forced := "forced although " + strings.Join(r.Alive, "; ")
+	if reason == "" {
+		return forced
+	}
+	return reason + " (" + forced + ")"
 }

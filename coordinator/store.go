@@ -32,6 +32,7 @@ type Store struct {
 	c      *api.Client
 	prefix string
 	addr   string // for errors; see SetAddress
+	events int    // the event log's limit; 0 means DefaultEventLimit
 }
 
 // NewStore returns a Store under prefix. Optional prefix, defaults to
@@ -41,6 +42,21 @@ func NewStore(c *api.Client, prefix string) *Store {
 		prefix = DefaultPrefix
 	}
 	return &Store{c: c, prefix: prefix}
+}
+
+// WithEventLimit returns a copy of the store that keeps at most n events
+// per group (n <= 0: DefaultEventLimit).
+func (s *Store) WithEventLimit(n int) *Store {
+	c := *s
+	c.events = n
+	return &c
+}
+
+func (s *Store) eventLimit() int {
+	if s.events <= 0 {
+		return DefaultEventLimit
+	}
+	return s.events
 }
 
 // Client is the Consul client the store uses.
@@ -86,12 +102,19 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		return resp, false, nil
 	}
 	var msgs []string
+	hint := ""
 	for _, e := range resp.Errors {
 		op := ops[e.OpIndex].KV
 		if op != nil && (op.Verb == api.KVCAS || op.Verb == api.KVCheckIndex || op.Verb == api.KVCheckNotExists) && !isDenied(e.What) {
 			conflict = true
 		}
+		if op != nil && isDenied(e.What) && strings.Contains(op.Key, "/history/") {
+			hint = " (every commit, rollback, resume and cancel writes history/, which only an operator's token may: an agent's token may not take them; see docs/examples/acl-operator.hcl)"
+		}
 		msgs = append(msgs, e.What)
+	}
+	if hint != "" {
+		msgs = append(msgs[:len(msgs)-1], msgs[len(msgs)-1]+hint)
 	}
 	if slices.ContainsFunc(msgs, isDenied) {
 		return resp, false, fmt.Errorf("consul rejected the transaction: %s (%w)", strings.Join(msgs, "; "), ErrACLDenied)
@@ -120,6 +143,11 @@ type CommitResult struct {
 // A spec whose SHA is already desired writes nothing. A SHA that was
 // cancelled is refused: a cancel holds until a new spec is committed.
 func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, author, reason string) (*CommitResult, error) {
+	return s.commit(ctx, group, spec, author, reason, EventCommit)
+}
+
+// commit is Commit, logged as kind.
+func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, author, reason string, kind EventKind) (*CommitResult, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
@@ -135,8 +163,12 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	if err != nil {
 		return nil, err
 	}
+	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}
 	for i := 0; i < casAttempts; i++ {
-		res, conflict, err := s.commitOnce(ctx, k, group, sha, canon, author, reason)
+		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
+		if err == nil && !res.AlreadyDesired {
+			s.prune(ctx, group)
+		}
 		if err == nil || !conflict {
 			return res, err
 		}
@@ -144,7 +176,8 @@ func (s *Store) Commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	return nil, ErrConflict
 }
 
-func (s *Store) commitOnce(ctx context.Context, k Keys, group, sha string, canon []byte, author, reason string) (*CommitResult, bool, error) {
+func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
+	sha := ev.SHA
 	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
 		return nil, false, err
 	} else if cancelled {
@@ -167,18 +200,41 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group, sha string, canon
 		res.Previous = cur.SHA
 	}
 	now := time.Now().UTC()
-	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: author, Reason: reason}
+	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
 	ops := desiredOps(k, index, d)
-	if known, err := s.exists(ctx, k.History(sha)); err != nil {
+	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
+	if err != nil {
 		return nil, false, err
-	} else if !known {
-		h := HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: author}
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(sha), Value: mustJSON(h), Index: 0}})
 	}
+	ev.From, ev.At = res.Previous, now
+	ops = append(append(ops, hist), eventOps(k, ev)...)
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
 		return nil, conflict, err
 	}
 	return res, false, nil
+}
+
+// historyOp writes h under history/<sha> in every commit and rollback,
+// even when it is there already: that write is what an agent's token may
+// not make (docs/examples/acl-policy.hcl), so such a token cannot commit
+// or roll back, although it may write desired for failure_action. A
+// record that is there and reads as the same spec is written back as it
+// is, keeping the first commit's time and author, which moves nothing in
+// Consul; one that does not is replaced. CAS-ed at the index read.
+func (s *Store) historyOp(ctx context.Context, k Keys, h HistoryEntry) (*api.TxnOp, error) {
+	p, _, err := s.c.KV().Get(k.History(h.SHA), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	op := &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(h.SHA), Value: mustJSON(h)}
+	if p != nil {
+		op.Index = p.ModifyIndex
+		var old HistoryEntry
+		if decode(p.Key, p.Value, &old) == nil && old.SHA == h.SHA {
+			op.Value = p.Value
+		}
+	}
+	return &api.TxnOp{KV: op}, nil
 }
 
 // desiredOps make d desired, CAS-ed on desired at index (0: only if there
@@ -201,6 +257,30 @@ func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 		{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(d.SHA)}},
 	}
+}
+
+// historyRewriteOps write sha's history record back as it is, for an
+// operator's action that an agent's token must not take although it may
+// write every key the action changes: an agent writes desired and pause/
+// when it pauses, and must write cancel/ too, as Consul takes the check
+// that a key does not exist, which every grant makes on cancel/<sha>, for
+// a write. Only history/ is left to tell an operator's token from an
+// agent's. Consul does not move a key written with the value it has.
+func (s *Store) historyRewriteOps(ctx context.Context, k Keys, sha string) (api.TxnOps, error) {
+	p, _, err := s.c.KV().Get(k.History(sha), (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	return historyRewrite(p), nil
+}
+
+// historyRewrite is the op of historyRewriteOps for the pair read, none
+// when there is none.
+func historyRewrite(p *api.KVPair) api.TxnOps {
+	if p == nil {
+		return nil
+	}
+	return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: p.Key, Value: p.Value, Index: p.ModifyIndex}}}
 }
 
 // CancelResult says what Cancel did.
@@ -230,9 +310,16 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
 		}
+		hist, err := s.historyRewriteOps(ctx, k, cur.SHA)
+		if err != nil {
+			return nil, err
+		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
-		_, conflict, err := s.txn(ctx, lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)))
+		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
+		ops = append(ops, eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
+		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
+			s.prune(ctx, group)
 			return &CancelResult{SHA: cur.SHA}, nil
 		}
 		if u := (*UnreachableError)(nil); errors.As(err, &u) && u.Sent {

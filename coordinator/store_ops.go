@@ -12,6 +12,11 @@ import (
 // record, the failures counted towards it and their counter, and wakes
 // every waiter. A CANCEL is not lifted: that takes a new commit.
 func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
+	return s.ResumeBy(ctx, group, "")
+}
+
+// ResumeBy is Resume, logged as done by by.
+func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return "", err
@@ -35,12 +40,25 @@ func (s *Store) Resume(ctx context.Context, group string) (sha string, err error
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
+		ops = append(ops, historyRewrite(st.byKey[k.History(sha)])...) // operator only: see historyRewriteOps
+		ops = append(ops, eventOps(k, Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
 		_, conflict, err := s.txn(ctx, ops)
+		if err == nil {
+			s.prune(ctx, group)
+		}
 		if err == nil || !conflict {
 			return sha, err
 		}
 	}
 	return sha, ErrConflict
+}
+
+// resumeReason says what the resume lifts.
+func resumeReason(g *GroupState) string {
+	if g.Pause != nil {
+		return fmt.Sprintf("lifted the pause after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
+	}
+	return fmt.Sprintf("cleared %d failure(s)", len(g.Failures))
 }
 
 // Rollback commits the spec of an earlier SHA again: to, or by default the
@@ -58,7 +76,7 @@ func (s *Store) Rollback(ctx context.Context, group, to, author string) (*Commit
 	}
 	for i := range st.History {
 		if h := &st.History[i]; h.SHA == to || (len(to) >= 7 && len(to) < len(h.SHA) && h.SHA[:len(to)] == to) {
-			return s.Commit(ctx, group, h.Decoded(), author, "rollback to "+ShortSHA(h.SHA))
+			return s.commit(ctx, group, h.Decoded(), author, "rollback to "+ShortSHA(h.SHA), EventRollback)
 		}
 	}
 	return nil, fmt.Errorf("SHA %s is not in the history of group %s", to, group)

@@ -25,15 +25,32 @@ func aclConsul(t *testing.T) *consultest.Server {
 }
 
 // tokenFor makes a token with the policy in file (under docs/examples),
-// optionally rewriting "web" to group.
+// optionally rewriting "web" to group, for node n1.
 func tokenFor(t *testing.T, c *api.Client, file, group string) string {
+	t.Helper()
+	return tokenForNode(t, c, file, group, "n1")
+}
+
+// tokenForNode makes a token with the policy in file, its placeholders
+// rewritten as the file says to: group "web", node "n1", and the session
+// rule's Consul node name, here that of c's agent.
+func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string {
 	t.Helper()
 	rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := strings.ReplaceAll(string(rules), `"rollagent/groups/web/"`, `"rollagent/groups/`+group+`/"`)
-	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: strings.TrimSuffix(file, ".hcl") + "-" + group, Rules: r}, nil)
+	consulNode, err := c.Agent().NodeName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReplacer(
+		`"rollagent/groups/web/`, `"rollagent/groups/`+group+`/`,
+		`/nodes/n1"`, `/nodes/`+node+`"`,
+		`session "n1"`, `session "`+consulNode+`"`,
+		`service "rollagent-web"`, `service "rollagent-`+group+`"`,
+	).Replace(string(rules))
+	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: strings.TrimSuffix(file, ".hcl") + "-" + group + "-" + node, Rules: r}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +87,8 @@ func TestOperatorPolicyIsScopedToItsGroup(t *testing.T) {
 			}
 		})
 	}
-	if ks := keys(t, c); len(ks) != 2 { // desired and history of web only
+	// desired, history and the commit's event, of web only
+	if ks := keys(t, c); len(ks) != 3 || !strings.HasPrefix(ks[1], "rollagent/groups/web/events/") || !strings.HasPrefix(ks[2], "rollagent/groups/web/history/") {
 		t.Fatalf("keys after the commits: %v", ks)
 	}
 	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+webOp, "cancel", "api"); code == 0 || !strings.Contains(strings.ToLower(errs), "permission denied") {

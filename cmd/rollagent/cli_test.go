@@ -55,8 +55,17 @@ func TestCommitThenCancelWritesDocumentedKeys(t *testing.T) {
 		"rollagent/groups/web/desired",
 		"rollagent/groups/web/history/" + sha,
 	}
-	if got := keys(t, srv.Client()); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("keys after commit+cancel:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	// and one event each for the commit and the cancel, under random keys
+	var got, events []string
+	for _, k := range keys(t, srv.Client()) {
+		if strings.HasPrefix(k, "rollagent/groups/web/events/") {
+			events = append(events, k)
+		} else {
+			got = append(got, k)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(events) != 2 {
+		t.Fatalf("keys after commit+cancel:\n%s\nevents %v\nwant:\n%s\nand 2 events", strings.Join(got, "\n"), events, strings.Join(want, "\n"))
 	}
 	code, _, errs = runCLI(t, srv.HTTPAddr, "commit", "web", "-f", "testdata/web.json")
 	if code == 0 || !strings.Contains(errs, "was cancelled") {

@@ -22,23 +22,13 @@ type NodeRmCmd struct {
 	Reason string `help:"Why, for the records."`
 }
 
-// nodeRemoved is told of every node removed, once its record is gone.
-//
-// MERGE(event log): wire this to the group's event log (a "node removed"
-// event with r.Group, r.Node, by, reason, r.At, and r.Alive when forced).
-// It is a variable so that the event log's package can set it and a test
-// can see the call; an error from it is reported, the removal stands.
-var nodeRemoved = func(ctx context.Context, st *coordinator.Store, r *coordinator.Removal, by, reason string) error {
-	return nil
-}
-
 // Run removes the record, refusing a node that looks alive unless --force.
 func (c *NodeRmCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	st, err := g.store()
 	if err != nil {
 		return err
 	}
-	r, err := st.RemoveNode(ctx, c.Group, c.Node, c.Force)
+	r, err := st.RemoveNode(ctx, c.Group, c.Node, c.Force, who(), c.Reason)
 	if err != nil {
 		return err
 	}
@@ -48,9 +38,6 @@ func (c *NodeRmCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	}
 	if r.Claim != nil {
 		fmt.Fprintln(out, claimNote(r, time.Now()))
-	}
-	if err := nodeRemoved(ctx, st, r, who(), c.Reason); err != nil {
-		return fmt.Errorf("node %s removed, but recording it failed: %w", r.Node, err)
 	}
 	return nil
 }

@@ -28,13 +28,6 @@ func TestNodeRm(t *testing.T) {
 	holders := `{"holders":{},"claims":{"claimed":{"session":"0b7d6d2e-0000-4000-8000-00000000dead","since":"` +
 		time.Now().UTC().Format(time.RFC3339) + `","until":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}}}`
 	putKV(t, c, lockstep.HoldersKey(k.Slot()), holders)
-	var recorded []string
-	prev := nodeRemoved
-	nodeRemoved = func(_ context.Context, _ *coordinator.Store, r *coordinator.Removal, by, reason string) error {
-		recorded = append(recorded, r.Node+":"+reason)
-		return nil
-	}
-	t.Cleanup(func() { nodeRemoved = prev })
 	exists := func(node string) bool {
 		p, _, err := c.KV().Get(k.Node(node), nil)
 		if err != nil {
@@ -75,7 +68,25 @@ func TestNodeRm(t *testing.T) {
 	if p, _, err := c.KV().Get(k.Desired(), nil); err != nil || p == nil {
 		t.Errorf("desired is gone: %v", err)
 	}
-	if got := strings.Join(recorded, ","); got != "gone:host retired,junk:,claimed:,live:" {
-		t.Errorf("removals recorded: %s", got)
+	// Each removal is in the event log, from Consul's own KV, and nothing
+	// refused is.
+	log, err := st.Events(context.Background(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded []string
+	for _, e := range log.Events {
+		if e.Kind == coordinator.EventNodeRemoved {
+			recorded = append(recorded, e.Node+":"+e.Reason)
+		}
+	}
+	want := []string{"gone:host retired", "junk:", "claimed:forced although", "live:forced although"}
+	if len(recorded) != len(want) {
+		t.Fatalf("removals logged %q, want %q", recorded, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(recorded[i], want[i]) {
+			t.Errorf("removal %d logged %q, want it to start %q", i, recorded[i], want[i])
+		}
 	}
 }

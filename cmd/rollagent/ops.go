@@ -19,7 +19,7 @@ func (c *ResumeCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sha, err := st.Resume(ctx, c.Group)
+	sha, err := st.ResumeBy(ctx, c.Group, who())
 	if err != nil {
 		return err
 	}
@@ -51,16 +51,24 @@ func (c *RollbackCmd) Run(ctx context.Context, g *Globals, out io.Writer) error 
 	return err
 }
 
-// HistoryCmd lists committed SHAs.
+// HistoryCmd shows a group's event log, or with --shas its committed SHAs.
 type HistoryCmd struct {
-	Group string `arg:"" help:"Group name."`
+	Group  string `arg:"" help:"Group name."`
+	SHAs   bool   `name:"shas" help:"List the committed SHAs instead of the events."`
+	Output string `short:"o" enum:"table,json" default:"table" help:"Output format of the events (table|json)."`
 }
 
-// Run prints the history, oldest first.
+// Run prints the events, or the SHAs; both oldest first.
 func (c *HistoryCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	st, err := g.store()
 	if err != nil {
 		return err
+	}
+	if !c.SHAs {
+		return c.events(ctx, st, out)
+	}
+	if c.Output != "table" {
+		return fmt.Errorf("--shas has no %s output; leave out -o", c.Output)
 	}
 	gs, err := st.Read(ctx, c.Group, nil)
 	if err != nil {

@@ -1,5 +1,12 @@
 # Consul ACL policy for an operator of one group (commit, cancel, resume,
-# rollback, status, history). Replace "web" with the group.
+# rollback, node rm, status, history). Replace "web" with the group.
 key_prefix "rollagent/groups/web/" {
   policy = "write"
+}
+# For status: which of the group's nodes Consul sees down, or gone.
+service "rollagent-web" {
+  policy = "read"
+}
+node_prefix "" {
+  policy = "read"
 }

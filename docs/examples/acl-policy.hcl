@@ -1,23 +1,69 @@
-# Minimal Consul ACL policy for rollagent (tested in cmd/rollagent/acl_test.go).
+# Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
+# --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
+# per node: replace "web" with the group, "nodes/n1" with the node's
+# --node, and session "n1" with its Consul agent's node name (`consul
+# members`; often the same as --node).
 #
-# For an agent (`rollagent run`) on a node:
-#   - its group's state in KV (read desired/history, write nodes/, slot/, failures/,
-#     failcount/, pause/, and desired for failure_action=rollback),
-#   - a session for its slot, bound to checks on its node,
-#   - its service rollagent-<group>, with the workload health check and the
-#     TTL check its session is bound to (service write covers both),
-#   - node read: it registers no node-level check.
-# Scope key_prefix and service_prefix to one group ("rollagent/groups/web/",
-# "rollagent-web") to keep a node of group web out of every other group.
-key_prefix "rollagent/groups/" {
+# What it lets the agent do, and nothing more:
+#   - read its group's state;
+#   - write its own node's record, and the records all agents of the group
+#     share: the slot (lockstep semaphore), failures and their counter,
+#     pauses, and the event log;
+#   - write desired, which every pause touches (that is how a pause wakes
+#     every waiter) and which failure_action=rollback moves;
+#   - write cancel/: Consul 1.13 takes the check that a key does not
+#     exist, which every grant makes on cancel/<sha>, for a write.
+# What it may not: write history/, which `rollagent commit`, `rollagent
+# rollback`, `rollagent resume` and `rollagent cancel` all write, so each
+# is refused with this token, and it cannot put a new spec in front of the
+# fleet; nor write another node's record, or anything of another group.
+#
+# What a stolen agent token can still do with raw Consul requests, as
+# Consul's ACLs cannot tell one write of a key from another: stop its
+# group (write a pause or a CANCEL and touch desired, or set desired to
+# garbage), make desired an earlier SHA already in history (what
+# failure_action=rollback does), write failures in another node's name,
+# or delete events. It cannot start anything new. Automatic rollback
+# needs nothing more than a pause does, so there is no line to add or
+# remove for it.
+key_prefix "rollagent/groups/web/" {
+  policy = "read"
+}
+key "rollagent/groups/web/nodes/n1" {
   policy = "write"
 }
-session_prefix "" {
+key "rollagent/groups/web/desired" {
   policy = "write"
 }
-service_prefix "rollagent-" {
+key_prefix "rollagent/groups/web/slot/" {
   policy = "write"
 }
+key_prefix "rollagent/groups/web/failures/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/failcount/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/pause/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/cancel/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/events/" {
+  policy = "write"
+}
+# Its sessions, which its Consul agent creates on its own node.
+session "n1" {
+  policy = "write"
+}
+# Its service rollagent-<group>, with the workload check and the check its
+# session is bound to (service write covers both).
+service "rollagent-web" {
+  policy = "write"
+}
+# Whether the other nodes' hosts are up (serfHealth), at the head of the
+# line; it registers no node-level check.
 node_prefix "" {
   policy = "read"
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// The shipped agent policy, made for node n1 of group web, lets the agent
+// write what an agent writes (its node's record, the slot, a failure and
+// its action, an event), but no operator command: commit, rollback,
+// resume and cancel are refused with permission denied, exit non-zero and
+// change nothing in KV. Neither may it write another node's record. The
+// read-only status policy changes nothing either.
+func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	rolloutOf(t, srv, "web")
+	n1 := tokenForNode(t, c, "acl-policy.hcl", "web", "n1")
+	agentStore := storeWith(t, srv.HTTPAddr, n1)
+	ctx := t.Context()
+	gs, err := coordinator.NewStore(c, "").Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := agentStore.Keys("web")
+
+	agentWrites := map[string]func() error{
+		"its node's record": func() error {
+			return agentStore.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", State: coordinator.StateWaiting, Since: time.Now()})
+		},
+		"a failure": func() error {
+			_, err := agentStore.RecordFailure(ctx, "web", "n1", gs.Desired.SHA, "unhealthy")
+			return err
+		},
+		"the slot": func() error {
+			_, err := agentStore.Client().KV().Put(&api.KVPair{Key: k.Slot() + ".tail", Value: []byte("x")}, nil)
+			return err
+		},
+	}
+	for name, write := range agentWrites {
+		t.Run("agent writes "+name, func(t *testing.T) {
+			if err := write(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("another node's record", func(t *testing.T) {
+		err := agentStore.PutNode(ctx, "web", coordinator.NodeState{Node: "n2", State: coordinator.StateConverged, Since: time.Now()})
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "permission denied") {
+			t.Fatalf("n1's token wrote n2's record: %v", err)
+		}
+		if p, _, _ := c.KV().Get(k.Node("n2"), nil); p != nil {
+			t.Fatalf("n2's record exists: %s", p.Value)
+		}
+	})
+	tokens := map[string]string{"agent": n1, "status": tokenFor(t, c, "acl-status.hcl", "web")}
+	for tname, tok := range tokens {
+		for cmd, args := range writes(t, "web") {
+			t.Run(tname+" token "+cmd, func(t *testing.T) {
+				errs := refused(t, srv, "ermission denied", append([]string{"--token=" + tok}, args...)...)
+				t.Logf("refused: %s", strings.TrimSpace(errs))
+			})
+		}
+		t.Run(tname+" token reads status and history", func(t *testing.T) {
+			for _, args := range [][]string{{"status", "web"}, {"history", "web"}} {
+				if code, out, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + tok}, args...)...); code != 0 {
+					t.Fatalf("%v: code %d, out %q, stderr %q", args, code, out, errs)
+				}
+			}
+		})
+	}
+	// failure_action=rollback needs no more than the agent's token has.
+	t.Run("agent's automatic rollback", func(t *testing.T) {
+		v6 := writeSpec(t, "v6.json", []byte(`{"container": {"image": "rollagent-demo/web:v6"}, "update": {"failure_action": "rollback", "max_failures": 1}}`))
+		code, out, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", v6)
+		if code != 0 {
+			t.Fatal(errs)
+		}
+		sha := strings.SplitN(out, "\n", 2)[0]
+		if a, err := agentStore.RecordFailure(ctx, "web", "n1", sha, "unhealthy"); err != nil || a != coordinator.ActionRollback {
+			t.Fatalf("RecordFailure with the agent's token: %v, %v; want a rollback", a, err)
+		}
+		log, err := agentStore.Events(ctx, "web")
+		if err != nil || len(log.Events) == 0 || log.Events[len(log.Events)-1].Kind != coordinator.EventAutoRollback {
+			t.Fatalf("log after the rollback: %+v, %v", log, err)
+		}
+	})
+}
+
+// storeWith is a store on addr with token.
+func storeWith(t *testing.T, addr, token string) *coordinator.Store {
+	t.Helper()
+	c, err := api.NewClient(&api.Config{Address: addr, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return coordinator.NewStore(c, "")
+}

@@ -1,0 +1,232 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// DefaultEventLimit bounds a group's event log: after an append, the writer
+// deletes the oldest events beyond it. An event is 300 to 400 bytes, about
+// 600 in a listing (base64 and the key), so a full log adds some 300 KB to
+// the group's tree that status lists; no agent's query reads it.
+const DefaultEventLimit = 500
+
+// maxTxnOps is Consul's limit on the operations of one transaction.
+const maxTxnOps = 64
+
+// EventKind says what happened to a group.
+type EventKind string
+
+// The kinds of event in a group's log.
+const (
+	EventCommit       EventKind = "commit"        // rollagent commit
+	EventRollback     EventKind = "rollback"      // rollagent rollback
+	EventAutoRollback EventKind = "auto-rollback" // an agent's failure_action=rollback
+	EventCancel       EventKind = "cancel"        // rollagent cancel
+	EventResume       EventKind = "resume"        // rollagent resume
+	EventPause        EventKind = "pause"         // an agent's failure reached max_failures
+	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
+	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
+)
+
+// Valid reports whether k is one of the kinds above.
+func (k EventKind) Valid() bool {
+	switch k {
+	case EventCommit, EventRollback, EventAutoRollback, EventCancel, EventResume,
+		EventPause, EventFailure, EventNodeRemoved:
+		return true
+	}
+	return false
+}
+
+// Event is one entry of a group's log, the value of events/<id>.
+type Event struct {
+	Kind   EventKind `json:"kind"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`             // user@host, or agent:<node>
+	SHA    string    `json:"sha,omitempty"`  // the SHA acted on; of a commit or rollback, the one made desired
+	From   string    `json:"from,omitempty"` // of a commit or rollback, the SHA desired before
+	Node   string    `json:"node,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+func (e *Event) check() error {
+	if !e.Kind.Valid() {
+		return fmt.Errorf("kind %q is not one of the known kinds", e.Kind)
+	}
+	if e.At.IsZero() {
+		return fmt.Errorf("no time")
+	}
+	if e.Node != "" {
+		if err := hashspec.ValidateName(e.Node); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+	if err := checkSHA("sha", e.SHA, true); err != nil {
+		return err
+	}
+	return checkSHA("from", e.From, true)
+}
+
+// AgentBy is the By of an event an agent writes.
+func AgentBy(node string) string { return "agent:" + node }
+
+// LoggedEvent is an event as read back, with where and when Consul stored it.
+type LoggedEvent struct {
+	Event
+	Key         string `json:"key"`
+	CreateIndex uint64 `json:"create_index"`
+}
+
+// EventLog is a group's log as read, oldest first, in the order Consul
+// applied the writes. Problems lists the records that do not decode,
+// which are left out.
+type EventLog struct {
+	Events   []LoggedEvent
+	Problems []string
+}
+
+// eventOps create one key per event, in the order given; the key starts
+// with the time, so that a listing of keys is oldest first, which pruning
+// relies on, and ends with a random part and the position, so that two
+// writers never create the same key. Create-only (CAS at index 0): a key
+// that exists fails the transaction rather than lose an event.
+func eventOps(k Keys, evs ...Event) api.TxnOps {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	id := fmt.Sprintf("%020d-%s", time.Now().UnixNano(), hex.EncodeToString(b[:]))
+	ops := make(api.TxnOps, 0, len(evs))
+	for i, e := range evs {
+		if e.At.IsZero() {
+			e.At = time.Now().UTC()
+		}
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Index: 0,
+			Key: k.Event(fmt.Sprintf("%s-%d", id, i)), Value: mustJSON(e)}})
+	}
+	return ops
+}
+
+// EventOp is the txn op that appends e to group's log, for a caller that
+// appends it inside the transaction of the action (rollagent node rm), so
+// that the event is logged if and only if the action happened. Call
+// PruneEvents after the transaction went through.
+func (s *Store) EventOp(group string, e Event) (*api.TxnOp, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	if err := e.check(); err != nil {
+		return nil, fmt.Errorf("event: %w", err)
+	}
+	return eventOps(k, e)[0], nil
+}
+
+// AppendEvent appends e to group's log on its own, then prunes the log.
+func (s *Store) AppendEvent(ctx context.Context, group string, e Event) error {
+	op, err := s.EventOp(group, e)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.txn(ctx, api.TxnOps{op}); err != nil {
+		return err
+	}
+	return s.PruneEvents(ctx, group)
+}
+
+// PruneEvents deletes the oldest events of group beyond the store's limit.
+// Writers call it after each append; one that fails leaves a few extra
+// events, which the next append deletes.
+func (s *Store) PruneEvents(ctx context.Context, group string) error {
+	k, err := s.Keys(group)
+	if err != nil {
+		return err
+	}
+	keys, _, err := s.c.KV().Keys(k.EventsPrefix(), "", (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return consulError(s.c, err)
+	}
+	for _, batch := range pruneBatches(keys, s.eventLimit()) {
+		ops := make(api.TxnOps, 0, len(batch))
+		for _, key := range batch {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}})
+		}
+		if _, _, err := s.txn(ctx, ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneBatches are the keys to delete to keep the newest limit of keys,
+// which sort oldest first, in batches Consul takes in one transaction.
+func pruneBatches(keys []string, limit int) [][]string {
+	sort.Strings(keys)
+	if len(keys) <= limit {
+		return nil
+	}
+	old := keys[:len(keys)-limit]
+	var out [][]string
+	for len(old) > 0 {
+		n := min(len(old), maxTxnOps)
+		out = append(out, old[:n])
+		old = old[n:]
+	}
+	return out
+}
+
+// prune is PruneEvents after an action's transaction: best effort, as the
+// action happened whatever pruning does.
+func (s *Store) prune(ctx context.Context, group string) { _ = s.PruneEvents(ctx, group) }
+
+// Events reads group's log.
+func (s *Store) Events(ctx context.Context, group string) (*EventLog, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	pairs, _, err := s.list(ctx, k.EventsPrefix(), nil)
+	if err != nil {
+		return nil, err
+	}
+	// Consul drops keys a token without a name may not read from a
+	// listing without a word: an empty log must not hide that.
+	if len(pairs) == 0 {
+		if err := s.probeDenied(ctx, k.Desired()); err != nil {
+			return nil, err
+		}
+	}
+	return ParseEvents(pairs), nil
+}
+
+// ParseEvents decodes the pairs of a log, in the order Consul applied
+// them: by CreateIndex, and within one transaction by key.
+func ParseEvents(pairs api.KVPairs) *EventLog {
+	log := &EventLog{}
+	for _, p := range pairs {
+		var e Event
+		if err := decode(p.Key, p.Value, &e); err != nil {
+			log.Problems = append(log.Problems, err.Error())
+			continue
+		}
+		log.Events = append(log.Events, LoggedEvent{Event: e, Key: p.Key, CreateIndex: p.CreateIndex})
+	}
+	sort.SliceStable(log.Events, func(i, j int) bool {
+		a, b := log.Events[i], log.Events[j]
+		if a.CreateIndex != b.CreateIndex {
+			return a.CreateIndex < b.CreateIndex
+		}
+		return strings.Compare(a.Key, b.Key) < 0
+	})
+	return log
+}
