@@ -160,6 +160,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.sess.Abandon()
 			a.sess = nil
 		}
+		a.pub.markStopped()
 		a.pub.deregister()
 	}()
 	var woke *api.KVPair // desired as the wait for it saw it move

@@ -387,6 +387,29 @@ func (p *publisher) keepHealth(ctx context.Context) {
 	}
 }
 
+// stopTimeout bounds the last write of a stopping agent: a service
+// manager waits on it, and a Consul that does not answer must not hold the
+// stop for long.
+const stopTimeout = 5 * time.Second
+
+// markStopped writes this node's record once more, as it is, with the time
+// of this clean stop, before the service leaves the catalog: status's
+// grace before it calls a node gone from the catalog lost runs from it, not
+// from the node's last change, which may be days old on an idle node.
+func (p *publisher) markStopped() {
+	n := p.current()
+	if n.State == "" {
+		return // nothing published: no record to mark
+	}
+	at := time.Now().UTC()
+	n.Stopped = &at
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := p.store.PutNode(ctx, p.group, n); err != nil {
+		p.log.Warn("could not record this clean stop in the node's record", "error", err)
+	}
+}
+
 // deregister removes the service when the agent stops.
 func (p *publisher) deregister() {
 	if err := p.c.Agent().ServiceDeregister(p.serviceID()); err != nil {

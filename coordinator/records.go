@@ -94,6 +94,21 @@ type NodeState struct {
 	State   NodeStatus `json:"state"`
 	Since   time.Time  `json:"since"`
 	Error   string     `json:"error,omitempty"`
+	// Stopped is when the agent last stopped cleanly, written just before
+	// it leaves Consul's catalog: a node gone from the catalog counts
+	// toward progress until LostAfter past this (or past Since, if later),
+	// so an agent restarted after a long idle spell is not lost meanwhile.
+	// An agent that starts writes its record without it.
+	Stopped *time.Time `json:"stopped,omitempty"`
+}
+
+// LastSign is the last time the node's agent showed it was there: its
+// last change, or its clean stop if later.
+func (n *NodeState) LastSign() time.Time {
+	if n.Stopped != nil && n.Stopped.After(n.Since) {
+		return *n.Stopped
+	}
+	return n.Since
 }
 
 // decode parses a KV value strictly and checks it, so that a value written

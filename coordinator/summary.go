@@ -7,8 +7,9 @@ import (
 )
 
 // DefaultLostAfter is how long a node gone from Consul's catalog still
-// counts toward progress, from the last time its agent wrote its record.
-// An agent that restarts (an upgrade, a reboot) deregisters and registers
+// counts toward progress, from the last sign of its agent: its record's
+// last change or, written just before it deregisters, its clean stop. An
+// agent that restarts (an upgrade, a reboot) deregisters and registers
 // again within a minute; a node still gone after this has left.
 const DefaultLostAfter = 10 * time.Minute
 
@@ -96,8 +97,8 @@ func (g *GroupState) Summary(now time.Time, lostAfter time.Duration) Summary {
 // Summarize counts every node. A node with a failure record of the desired
 // SHA that has not converged on it counts as failed, whatever it published
 // since (paused, once the failure closed the gate). A node whose service instance is gone from
-// the catalog still counts until LostAfter past its record's since, then
-// is lost. Done means every node that counts runs the desired SHA
+// the catalog still counts until LostAfter past the last sign of its agent
+// (its record's since, or its clean stop), then is lost. Done means every node that counts runs the desired SHA
 // converged, the gate is open and no node uses a slot (no live holder, no
 // claim that counts): a node stuck unknown or invalid keeps it false.
 func Summarize(in SummaryInput) Summary {
@@ -118,7 +119,7 @@ func Summarize(in SummaryInput) Summary {
 		if failed[n.Node] && r.Standing != StandingConverged {
 			r.Standing = StandingFailed
 		}
-		if r.Presence == PresenceGone && in.Now.Sub(n.Since) > in.LostAfter {
+		if r.Presence == PresenceGone && in.Now.Sub(n.LastSign()) > in.LostAfter {
 			r.Standing = StandingLost
 		}
 		s.add(r)

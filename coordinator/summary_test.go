@@ -16,6 +16,11 @@ func TestSummarize(t *testing.T) {
 		return NodeState{Node: name, SHA: sha, Desired: shaNew, State: st, Since: ago(since)}
 	}
 	conv := func(name string) NodeState { return node(name, shaNew, StateConverged, time.Minute) }
+	stopped := func(n NodeState, at time.Duration) NodeState {
+		t := ago(at)
+		n.Stopped = &t
+		return n
+	}
 	all := func(names ...string) map[string]bool {
 		m := map[string]bool{}
 		for _, n := range names {
@@ -57,6 +62,12 @@ func TestSummarize(t *testing.T) {
 		{name: "gone within the grace: still counts", gate: open, registered: all("n1"),
 			nodes: []NodeState{conv("n1"), node("n2", shaOld, StateConverged, 2*time.Minute)},
 			want:  map[Standing]int{StandingConverged: 1, StandingBehind: 1}, counted: 2},
+		{name: "an idle node's agent just stopped: the grace runs from the stop", gate: open, registered: all("n1"),
+			nodes: []NodeState{conv("n1"), stopped(node("n2", shaOld, StateConverged, time.Hour), 30*time.Second)},
+			want:  map[Standing]int{StandingConverged: 1, StandingBehind: 1}, counted: 2},
+		{name: "stopped past the grace: lost", gate: open, registered: all("n1"),
+			nodes: []NodeState{conv("n1"), stopped(node("n2", shaOld, StateConverged, time.Hour), 11*time.Minute)},
+			want:  map[Standing]int{StandingConverged: 1, StandingLost: 1}, counted: 1, done: true},
 		{name: "catalog not read: no node is gone", gate: open,
 			nodes: []NodeState{conv("n1"), node("n2", shaOld, StateConverged, 13*time.Minute)},
 			want:  map[Standing]int{StandingConverged: 1, StandingBehind: 1}, counted: 2},

@@ -67,6 +67,7 @@ type nodeJSON struct {
 	Desired string                 `json:"desired,omitempty"`
 	State   coordinator.NodeStatus `json:"state"` // "invalid" for a record that does not decode
 	Since   *time.Time             `json:"since,omitempty"`
+	Stopped *time.Time             `json:"stopped,omitempty"` // its agent's last clean stop, while not started since
 	Error   string                 `json:"error,omitempty"`
 	// CountedAs is the key of progress.by_state this row adds to.
 	CountedAs coordinator.Standing `json:"counted_as"`
@@ -149,7 +150,7 @@ func nodeRows(sum coordinator.Summary) []nodeJSON {
 		n := nodeJSON{Node: r.Node, State: stateInvalid, Error: r.Problem, CountedAs: r.Standing, Consul: r.Presence, Counts: r.Counts}
 		if rec := r.Record; rec != nil {
 			since := rec.Since
-			n.SHA, n.Desired, n.State, n.Since, n.Error = rec.SHA, rec.Desired, rec.State, &since, rec.Error
+			n.SHA, n.Desired, n.State, n.Since, n.Stopped, n.Error = rec.SHA, rec.Desired, rec.State, &since, rec.Stopped, rec.Error
 		}
 		out = append(out, n)
 	}
