@@ -40,11 +40,20 @@ const (
 // exporterOptions tune how often the exporter reads each group.
 type exporterOptions struct {
 	Wait, MinInterval, RetryMax time.Duration
+	// Timeout bounds a read past its Wait (--timeout): a Consul that
+	// takes the request and never answers must turn up to 0, not leave
+	// the last state exported as if it were current.
+	Timeout time.Duration
 }
 
 func defaultExporterOptions() exporterOptions {
-	return exporterOptions{Wait: DefaultExporterWait, MinInterval: DefaultExporterMinInterval, RetryMax: DefaultExporterRetryMax}
+	return exporterOptions{Wait: DefaultExporterWait, MinInterval: DefaultExporterMinInterval,
+		RetryMax: DefaultExporterRetryMax, Timeout: DefaultTimeout}
 }
+
+// boundsItself: the exporter runs until interrupted, each read bounded by
+// exporterOptions.Timeout, rather than ending at --timeout.
+func (*ExporterCmd) boundsItself() bool { return true }
 
 // Run serves the metrics until interrupted.
 func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
@@ -58,7 +67,9 @@ func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) err
 		}
 	}
 	log = log.Named("exporter")
-	_, wait, err := exportGroups(ctx, st, c.Groups, c.Listen, defaultExporterOptions(), log)
+	opts := defaultExporterOptions()
+	opts.Timeout = g.Timeout
+	_, wait, err := exportGroups(ctx, st, c.Groups, c.Listen, opts, log)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
@@ -97,7 +108,7 @@ func followGroup(ctx context.Context, st *coordinator.Store, group string, col *
 	var index uint64
 	pause := opts.MinInterval
 	for ctx.Err() == nil {
-		gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: opts.Wait})
+		gs, err := readGroup(ctx, st, group, index, opts)
 		if ctx.Err() != nil {
 			return
 		}
@@ -113,9 +124,22 @@ func followGroup(ctx context.Context, st *coordinator.Store, group string, col *
 			log.Info("reading the group", "index", gs.Index)
 		}
 		pause = opts.MinInterval
-		withUnavailable(ctx, st, gs)
 		col.read(gs)
 		index = gs.Index
 		sleep(ctx, opts.MinInterval)
 	}
+}
+
+// readGroup is one blocking read of group, with the nodes Consul sees down,
+// bounded by the wait, the jitter Consul adds to it (up to a sixteenth) and
+// opts.Timeout.
+func readGroup(ctx context.Context, st *coordinator.Store, group string, index uint64, opts exporterOptions) (*coordinator.GroupState, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.Wait+opts.Wait/16+opts.Timeout)
+	defer cancel()
+	gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: opts.Wait})
+	if err != nil {
+		return nil, err
+	}
+	withUnavailable(ctx, st, gs)
+	return gs, nil
 }

@@ -21,10 +21,15 @@ import (
 // for, when the test ends.
 func startExporter(t *testing.T, addr string, groups ...string) string {
 	t.Helper()
+	return startExporterArgs(t, append([]string{"--consul-addr=" + addr, "exporter", "--listen", "127.0.0.1:0"}, groups...)...)
+}
+
+// startExporterArgs is startExporter with the whole command line.
+func startExporterArgs(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr lockedBuffer
 	done := make(chan int, 1)
-	args := append([]string{"--consul-addr=" + addr, "exporter", "--listen", "127.0.0.1:0"}, groups...)
 	go func() { done <- run(ctx, args, &lockedBuffer{}, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -160,6 +165,26 @@ func TestExporterConsulUnreachable(t *testing.T) {
 	}
 	if _, ok := got["rollagent_group_gate"]; ok {
 		t.Errorf("gate exported with no read ever made: %v", got["rollagent_group_gate"])
+	}
+}
+
+// --timeout bounds each of the exporter's reads, not its life: it still
+// serves, and counts the failed reads, long after the bound.
+func TestExporterOutlivesTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	url := startExporterArgs(t, "--consul-addr="+closed, "--timeout=1s", "exporter", "--listen", "127.0.0.1:0", "web")
+	time.Sleep(2500 * time.Millisecond)
+	got, err := scrape(url)
+	if err != nil {
+		t.Fatalf("the exporter stopped serving after --timeout=1s: %v", err)
+	}
+	if up, ok := got["rollagent_group_up"][""]; !ok || up != 0 {
+		t.Errorf("up %v (exported %v), want 0", up, ok)
 	}
 }
 
