@@ -290,7 +290,9 @@ type CancelResult struct {
 }
 
 // Cancel persists a CANCEL for the desired SHA (which must equal sha when
-// sha is given) and wakes every waiter, in one transaction.
+// sha is given) and wakes every waiter, in one transaction. An error after
+// desired was read comes with the result's SHA, the one it meant to cancel,
+// so that a caller trying again can pin it.
 func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*CancelResult, error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -305,6 +307,11 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 			return nil, fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
 		}
 		if sha != "" && sha != cur.SHA {
+			// A try whose answer was lost may have cancelled sha before
+			// desired moved on: that CANCEL stands.
+			if done, err := s.exists(ctx, k.Cancel(sha)); err != nil || done {
+				return &CancelResult{SHA: sha, AlreadyCancelled: done}, err
+			}
 			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", ShortSHA(sha), group, ShortSHA(cur.SHA))
 		}
 		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
@@ -312,7 +319,7 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		}
 		hist, err := s.historyRewriteOps(ctx, k, cur.SHA)
 		if err != nil {
-			return nil, err
+			return &CancelResult{SHA: cur.SHA}, err
 		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
@@ -322,14 +329,33 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 			s.prune(ctx, group)
 			return &CancelResult{SHA: cur.SHA}, nil
 		}
-		if u := (*UnreachableError)(nil); errors.As(err, &u) && u.Sent {
+		if !conflict && maybeApplied(err) {
 			return &CancelResult{SHA: cur.SHA}, fmt.Errorf("%w: %w", ErrMaybeApplied, err)
 		}
 		if !conflict {
-			return nil, err
+			return &CancelResult{SHA: cur.SHA}, err
 		}
 	}
 	return nil, ErrConflict
+}
+
+// maybeApplied says whether a write that failed with err may still have
+// been applied: it reached Consul (anything but a refused or failed
+// connection) and no answer says it was not. Consul can apply a write and
+// still answer 500: a client agent whose forward to the servers broke, a
+// leader lost while committing.
+func maybeApplied(err error) bool {
+	var u *UnreachableError
+	var sc api.StatusError
+	switch {
+	case !IsTransient(err) || errors.Is(err, ErrConflict):
+		return false
+	case errors.As(err, &u):
+		return u.Sent
+	case errors.As(err, &sc):
+		return sc.Code != 429 // turned away before anything was done
+	}
+	return true
 }
 
 // ShortSHA is the 12-character form of a SHA that people read in logs,

@@ -19,8 +19,12 @@ func (c *CancelCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.cancelRetrying(ctx, st)
+	res, recorded, err := c.cancelRetrying(ctx, st)
 	if err != nil {
+		return err
+	}
+	if recorded {
+		_, err = fmt.Fprintf(out, "cancelled %s of group %s (an earlier try's answer was lost; this one found it recorded); nothing moves for it until a new spec is committed\n", res.SHA, c.Group)
 		return err
 	}
 	if res.AlreadyCancelled {

@@ -31,24 +31,31 @@ type cancelTries struct {
 // cancelRetrying is Store.Cancel tried again on transient errors, with a
 // growing pause, until it succeeds or ctx (the --timeout) ends. A CANCEL
 // that did land on a try whose answer was lost is found on the next try,
-// which then answers "already cancelled".
-func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (*coordinator.CancelResult, error) {
+// which then answers "already cancelled"; recorded says so. Once a try has
+// read the desired SHA, later tries cancel that SHA or nothing: an
+// automatic rollback meanwhile must not turn the operator's CANCEL onto
+// the SHA it rolled back to.
+func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (res *coordinator.CancelResult, recorded bool, err error) {
 	tr := cancelTries{start: time.Now()}
 	pause := cancelRetryMin
+	sha := c.SHA
 	for {
 		tr.n++
-		res, err := st.Cancel(ctx, c.Group, c.SHA, c.Reason, who())
+		res, err := st.Cancel(ctx, c.Group, sha, c.Reason, who())
 		if err == nil {
-			return res, nil
+			return res, tr.maybe && res.AlreadyCancelled, nil
+		}
+		if res != nil && res.SHA != "" {
+			sha = res.SHA
 		}
 		tr.last = err
 		tr.maybe = tr.maybe || errors.Is(err, coordinator.ErrMaybeApplied)
 		if !coordinator.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+			return nil, false, err
 		}
 		sleep(ctx, pause)
 		if ctx.Err() != nil {
-			return nil, tr.failure(c.Group, time.Now())
+			return nil, false, tr.failure(c.Group, time.Now())
 		}
 		pause = min(2*pause, cancelRetryMax)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,21 +25,59 @@ func TestCancelRetriesALostAnswer(t *testing.T) {
 	st := coordinator.NewStore(c, "")
 	k, _ := st.Keys("web")
 	faults.OnTxn(func(ops api.TxnOps) bool {
-		return consultest.TxnHas(ops, api.KVSet, "") && strings.HasPrefix(ops[len(ops)-1].KV.Key, k.Root()+"cancel/")
+		return slices.ContainsFunc(ops, func(op *api.TxnOp) bool {
+			return op.KV != nil && op.KV.Verb == api.KVSet && strings.HasPrefix(op.KV.Key, k.Root()+"cancel/")
+		})
 	}, func() error { return consultest.ErrReplyLost })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := &CancelCmd{Group: "web", Reason: "test"}
-	res, err := cmd.cancelRetrying(ctx, st)
+	res, recorded, err := cmd.cancelRetrying(ctx, st)
 	if err != nil {
 		t.Fatalf("cancel with its first answer lost: %v", err)
 	}
-	if !res.AlreadyCancelled {
-		t.Fatalf("the retry did not find the CANCEL the lost try recorded: %+v", res)
+	if !res.AlreadyCancelled || !recorded {
+		t.Fatalf("the retry did not find the CANCEL the lost try recorded: %+v (recorded %v)", res, recorded)
 	}
 	gs, err := st.Read(ctx, "web", nil)
 	if err != nil || gs.Cancel == nil {
 		t.Fatalf("no CANCEL after the retry: %v %+v", err, gs)
+	}
+}
+
+// A cancel whose answer was lost while an agent's failure_action rolled
+// the group back tries again for the SHA it meant, not the one rolled back
+// to: it finds its CANCEL recorded and cancels nothing else.
+func TestCancelRetryKeepsItsSHA(t *testing.T) {
+	srv := consultest.NewDev(t)
+	first := commitK(t, srv.HTTPAddr, 1)
+	second := commitK(t, srv.HTTPAddr, 2)
+	c, faults := srv.FaultyClient()
+	st := coordinator.NewStore(c, "")
+	k, _ := st.Keys("web")
+	rollback := make(chan error, 1)
+	faults.OnTxn(func(ops api.TxnOps) bool {
+		return consultest.TxnHas(ops, api.KVSet, k.Cancel(second))
+	}, func() error {
+		// The rollback lands between the lost answer and the retry.
+		_, err := coordinator.NewStore(srv.Client(), "").Rollback(context.Background(), "web", first, "agent:n1")
+		rollback <- err
+		return consultest.ErrReplyLost
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, recorded, err := (&CancelCmd{Group: "web", Reason: "test"}).cancelRetrying(ctx, st)
+	if rerr := <-rollback; rerr != nil {
+		t.Fatalf("rollback: %v", rerr)
+	}
+	if err != nil || res.SHA != second || !recorded {
+		t.Fatalf("cancel: %+v (recorded %v), %v; want %.12s found recorded", res, recorded, err, second)
+	}
+	for sha, want := range map[string]bool{second: true, first: false} {
+		p, _, err := srv.Client().KV().Get(k.Cancel(sha), nil)
+		if err != nil || (p != nil) != want {
+			t.Errorf("cancel/%.12s exists %v (%v), want %v", sha, p != nil, err, want)
+		}
 	}
 }
 
