@@ -23,7 +23,10 @@
 # group (write a pause or a CANCEL and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does), write failures in another node's name,
-# or delete events. It cannot start anything new. Automatic rollback
+# or delete events; and, since write includes delete, delete a CANCEL, a
+# pause or the failure records and touch desired, which sets moving again
+# a SHA an operator cancelled or a pause stopped. It cannot start a spec
+# that was never committed. Automatic rollback
 # needs nothing more than a pause does, so there is no line to add or
 # remove for it.
 key_prefix "rollagent/groups/web/" {
