@@ -152,12 +152,7 @@ func TestExporterGroupMetrics(t *testing.T) {
 // Pointed at a port where nothing listens, the exporter still serves, with
 // up at 0 and the failed reads counted, for every group it was given.
 func TestExporterConsulUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := closedAddr(t)
 	url := startExporter(t, closed, "web", "api")
 	got := scrapeUntil(t, url, map[[2]string]float64{{"rollagent_group_up", ""}: 0})
 	if n := got["rollagent_group_read_errors_total"][""]; n < 1 {
@@ -171,12 +166,7 @@ func TestExporterConsulUnreachable(t *testing.T) {
 // --timeout bounds each of the exporter's reads, not its life: it still
 // serves, and counts the failed reads, long after the bound.
 func TestExporterOutlivesTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := closedAddr(t)
 	url := startExporterArgs(t, "--consul-addr="+closed, "--timeout=1s", "exporter", "--listen", "127.0.0.1:0", "web")
 	time.Sleep(2500 * time.Millisecond)
 	got, err := scrape(url)
@@ -194,4 +184,15 @@ func TestExporterBadGroup(t *testing.T) {
 	if code == 0 || !regexp.MustCompile(`group: `).MatchString(errs) {
 		t.Fatalf("code %d, stderr %q; want a refusal naming the group", code, errs)
 	}
+}
+
+// closedAddr is a loopback address where nothing listens any more.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
