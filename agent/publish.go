@@ -392,21 +392,26 @@ func (p *publisher) keepHealth(ctx context.Context) {
 // stop for long.
 const stopTimeout = 5 * time.Second
 
-// markStopped writes this node's record once more, as it is, with the time
-// of this clean stop, before the service leaves the catalog: status's
-// grace before it calls a node gone from the catalog lost runs from it, not
-// from the node's last change, which may be days old on an idle node.
+// markStopped marks this node's record with the time of this clean stop,
+// before the service leaves the catalog: status's grace before it calls a
+// node gone from the catalog lost runs from it, not from the node's last
+// change, which may be days old on an idle node. Only a record that is
+// still what this agent published is marked (Store.MarkStopped).
 func (p *publisher) markStopped() {
-	n := p.current()
-	if n.State == "" {
-		return // nothing published: no record to mark
+	p.mu.Lock()
+	n, stale := p.last, p.stale
+	p.mu.Unlock()
+	if n.State == "" || stale {
+		return // nothing published, or KV holds something else: leave it
 	}
-	at := time.Now().UTC()
-	n.Stopped = &at
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	if err := p.store.PutNode(ctx, p.group, n); err != nil {
+	marked, err := p.store.MarkStopped(ctx, p.group, n, time.Now())
+	switch {
+	case err != nil:
 		p.log.Warn("could not record this clean stop in the node's record", "error", err)
+	case !marked:
+		p.log.Info("node record changed since it was published; this clean stop is not marked in it")
 	}
 }
 
