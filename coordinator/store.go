@@ -287,6 +287,9 @@ func historyRewrite(p *api.KVPair) api.TxnOps {
 type CancelResult struct {
 	SHA              string
 	AlreadyCancelled bool
+	// Desired is the desired SHA as read, when it is not SHA: the SHA
+	// asked for was cancelled before desired moved on.
+	Desired string
 }
 
 // Cancel persists a CANCEL for the desired SHA (which must equal sha when
@@ -310,7 +313,7 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 			// A try whose answer was lost may have cancelled sha before
 			// desired moved on: that CANCEL stands.
 			if done, err := s.exists(ctx, k.Cancel(sha)); err != nil || done {
-				return &CancelResult{SHA: sha, AlreadyCancelled: done}, err
+				return &CancelResult{SHA: sha, AlreadyCancelled: done, Desired: cur.SHA}, err
 			}
 			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", ShortSHA(sha), group, ShortSHA(cur.SHA))
 		}

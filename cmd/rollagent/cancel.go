@@ -23,8 +23,18 @@ func (c *CancelCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if res.Desired != "" {
+		// Cancelled before desired moved on: what moves now is not.
+		if !recorded {
+			return fmt.Errorf("%s of group %s was cancelled earlier, but it is not the desired SHA any more: %s is, and it is NOT cancelled; nothing cancelled",
+				res.SHA, c.Group, res.Desired)
+		}
+		_, err = fmt.Fprintf(out, "a CANCEL of %s of group %s is recorded (an earlier try's answer was lost, or someone cancelled meanwhile); "+
+			"desired has since moved to %s, which is NOT cancelled\n", res.SHA, c.Group, res.Desired)
+		return err
+	}
 	if recorded {
-		_, err = fmt.Fprintf(out, "cancelled %s of group %s (an earlier try's answer was lost; this one found it recorded); nothing moves for it until a new spec is committed\n", res.SHA, c.Group)
+		_, err = fmt.Fprintf(out, "a CANCEL of %s of group %s is recorded (an earlier try's answer was lost, or someone cancelled meanwhile); nothing moves for it until a new spec is committed\n", res.SHA, c.Group)
 		return err
 	}
 	if res.AlreadyCancelled {

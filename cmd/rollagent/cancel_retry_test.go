@@ -70,14 +70,33 @@ func TestCancelRetryKeepsItsSHA(t *testing.T) {
 	if rerr := <-rollback; rerr != nil {
 		t.Fatalf("rollback: %v", rerr)
 	}
-	if err != nil || res.SHA != second || !recorded {
-		t.Fatalf("cancel: %+v (recorded %v), %v; want %.12s found recorded", res, recorded, err, second)
+	if err != nil || res.SHA != second || !recorded || res.Desired != first {
+		t.Fatalf("cancel: %+v (recorded %v), %v; want %.12s found recorded, desired moved to %.12s", res, recorded, err, second, first)
 	}
 	for sha, want := range map[string]bool{second: true, first: false} {
 		p, _, err := srv.Client().KV().Get(k.Cancel(sha), nil)
 		if err != nil || (p != nil) != want {
 			t.Errorf("cancel/%.12s exists %v (%v), want %v", sha, p != nil, err, want)
 		}
+	}
+}
+
+// `cancel --sha` of a SHA cancelled before a new commit does not pass for
+// a success: the SHA that moves now is not cancelled, and it says so.
+func TestCancelOfAnEarlierCancelledSHA(t *testing.T) {
+	srv := consultest.NewDev(t)
+	first := commitK(t, srv.HTTPAddr, 1)
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "cancel", "web"); code != 0 {
+		t.Fatal(errs)
+	}
+	second := commitK(t, srv.HTTPAddr, 2)
+	code, _, errs := runCLI(t, srv.HTTPAddr, "cancel", "web", "--sha", first)
+	if code == 0 || !strings.Contains(errs, second+" is, and it is NOT cancelled") {
+		t.Fatalf("code %d, stderr %q; want a failure saying %.12s is not cancelled", code, errs, second)
+	}
+	k, _ := coordinator.NewStore(srv.Client(), "").Keys("web")
+	if p, _, err := srv.Client().KV().Get(k.Cancel(second), nil); err != nil || p != nil {
+		t.Fatalf("cancel/%.12s: %v %v, want none", second, p, err)
 	}
 }
 

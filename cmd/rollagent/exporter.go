@@ -130,11 +130,15 @@ func followGroup(ctx context.Context, st *coordinator.Store, group string, col *
 	}
 }
 
-// readGroup is one blocking read of group, with the nodes Consul sees down,
-// bounded by the wait, the jitter Consul adds to it (up to a sixteenth) and
-// opts.Timeout.
+// readGroup is one read of group, with the nodes Consul sees down, bounded
+// by opts.Timeout and, for a blocking read (index > 0), by the wait and the
+// jitter Consul adds to it (up to a sixteenth) as well.
 func readGroup(ctx context.Context, st *coordinator.Store, group string, index uint64, opts exporterOptions) (*coordinator.GroupState, error) {
-	ctx, cancel := context.WithTimeout(ctx, opts.Wait+opts.Wait/16+opts.Timeout)
+	bound := opts.Timeout
+	if index > 0 {
+		bound += opts.Wait + opts.Wait/16
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: opts.Wait})
 	if err != nil {

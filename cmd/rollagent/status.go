@@ -19,7 +19,7 @@ type StatusCmd struct {
 	Watch  bool   `short:"w" help:"Redraw on every change until interrupted."`
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
 	// The default is coordinator.DefaultLostAfter (a test checks it).
-	LostAfter time.Duration `name:"lost-after" default:"10m" help:"How long a node gone from Consul's catalog still counts toward progress, from its record's last write; then it shows as lost."`
+	LostAfter time.Duration `name:"lost-after" default:"10m" help:"How long a node gone from Consul's catalog still counts toward progress, from its last change or its agent's clean stop, whichever is later; then it shows as lost."`
 
 	timeout time.Duration `kong:"-"` // --timeout, which bounds each read of --watch
 }
