@@ -96,9 +96,10 @@ func (g *GroupState) Summary(now time.Time, lostAfter time.Duration) Summary {
 
 // Summarize counts every node. A node with a failure record of the desired
 // SHA that has not converged on it counts as failed, whatever it published
-// since (paused, once the failure closed the gate). A node whose service instance is gone from
-// the catalog still counts until LostAfter past the last sign of its agent
-// (its record's since, or its clean stop), then is lost. Done means every node that counts runs the desired SHA
+// since (paused, once the failure closed the gate). A node whose service
+// instance is gone from the catalog still counts until LostAfter past the
+// last sign of its agent (its record's since, or its clean stop), then is
+// lost. Done means every node that counts runs the desired SHA
 // converged, the gate is open and no node uses a slot (no live holder, no
 // claim that counts): a node stuck unknown or invalid keeps it false.
 func Summarize(in SummaryInput) Summary {
