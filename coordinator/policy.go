@@ -104,8 +104,8 @@ func OnFailure(spec *hashspec.Spec, failures int) Action {
 // Progress counts nodes against the desired SHA: Summary's counts, in
 // the shape callers that only wait for a rollout use.
 type Progress struct {
-	Total, Converged, Replacing, Waiting, Failed, Other int
-	Done                                                bool
+	Total, Converged, Replacing, Verifying, Waiting, Failed, Other int
+	Done                                                           bool
 }
 
 // Progress is Summary at the current time with the default grace, from
@@ -113,7 +113,7 @@ type Progress struct {
 func (g *GroupState) Progress() Progress {
 	s := g.Summary(time.Now(), DefaultLostAfter)
 	p := Progress{Total: s.Counted, Converged: s.ByState[StandingConverged], Replacing: s.ByState[StandingReplacing],
-		Waiting: s.ByState[StandingWaiting], Failed: s.ByState[StandingFailed], Done: s.Done}
-	p.Other = p.Total - p.Converged - p.Replacing - p.Waiting - p.Failed
+		Verifying: s.ByState[StandingVerifying], Waiting: s.ByState[StandingWaiting], Failed: s.ByState[StandingFailed], Done: s.Done}
+	p.Other = p.Total - p.Converged - p.Replacing - p.Verifying - p.Waiting - p.Failed
 	return p
 }

@@ -61,7 +61,8 @@ func eventDetail(e coordinator.Event) string {
 	if e.From != "" {
 		parts = append(parts, "from "+coordinator.ShortSHA(e.From))
 	}
-	if e.Reason != "" {
+	// A commit's reason is "commit" unless someone gave one: no news.
+	if e.Reason != "" && e.Reason != string(e.Kind) {
 		parts = append(parts, cell(e.Reason))
 	}
 	return strings.Join(parts, ": ")

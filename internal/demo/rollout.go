@@ -104,7 +104,7 @@ func follow(ctx context.Context, store *coordinator.Store, sha string) error {
 		gs, err := store.Read(ctx, group, nil)
 		if err == nil {
 			p := gs.Progress()
-			line := fmt.Sprintf("%d/%d on %s, %d replacing, holder: %s", p.Converged, fleetSize, sha[:12], p.Replacing, orNone(holder(store.Client())))
+			line := fmt.Sprintf("%d/%d on %s, %d replacing, %d verifying, holder: %s", p.Converged, fleetSize, sha[:12], p.Replacing, p.Verifying, orNone(holder(store.Client())))
 			if line != last {
 				say("%s", line)
 				last = line
