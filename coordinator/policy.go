@@ -110,8 +110,11 @@ type Progress struct {
 
 // Progress is Summary at the current time with the default grace, from
 // what g holds (no node is lost unless g.Registered was filled).
-func (g *GroupState) Progress() Progress {
-	s := g.Summary(time.Now(), DefaultLostAfter)
+func (g *GroupState) Progress() Progress { return g.Summary(time.Now(), DefaultLostAfter).Progress() }
+
+// Progress is s's counts of the nodes that count; Other is the rest of
+// them, in none of the fields.
+func (s Summary) Progress() Progress {
 	p := Progress{Total: s.Counted, Converged: s.ByState[StandingConverged], Replacing: s.ByState[StandingReplacing],
 		Verifying: s.ByState[StandingVerifying], Waiting: s.ByState[StandingWaiting], Failed: s.ByState[StandingFailed], Done: s.Done}
 	p.Other = p.Total - p.Converged - p.Replacing - p.Verifying - p.Waiting - p.Failed

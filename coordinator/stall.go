@@ -130,10 +130,10 @@ type StallInput struct {
 	Now  time.Time
 }
 
-// StallInput gathers g's parts for Diagnose.
-func (g *GroupState) StallInput(now time.Time, lostAfter time.Duration) StallInput {
-	return StallInput{Gate: g.Gate(), Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
-		Holders: g.Holders, Unavailable: g.Unavailable, Lost: g.Summary(now, lostAfter).Lost(), Now: now}
+// StallInput gathers g's parts for Diagnose, with sum, g's Summary at now.
+func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
+	return StallInput{Gate: sum.Gate, Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
+		Holders: g.Holders, Unavailable: g.Unavailable, Lost: sum.Lost(), Now: now}
 }
 
 // Diagnose returns why the group is stalled, or nil when it is not: when

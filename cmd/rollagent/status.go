@@ -99,17 +99,17 @@ func (c *StatusCmd) timed(gs *coordinator.GroupState, now time.Time) timedEvents
 	if gs == nil {
 		return timedEvents{}
 	}
-	return timedEvents{stalled: stalledAt(gs, c.options(), now),
-		lost: gs.Summary(now, c.LostAfter).ByState[coordinator.StandingLost]}
+	sum := gs.Summary(now, c.LostAfter)
+	return timedEvents{stalled: stalledAt(gs, sum, now), lost: sum.ByState[coordinator.StandingLost]}
 }
 
 // follow sends every new state of the group, retrying transient errors
 // with a growing pause, until ctx ends or an error is not transient.
 func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states chan<- *coordinator.GroupState, errs chan<- error) {
 	var index uint64
-	pause := time.Second
+	pause := newGrowingPause(time.Second, 10*time.Second)
 	for ctx.Err() == nil {
-		gs, err := c.readWait(ctx, st, index)
+		gs, err := readGroupWait(ctx, st, c.Group, index, watchWait, c.timeout)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -121,14 +121,14 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 			if !coordinator.IsTransient(err) {
 				return
 			}
-			sleep(ctx, pause)
-			pause = min(2*pause, 10*time.Second)
+			sleep(ctx, pause.next())
 			index = 0 // a restarted Consul may have reset its indexes
 			continue
 		case gs.Index == index:
 			continue // the wait ended with no change
 		}
-		index, pause = gs.Index, time.Second
+		index = gs.Index
+		pause.reset()
 		select {
 		case states <- gs:
 		case <-ctx.Done():

@@ -128,18 +128,15 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		s.Orphans = orphans(gs.Holders, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
-	diagnose(&s, gs, v, o, now)
+	diagnose(&s, gs, sum, now)
 	return s
 }
 
 func newProgressJSON(sum coordinator.Summary) progressJSON {
-	by := sum.ByState
-	p := progressJSON{Total: sum.Counted, Converged: by[coordinator.StandingConverged],
-		Replacing: by[coordinator.StandingReplacing], Verifying: by[coordinator.StandingVerifying],
-		Waiting: by[coordinator.StandingWaiting], Failed: by[coordinator.StandingFailed],
-		Lost: by[coordinator.StandingLost], Done: sum.Done, ByState: by}
-	p.Other = p.Total - p.Converged - p.Replacing - p.Verifying - p.Waiting - p.Failed
-	return p
+	c := sum.Progress()
+	return progressJSON{Total: c.Total, Converged: c.Converged, Replacing: c.Replacing, Verifying: c.Verifying,
+		Waiting: c.Waiting, Failed: c.Failed, Lost: sum.ByState[coordinator.StandingLost], Other: c.Other,
+		Done: c.Done, ByState: sum.ByState}
 }
 
 // nodeRows are the summary's rows, sorted by name, invalid records among

@@ -39,13 +39,13 @@ type stallReasonJSON struct {
 }
 
 // diagnose fills the slot budget and the stall diagnosis of s from gs.
-func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, o statusOptions, now time.Time) {
-	b := coordinator.SlotBudget(v.Limit, gs.Holders, gs.Unavailable, now)
+func diagnose(s *statusJSON, gs *coordinator.GroupState, sum coordinator.Summary, now time.Time) {
+	b := coordinator.SlotBudget(sum.Gate.Limit, gs.Holders, gs.Unavailable, now)
 	s.Budget = budgetJSON{Full: b.Full(), UsedBy: []slotUserJSON{}}
 	for _, u := range b.Users {
 		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why})
 	}
-	st := coordinator.Diagnose(gs.StallInput(now, o.LostAfter))
+	st := coordinator.Diagnose(gs.StallInput(now, sum))
 	if st == nil {
 		return
 	}
@@ -58,9 +58,9 @@ func diagnose(s *statusJSON, gs *coordinator.GroupState, v coordinator.Verdict, 
 	}
 }
 
-// stalledAt says whether gs is stalled at now; nil is not.
-func stalledAt(gs *coordinator.GroupState, o statusOptions, now time.Time) bool {
-	return gs != nil && coordinator.Diagnose(gs.StallInput(now, o.LostAfter)) != nil
+// stalledAt says whether gs, whose Summary at now is sum, is stalled.
+func stalledAt(gs *coordinator.GroupState, sum coordinator.Summary, now time.Time) bool {
+	return coordinator.Diagnose(gs.StallInput(now, sum)) != nil
 }
 
 // printBudget names, in one line, every node that uses a slot and why,
