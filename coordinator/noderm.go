@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,17 +51,13 @@ func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holde
 	if h == nil {
 		return out
 	}
-	for _, e := range h.Holding {
-		if e.Name == node {
-			out = append(out, "it holds a slot (its session is live)")
-		}
+	switch {
+	case holding(h, node):
+		out = append(out, "it holds a slot (its session is live)")
+	case slices.Contains(slices.Collect(maps.Values(h.Names())), node):
+		out = append(out, "it is in line for a slot (its session is live)")
 	}
-	for _, name := range h.Names() {
-		if name == node && !holding(h, node) {
-			out = append(out, "it is in line for a slot (its session is live)")
-		}
-	}
-	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && counted(h, node, now) {
+	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && slices.Contains(h.Counted(now), node) {
 		out = append(out, fmt.Sprintf("its claim on a slot counts against max_parallel until %s", c.Until.Format(time.RFC3339)))
 	}
 	sort.Strings(out)
@@ -69,15 +67,6 @@ func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holde
 func holding(h *lockstep.Holders, node string) bool {
 	for _, e := range h.Holding {
 		if e.Name == node {
-			return true
-		}
-	}
-	return false
-}
-
-func counted(h *lockstep.Holders, node string, now time.Time) bool {
-	for _, n := range h.Counted(now) {
-		if n == node {
 			return true
 		}
 	}
@@ -127,7 +116,7 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	}
 	if gs.Holders != nil {
 		if c, ok := gs.Holders.ClaimOf(node); ok {
-			r.Claim, r.ClaimCounts = &c, counted(gs.Holders, node, now)
+			r.Claim, r.ClaimCounts = &c, slices.Contains(gs.Holders.Counted(now), node)
 		}
 	}
 	ev, err := s.EventOp(group, Event{Kind: EventNodeRemoved, At: r.At, By: by, Node: node, Reason: removalReason(reason, r)})

@@ -1,7 +1,5 @@
 package coordinator
 
-import "slices"
-
 // NodeStatus is where a node stands, as its agent publishes it under
 // nodes/<node>. It is its own type so that a state cannot be mixed up with
 // the SHAs, reasons and errors carried next to it; its JSON is the plain
@@ -20,15 +18,14 @@ const (
 	StateUnknown   NodeStatus = "unknown" // the agent could not read its workload
 )
 
-// NodeStatuses is every state above, in the order status and the metrics
-// list them: the one list that Valid and every count by state go by, so a
-// state added here is counted everywhere.
-func NodeStatuses() []NodeStatus {
-	return []NodeStatus{StateConverged, StateWaiting, StateReplacing, StateVerifying,
-		StateFailed, StateCancelled, StatePaused, StateUnknown}
-}
-
-// Valid reports whether s is one of NodeStatuses. A record decodes any
+// Valid reports whether s is one of the states above. A record decodes any
 // string into a NodeStatus; check uses this to refuse one written by
 // someone else rather than act on it.
-func (s NodeStatus) Valid() bool { return slices.Contains(NodeStatuses(), s) }
+func (s NodeStatus) Valid() bool {
+	switch s {
+	case StateConverged, StateWaiting, StateReplacing, StateVerifying,
+		StateFailed, StateCancelled, StatePaused, StateUnknown:
+		return true
+	}
+	return false
+}
