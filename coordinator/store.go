@@ -222,17 +222,17 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 // is, keeping the first commit's time and author, which moves nothing in
 // Consul; one that does not is replaced. CAS-ed at the index read.
 func (s *Store) historyOp(ctx context.Context, k Keys, h HistoryEntry) (*api.TxnOp, error) {
-	p, _, err := s.c.KV().Get(k.History(h.SHA), (&api.QueryOptions{}).WithContext(ctx))
+	p, _, err := s.Get(ctx, k.History(h.SHA), nil)
 	if err != nil {
-		return nil, consulError(s.c, err)
+		return nil, err
+	}
+	var old HistoryEntry
+	if p != nil && decode(p.Key, p.Value, &old) == nil && old.SHA == h.SHA {
+		return historyRewrite(p)[0], nil
 	}
 	op := &api.KVTxnOp{Verb: api.KVCAS, Key: k.History(h.SHA), Value: mustJSON(h)}
 	if p != nil {
 		op.Index = p.ModifyIndex
-		var old HistoryEntry
-		if decode(p.Key, p.Value, &old) == nil && old.SHA == h.SHA {
-			op.Value = p.Value
-		}
 	}
 	return &api.TxnOp{KV: op}, nil
 }
@@ -267,9 +267,9 @@ func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 // a write. Only history/ is left to tell an operator's token from an
 // agent's. Consul does not move a key written with the value it has.
 func (s *Store) historyRewriteOps(ctx context.Context, k Keys, sha string) (api.TxnOps, error) {
-	p, _, err := s.c.KV().Get(k.History(sha), (&api.QueryOptions{}).WithContext(ctx))
+	p, _, err := s.Get(ctx, k.History(sha), nil)
 	if err != nil {
-		return nil, consulError(s.c, err)
+		return nil, err
 	}
 	return historyRewrite(p), nil
 }
