@@ -80,7 +80,7 @@ func (p *publisher) state(sha, desired string, state coordinator.NodeStatus, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC()}
-	if same(p.last, n) {
+	if coordinator.SamePublished(p.last, n) {
 		n.Since = p.last.Since
 	}
 	return n
@@ -93,10 +93,6 @@ func (p *publisher) current() coordinator.NodeState {
 	return p.last
 }
 
-func same(a, b coordinator.NodeState) bool {
-	return a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error
-}
-
 // sync marks what was published last as stale when gs shows another
 // record for this node (overwritten, truncated or deleted by someone else),
 // so that the next set writes it again.
@@ -105,7 +101,7 @@ func (p *publisher) sync(gs *coordinator.GroupState) {
 	defer p.mu.Unlock()
 	p.stale = p.last.State != ""
 	for _, n := range gs.Nodes {
-		if n.Node == p.node && same(n, p.last) {
+		if n.Node == p.node && coordinator.SamePublished(n, p.last) {
 			p.stale = false
 		}
 	}
@@ -116,7 +112,7 @@ func (p *publisher) sync(gs *coordinator.GroupState) {
 func (p *publisher) differs(n coordinator.NodeState) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stale || !same(p.last, n)
+	return p.stale || !coordinator.SamePublished(p.last, n)
 }
 
 // publishTimeout bounds one write of the node's record.

@@ -23,7 +23,7 @@ func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState,
 		return false, err
 	}
 	var cur NodeState
-	if decode(pair.Key, pair.Value, &cur) != nil || !samePublished(cur, expect) {
+	if decode(pair.Key, pair.Value, &cur) != nil || !SamePublished(cur, expect) {
 		return false, nil
 	}
 	at = at.UTC()
@@ -36,8 +36,8 @@ func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState,
 	return ok, nil
 }
 
-// samePublished says whether a and b say the same of a node, whatever
+// SamePublished says whether a and b say the same of a node, whatever
 // their times.
-func samePublished(a, b NodeState) bool {
+func SamePublished(a, b NodeState) bool {
 	return a.Node == b.Node && a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error
 }
