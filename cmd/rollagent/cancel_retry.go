@@ -37,7 +37,7 @@ type cancelTries struct {
 // the SHA it rolled back to.
 func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (res *coordinator.CancelResult, recorded bool, err error) {
 	tr := cancelTries{start: time.Now()}
-	pause := cancelRetryMin
+	pause := newGrowingPause(cancelRetryMin, cancelRetryMax)
 	sha := c.SHA
 	for {
 		tr.n++
@@ -53,11 +53,10 @@ func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (
 		if !coordinator.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, false, err
 		}
-		sleep(ctx, pause)
+		sleep(ctx, pause.next())
 		if ctx.Err() != nil {
 			return nil, false, tr.failure(c.Group, time.Now())
 		}
-		pause = min(2*pause, cancelRetryMax)
 	}
 }
 

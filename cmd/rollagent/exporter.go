@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -106,44 +105,26 @@ func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, a
 // that Consul cannot be read, so it never gives up.
 func followGroup(ctx context.Context, st *coordinator.Store, group string, col *groupCollector, opts exporterOptions, log hclog.Logger) {
 	var index uint64
-	pause := opts.MinInterval
+	pause := newGrowingPause(opts.MinInterval, opts.RetryMax)
 	for ctx.Err() == nil {
-		gs, err := readGroup(ctx, st, group, index, opts)
+		gs, err := readGroupWait(ctx, st, group, index, opts.Wait, opts.Timeout)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			col.failed(group)
-			log.Warn("cannot read the group", "error", err, "retry_in", pause)
-			sleep(ctx, pause)
-			pause = min(2*pause, opts.RetryMax)
+			d := pause.next()
+			log.Warn("cannot read the group", "error", err, "retry_in", d)
+			sleep(ctx, d)
 			index = 0 // a restarted Consul may have reset its indexes
 			continue
 		}
-		if index == 0 || pause > opts.MinInterval {
+		if index == 0 || pause.retrying() {
 			log.Info("reading the group", "index", gs.Index)
 		}
-		pause = opts.MinInterval
+		pause.reset()
 		col.read(gs)
 		index = gs.Index
 		sleep(ctx, opts.MinInterval)
 	}
-}
-
-// readGroup is one read of group, with the nodes Consul sees down, bounded
-// by opts.Timeout and, for a blocking read (index > 0), by the wait and the
-// jitter Consul adds to it (up to a sixteenth) as well.
-func readGroup(ctx context.Context, st *coordinator.Store, group string, index uint64, opts exporterOptions) (*coordinator.GroupState, error) {
-	bound := opts.Timeout
-	if index > 0 {
-		bound += opts.Wait + opts.Wait/16
-	}
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: opts.Wait})
-	if err != nil {
-		return nil, err
-	}
-	withUnavailable(ctx, st, gs)
-	return gs, nil
 }

@@ -14,21 +14,46 @@ import (
 // watchWait is how long one read of status --watch blocks for a change.
 const watchWait = time.Minute
 
-// readWait reads the group once it moves past index, or after watchWait,
-// and which nodes Consul sees down, all within watchWait, the up to
-// watchWait/16 Consul adds to spread blocking queries out, and --timeout.
-// An unbounded read would hang the watch on a server that accepts the
-// connection and never answers, with the last state shown as current.
-func (c *StatusCmd) readWait(ctx context.Context, st *coordinator.Store, index uint64) (*coordinator.GroupState, error) {
-	ctx, cancel := context.WithTimeout(ctx, watchWait+watchWait/16+c.timeout)
+// readGroupWait reads group once it moves past index, or after wait, and
+// which nodes Consul sees down or gone, bounded by timeout and, for a
+// blocking read (index > 0), by wait and the up to wait/16 Consul adds to
+// spread blocking queries out as well. An unbounded read would hang a
+// watch or the exporter on a server that accepts the connection and never
+// answers, with the last state shown as current.
+func readGroupWait(ctx context.Context, st *coordinator.Store, group string, index uint64, wait, timeout time.Duration) (*coordinator.GroupState, error) {
+	bound := timeout
+	if index > 0 {
+		bound += wait + wait/16
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	gs, err := st.Read(ctx, c.Group, &api.QueryOptions{WaitIndex: index, WaitTime: watchWait})
-	if err != nil || gs.Index == index {
-		return gs, err
+	gs, err := st.Read(ctx, group, &api.QueryOptions{WaitIndex: index, WaitTime: wait})
+	if err != nil {
+		return nil, err
 	}
 	withUnavailable(ctx, st, gs)
 	return gs, nil
 }
+
+// growingPause is the pause between the tries of a retry loop of the CLI:
+// from first, doubling up to most, and first again after a success.
+type growingPause struct{ first, most, cur time.Duration }
+
+func newGrowingPause(first, most time.Duration) growingPause {
+	return growingPause{first: first, most: most, cur: first}
+}
+
+// next is the pause before the next try; the one after it is longer.
+func (p *growingPause) next() time.Duration {
+	d := p.cur
+	p.cur = min(2*p.cur, p.most)
+	return d
+}
+
+func (p *growingPause) reset() { p.cur = p.first }
+
+// retrying says a try failed since the last reset.
+func (p *growingPause) retrying() bool { return p.cur > p.first }
 
 // outageState is how long status --watch has not been able to read.
 type outageState struct {
