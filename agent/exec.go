@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -130,14 +131,31 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 	if err := e.save(st); err != nil {
 		return err
 	}
-	if err := e.run(ctx, e.ReplaceCmd, sha, e.StepTimeout()); err != nil {
+	if err := e.run(ctx, hookReplace, sha); err != nil {
 		return err
 	}
 	st.Ran = true
 	return e.save(st)
 }
 
-func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.Duration) error {
+// hook names which of the two hooks a run is.
+type hook int
+
+const (
+	hookReplace hook = iota
+	hookHealth
+)
+
+// run runs h for sha in a process group of its own and, unless it is a
+// replace hook that succeeded (which may leave the workload running in
+// the background), kills what is left of the group and waits for it to be
+// gone before returning: nothing a failed or overdue hook started may
+// carry on into the undo, the record and the release.
+func (e *Exec) run(ctx context.Context, h hook, sha string) error {
+	argv, timeout := e.ReplaceCmd, e.StepTimeout()
+	if h == hookHealth {
+		argv, timeout = e.HealthCmd, DefaultHealthTimeout
+	}
 	if len(argv) == 0 {
 		return errors.New("exec runtime: no command configured")
 	}
@@ -157,14 +175,34 @@ func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.
 	cmd.Env = append(os.Environ(), "ROLLAGENT_GROUP="+e.Group, "ROLLAGENT_NODE="+e.Node,
 		"ROLLAGENT_SHA="+sha, "ROLLAGENT_SPEC="+e.specPath(sha))
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
+	inOwnGroup(cmd)
+	err = cmd.Run()
+	if cmd.Process != nil && (err != nil || h == hookHealth) {
+		if rerr := reapGroup(cmd.Process.Pid); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if err != nil {
 		msg := make([]byte, 2000)
 		n, _ := out.ReadAt(msg, 0)
 		// Trimmed: hook output nearly always ends in a newline, which would
 		// end up inside every record and log line that quotes the error.
-		return fmt.Errorf("%s: %w: %.500s", argv[0], err, strings.TrimSpace(string(msg[:n])))
+		return fmt.Errorf("%s: %w: %.500s", argv[0], killedBy(ctx, err), strings.TrimSpace(string(msg[:n])))
 	}
 	return nil
+}
+
+// killedBy marks err as a kill by a signal the agent did not send: ctx,
+// the run's own, has not ended, so its deadline's kill did not send it.
+func killedBy(ctx context.Context, err error) error {
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &killedError{sig: ws.Signal(), err: err}
+	}
+	return err
 }
 
 // WaitHealthy runs the health hook every second until it has passed for
@@ -215,7 +253,7 @@ func (e *Exec) Restore(ctx context.Context, sha string) error {
 		return err
 	}
 	if st.SHA != "" {
-		if err := e.run(ctx, e.ReplaceCmd, st.SHA, e.StepTimeout()); err != nil {
+		if err := e.run(ctx, hookReplace, st.SHA); err != nil {
 			return fmt.Errorf("reinstall %s: %w", coordinator.ShortSHA(st.SHA), err)
 		}
 	}
@@ -229,7 +267,7 @@ func (e *Exec) Healthy(ctx context.Context) (bool, string) {
 	if sha == "" {
 		sha = st.SHA
 	}
-	if err := e.run(ctx, e.HealthCmd, sha, DefaultHealthTimeout); err != nil {
+	if err := e.run(ctx, hookHealth, sha); err != nil {
 		return false, err.Error()
 	}
 	return true, "health hook passed"
