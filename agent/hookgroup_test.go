@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,14 +13,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // lateChild is how long a test hook's child sleeps before it writes its
-// marker: past every hook deadline these tests set.
-const lateChild = 2 * time.Second
+// marker: past every hook deadline these tests set. lateInstall is how
+// long an agent's does: past its hook's timeout, undo and release.
+const (
+	lateChild   = 2 * time.Second
+	lateInstall = 5 * time.Second
+)
 
 // procEntry is what a test needs of /proc/<pid>/stat.
 type procEntry struct {
@@ -79,14 +86,14 @@ func killWithEnv(t *testing.T, env string) {
 }
 
 // checkNoLateWrite checks that no process with env is left, then that
-// marker does not appear until lateChild has passed since began: a child
-// left running would write it then.
-func checkNoLateWrite(t *testing.T, env, marker string, began time.Time) {
+// marker does not appear until sleep has passed since began: a child left
+// running would write it then.
+func checkNoLateWrite(t *testing.T, env, marker string, began time.Time, sleep time.Duration) {
 	t.Helper()
 	if left := liveWithEnv(t, env); len(left) > 0 {
 		t.Errorf("processes %v of the hook still run", left)
 	}
-	for deadline := began.Add(lateChild + 500*time.Millisecond); time.Now().Before(deadline); {
+	for deadline := began.Add(sleep + 500*time.Millisecond); time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -150,7 +157,7 @@ func TestExecHookChildrenDieWithTheRun(t *testing.T) {
 				}
 				return
 			}
-			checkNoLateWrite(t, env, marker, began)
+			checkNoLateWrite(t, env, marker, began, lateChild)
 		})
 	}
 }
@@ -158,3 +165,77 @@ func TestExecHookChildrenDieWithTheRun(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// startHooks starts node's agent on the exec runtime with the hooks of
+// ef.hooks(before), and extra run flags.
+func (ef *execFleet) startHooks(node, before string, extra ...string) *proc {
+	ef.t.Helper()
+	replace, health := ef.hooks(before)
+	p := ef.startArgs(node, append([]string{"--runtime=exec", "--state-dir=" + ef.stateDir(node),
+		"--replace-cmd=sh", "--replace-cmd=-c", "--replace-cmd=" + replace,
+		"--health-cmd=sh", "--health-cmd=-c", "--health-cmd=" + health}, extra...)...)
+	ef.procs[node] = p
+	return p
+}
+
+// kv is the group's failure records and pause for sha and its slot's
+// holders, read from Consul's KV at the keys coordinator names.
+func (ef *execFleet) kv(sha string) (failures []string, paused bool, holders []string) {
+	ef.t.Helper()
+	k, err := ef.store.Keys(ef.group)
+	if err != nil {
+		ef.t.Fatal(err)
+	}
+	kv := ef.srv.Client().KV()
+	if failures, _, err = kv.Keys(k.FailuresPrefix(sha), "", nil); err != nil {
+		ef.t.Fatal(err)
+	}
+	pause, _, err := kv.Get(k.Pause(sha), nil)
+	if err != nil {
+		ef.t.Fatal(err)
+	}
+	h, err := lockstep.ReadHolders(ef.srv.Client(), k.Slot(), &api.QueryOptions{})
+	if err != nil {
+		ef.t.Fatal(err)
+	}
+	for _, e := range h.Holding {
+		holders = append(holders, e.Name)
+	}
+	return failures, pause != nil, holders
+}
+
+// A replace hook that installs in a child process and overruns its
+// --hook-timeout: the agent undoes the step, records the failure and
+// releases the slot, and by then nothing of the hook runs, so the node
+// runs what its records say. On 6d7f554 only the hook's shell was killed:
+// its child installed v2 after the undo, the record and the release.
+func TestExecOverdueHooksChildDiesBeforeTheUndo(t *testing.T) {
+	ef := newExecFleet(t, "overdue")
+	slow := fmt.Sprintf(`if grep -q SLOWCHILD "$ROLLAGENT_SPEC"; then export d; sh -c 'sleep %g; cp "$ROLLAGENT_SPEC" "$d/installed.json"; echo late >"$d/marker"'; fi`,
+		lateInstall.Seconds())
+	ef.startHooks("n1", slow, "--hook-timeout=1s")
+	v1 := ef.commit(ef.spec("v1", 1, "10s", nil))
+	ef.waitFor(time.Minute, "v1 installed on n1", func() bool { return ef.converged([]string{"n1"}, v1) })
+	v2 := ef.commit(ef.spec("v2", 1, "10s", map[string]string{"SLOWCHILD": "1"}))
+	ef.waitFor(time.Minute, "n1's failure on v2 recorded and its slot released", func() bool {
+		failures, _, holders := ef.kv(v2)
+		return len(failures) == 1 && len(holders) == 0
+	})
+	released := time.Now()
+	var began time.Time
+	for _, r := range ef.hookRuns("n1") {
+		if r.sha == v2 {
+			began = r.begin
+		}
+	}
+	if began.IsZero() {
+		t.Fatal("n1's hook log has no run for v2")
+	}
+	env := "ROLLAGENT_SPEC=" + filepath.Join(ef.stateDir("n1"), "specs", v2+".json")
+	t.Cleanup(func() { killWithEnv(t, env) })
+	checkNoLateWrite(t, env, filepath.Join(ef.dir, "n1", "marker"), began, lateInstall)
+	if !ef.installed("n1", v1) {
+		t.Fatal("n1 does not run v1, which its records say it runs")
+	}
+	t.Logf("v2's hook began %s before the undone step's release was seen; nothing of it ran after", released.Sub(began).Round(10*time.Millisecond))
+}
