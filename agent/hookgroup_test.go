@@ -204,6 +204,17 @@ func (ef *execFleet) kv(sha string) (failures []string, paused bool, holders []s
 	return failures, pause != nil, holders
 }
 
+// slowChild is a hook's before, as for hooks, that for a spec with
+// SLOWCHILD in its env installs in a child process, as a package manager
+// run by a script would, after sleeping lateInstall, then writes a marker.
+// The child and the hook carry lateEnv in their environment.
+func (ef *execFleet) slowChild() string {
+	return fmt.Sprintf(`if grep -q SLOWCHILD "$ROLLAGENT_SPEC"; then export d %s; sh -c 'sleep %g; cp "$ROLLAGENT_SPEC" "$d/installed.json"; echo late >"$d/marker"'; fi`,
+		ef.lateEnv(), lateInstall.Seconds())
+}
+
+func (ef *execFleet) lateEnv() string { return "LATECHILD=" + filepath.Base(ef.dir) }
+
 // A replace hook that installs in a child process and overruns its
 // --hook-timeout: the agent undoes the step, records the failure and
 // releases the slot, and by then nothing of the hook runs, so the node
@@ -211,9 +222,7 @@ func (ef *execFleet) kv(sha string) (failures []string, paused bool, holders []s
 // its child installed v2 after the undo, the record and the release.
 func TestExecOverdueHooksChildDiesBeforeTheUndo(t *testing.T) {
 	ef := newExecFleet(t, "overdue")
-	slow := fmt.Sprintf(`if grep -q SLOWCHILD "$ROLLAGENT_SPEC"; then export d; sh -c 'sleep %g; cp "$ROLLAGENT_SPEC" "$d/installed.json"; echo late >"$d/marker"'; fi`,
-		lateInstall.Seconds())
-	ef.startHooks("n1", slow, "--hook-timeout=1s")
+	ef.startHooks("n1", ef.slowChild(), "--hook-timeout=1s")
 	v1 := ef.commit(ef.spec("v1", 1, "10s", nil))
 	ef.waitFor(time.Minute, "v1 installed on n1", func() bool { return ef.converged([]string{"n1"}, v1) })
 	v2 := ef.commit(ef.spec("v2", 1, "10s", map[string]string{"SLOWCHILD": "1"}))
@@ -231,11 +240,44 @@ func TestExecOverdueHooksChildDiesBeforeTheUndo(t *testing.T) {
 	if began.IsZero() {
 		t.Fatal("n1's hook log has no run for v2")
 	}
-	env := "ROLLAGENT_SPEC=" + filepath.Join(ef.stateDir("n1"), "specs", v2+".json")
-	t.Cleanup(func() { killWithEnv(t, env) })
-	checkNoLateWrite(t, env, filepath.Join(ef.dir, "n1", "marker"), began, lateInstall)
+	t.Cleanup(func() { killWithEnv(t, ef.lateEnv()) })
+	checkNoLateWrite(t, ef.lateEnv(), filepath.Join(ef.dir, "n1", "marker"), began, lateInstall)
 	if !ef.installed("n1", v1) {
 		t.Fatal("n1 does not run v1, which its records say it runs")
 	}
 	t.Logf("v2's hook began %s before the undone step's release was seen; nothing of it ran after", released.Sub(began).Round(10*time.Millisecond))
+}
+
+// An agent killed mid-hook, outside a unit that kills its hook with it,
+// leaves the hook running; the agent that comes back kills what is left
+// of that hook's group before it undoes the step, so the node runs what
+// its records say. On 6d7f554 the hook's child installed v2 after the
+// undo had put v1 back.
+func TestExecHookOfAKilledAgentDiesBeforeTheUndo(t *testing.T) {
+	ef := newExecFleet(t, "killed")
+	ef.startHooks("n1", ef.slowChild())
+	v1 := ef.commit(ef.spec("v1", 1, "10s", nil))
+	ef.waitFor(time.Minute, "v1 installed on n1", func() bool { return ef.converged([]string{"n1"}, v1) })
+	v2 := ef.commit(ef.spec("v2", 1, "10s", map[string]string{"SLOWCHILD": "1"}))
+	var began time.Time
+	ef.waitFor(time.Minute, "n1 in its v2 hook", func() bool {
+		runs := ef.hookRuns("n1")
+		last := runs[len(runs)-1]
+		began = last.begin
+		return last.sha == v2 && last.end.IsZero()
+	})
+	t.Cleanup(func() { killWithEnv(t, ef.lateEnv()) })
+	p := ef.procs["n1"]
+	ef.signal("n1", syscall.SIGKILL)
+	<-p.done // SIGKILL: at once
+	ef.startHooks("n1", "")
+	ef.waitFor(time.Minute, "n1's undo: the hook run for v1 after v2's", func() bool {
+		runs := ef.hookRuns("n1")
+		return runs[len(runs)-1].sha == v1 && runs[len(runs)-1].begin.After(began)
+	})
+	checkNoLateWrite(t, ef.lateEnv(), filepath.Join(ef.dir, "n1", "marker"), began, lateInstall)
+	ef.waitFor(time.Minute, "v2 installed on n1 afresh", func() bool { return ef.converged([]string{"n1"}, v2) })
+	if failures, paused, _ := ef.kv(v2); len(failures) > 0 || paused {
+		t.Fatalf("failures %q, paused %v: a step cut off with its agent is no failed release", failures, paused)
+	}
 }

@@ -59,7 +59,7 @@ func TestExecTellsAKillFromOutside(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &Exec{ReplaceCmd: []string{"sh", "-c", tc.script}, StateDir: t.TempDir(), Group: "g", Node: "n1",
 				HookTimeout: 200 * time.Millisecond}
-			err := e.run(context.Background(), hookReplace, "sha")
+			err := e.run(context.Background(), hookReplace, "sha", nil)
 			var ke *killedError
 			if err == nil || errors.As(err, &ke) != tc.outside {
 				t.Fatalf("run = %v; want a failure, killed from outside: %v", err, tc.outside)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,7 +62,7 @@ func reapGroup(pgid int) error {
 		if errors.Is(err, os.ErrProcessDone) {
 			return nil
 		}
-		if live, lerr := groupLive(pgid); lerr == nil && live == 0 {
+		if live, lerr := groupLive(pgid); lerr == nil && len(live) == 0 {
 			// Only zombies are left, for their new parent to reap.
 			return nil
 		}
@@ -72,17 +73,18 @@ func reapGroup(pgid int) error {
 	}
 }
 
-// groupLive counts the processes of group pgid that are not zombies, from
-// /proc: a hook's orphaned children are reaped by init, which may take
-// its time (or never, when init does not reap), and a zombie runs nothing.
-func groupLive(pgid int) (int, error) {
+// groupLive lists the processes of group pgid that are not zombies, from
+// /proc: a hook's orphaned children are reaped by init, which may take its
+// time (or never, when init does not reap), and a zombie runs nothing.
+func groupLive(pgid int) ([]int, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	live := 0
+	var live []int
 	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
@@ -90,10 +92,36 @@ func groupLive(pgid int) (int, error) {
 			continue // gone since the listing
 		}
 		if state, pg, ok := parseStat(b); ok && pg == pgid && state != 'Z' && state != 'X' {
-			live++
+			live = append(live, pid)
 		}
 	}
 	return live, nil
+}
+
+// groupHasEnv says a live process of group pgid has every entry of env in
+// its environment, which a hook's children inherit.
+func groupHasEnv(pgid int, env [][]byte) bool {
+	live, _ := groupLive(pgid)
+	for _, pid := range live {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		if err != nil {
+			continue
+		}
+		if hasAll(bytes.Split(b, []byte{0}), env) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasAll says vars holds every entry of want.
+func hasAll(vars, want [][]byte) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(vars, func(v []byte) bool { return bytes.Equal(v, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // parseStat reads the state and process group of a /proc/<pid>/stat line:
