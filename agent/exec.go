@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,6 +52,10 @@ type execState struct {
 	// restarted agent cannot tell a hook killed with its agent, whose
 	// install is cut off, from one that finished and awaits verification.
 	Ran bool `json:"ran,omitempty"`
+	// Hook is the process group of the replace hook while it runs: an
+	// agent killed meanwhile leaves it running (outside a unit that kills
+	// it with the agent), and its successor kills it before it undoes.
+	Hook int `json:"hook,omitempty"`
 }
 
 func (e *Exec) statePath() string { return filepath.Join(e.StateDir, e.Group+"-"+e.Node+".json") }
@@ -130,14 +135,60 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 	if err := e.save(st); err != nil {
 		return err
 	}
-	if err := e.run(ctx, e.ReplaceCmd, sha, e.StepTimeout()); err != nil {
+	err = e.run(ctx, hookReplace, sha, e.saveHook(&st))
+	st.Hook = 0
+	if err != nil {
+		_ = e.save(st) // its group is gone: nothing is left to kill
 		return err
 	}
 	st.Ran = true
 	return e.save(st)
 }
 
-func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.Duration) error {
+// saveHook returns what records, in st and the state file, the process
+// group of the replace hook just started.
+func (e *Exec) saveHook(st *execState) func(int) error {
+	return func(pgid int) error {
+		st.Hook = pgid
+		return e.save(*st)
+	}
+}
+
+// killLeft kills the replace hook that a killed agent left running, if st
+// names one whose group still runs with this node's hooks' environment:
+// the group's ID may since have gone to another process.
+func (e *Exec) killLeft(st execState) error {
+	if st.Hook <= 0 {
+		return nil
+	}
+	env := [][]byte{[]byte("ROLLAGENT_GROUP=" + e.Group), []byte("ROLLAGENT_NODE=" + e.Node)}
+	if !groupHasEnv(st.Hook, env) {
+		return nil
+	}
+	if err := reapGroup(st.Hook); err != nil {
+		return fmt.Errorf("the replace hook left running by the previous agent: %w", err)
+	}
+	return nil
+}
+
+// hook names which of the two hooks a run is.
+type hook int
+
+const (
+	hookReplace hook = iota
+	hookHealth
+)
+
+// run runs h for sha in a process group of its own and, unless it is a
+// replace hook that succeeded (which may leave the workload running in
+// the background), kills what is left of the group and waits for it to be
+// gone before returning: nothing a failed or overdue hook started may
+// carry on into the undo, the record and the release.
+func (e *Exec) run(ctx context.Context, h hook, sha string, started func(pgid int) error) error {
+	argv, timeout := e.ReplaceCmd, e.StepTimeout()
+	if h == hookHealth {
+		argv, timeout = e.HealthCmd, DefaultHealthTimeout
+	}
 	if len(argv) == 0 {
 		return errors.New("exec runtime: no command configured")
 	}
@@ -157,14 +208,44 @@ func (e *Exec) run(ctx context.Context, argv []string, sha string, timeout time.
 	cmd.Env = append(os.Environ(), "ROLLAGENT_GROUP="+e.Group, "ROLLAGENT_NODE="+e.Node,
 		"ROLLAGENT_SHA="+sha, "ROLLAGENT_SPEC="+e.specPath(sha))
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
+	inOwnGroup(cmd)
+	if err = cmd.Start(); err == nil {
+		var serr error
+		if started != nil {
+			if serr = started(cmd.Process.Pid); serr != nil {
+				_ = killGroup(cmd.Process.Pid) // unrecorded, it could outlive a killed agent
+			}
+		}
+		if err = cmd.Wait(); serr != nil {
+			err = serr
+		}
+	}
+	if cmd.Process != nil && (err != nil || h == hookHealth) {
+		if rerr := reapGroup(cmd.Process.Pid); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if err != nil {
 		msg := make([]byte, 2000)
 		n, _ := out.ReadAt(msg, 0)
 		// Trimmed: hook output nearly always ends in a newline, which would
 		// end up inside every record and log line that quotes the error.
-		return fmt.Errorf("%s: %w: %.500s", argv[0], err, strings.TrimSpace(string(msg[:n])))
+		return fmt.Errorf("%s: %w: %.500s", argv[0], killedBy(ctx, err), strings.TrimSpace(string(msg[:n])))
 	}
 	return nil
+}
+
+// killedBy marks err as a kill by a signal the agent did not send: ctx,
+// the run's own, has not ended, so its deadline's kill did not send it.
+func killedBy(ctx context.Context, err error) error {
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &killedError{sig: ws.Signal(), err: err}
+	}
+	return err
 }
 
 // WaitHealthy runs the health hook every second until it has passed for
@@ -211,11 +292,19 @@ func (e *Exec) Finish(context.Context) error {
 // Restore reinstalls the previous SHA when sha was being installed.
 func (e *Exec) Restore(ctx context.Context, sha string) error {
 	st, err := e.load()
-	if err != nil || st.Pending != sha || sha == "" {
+	if err != nil {
 		return err
 	}
+	if err := e.killLeft(st); err != nil {
+		return err
+	}
+	if st.Pending != sha || sha == "" {
+		return nil
+	}
 	if st.SHA != "" {
-		if err := e.run(ctx, e.ReplaceCmd, st.SHA, e.StepTimeout()); err != nil {
+		if err := e.run(ctx, hookReplace, st.SHA, e.saveHook(&st)); err != nil {
+			st.Hook = 0
+			_ = e.save(st) // its group is gone
 			return fmt.Errorf("reinstall %s: %w", coordinator.ShortSHA(st.SHA), err)
 		}
 	}
@@ -229,7 +318,7 @@ func (e *Exec) Healthy(ctx context.Context) (bool, string) {
 	if sha == "" {
 		sha = st.SHA
 	}
-	if err := e.run(ctx, e.HealthCmd, sha, DefaultHealthTimeout); err != nil {
+	if err := e.run(ctx, hookHealth, sha, nil); err != nil {
 		return false, err.Error()
 	}
 	return true, "health hook passed"

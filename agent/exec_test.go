@@ -46,7 +46,9 @@ func (f *fleet) startArgs(node string, extra ...string) *proc {
 	cmd := exec.Command(f.bin, args...)
 	cmd.Env = append(os.Environ(), f.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A process group of its own, which a test may signal whole as a
+	// terminal or a process-group kill would, without the test's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		f.t.Fatal(err)

@@ -169,6 +169,8 @@ func (t *turn) replace(ctx context.Context) result {
 		return t.undoCutOff(ctx, sha, err)
 	} else if stoppedByFault(err) {
 		return t.stopped(ctx, err)
+	} else if t.cutOffByStop(err) {
+		return t.undo(ctx, sha, nil, true) // undone and released, no failure counted
 	}
 	if err != nil {
 		return t.undo(ctx, sha, err, true)

@@ -25,6 +25,7 @@ type unit struct {
 	envFiles []string // EnvironmentFile= paths
 	exec     []string
 	stop     time.Duration
+	killMode string // KillMode=, "" if unset (systemd's default: control-group)
 }
 
 func readUnit(t *testing.T, path, inst string) unit {
@@ -46,6 +47,8 @@ func readUnit(t *testing.T, path, inst string) unit {
 			u.envFiles = append(u.envFiles, strings.TrimPrefix(v, "-"))
 		case k == "ExecStart":
 			u.exec = strings.Fields(v)
+		case k == "KillMode":
+			u.killMode = v
 		case k == "TimeoutStopSec":
 			// systemd spells minutes "min"; Go spells them "m".
 			if u.stop, err = time.ParseDuration(strings.ReplaceAll(v, "min", "m")); err != nil {
@@ -139,6 +142,18 @@ func TestSystemdUnitAgainstACLConsul(t *testing.T) {
 		}
 	case <-time.After(u.stop):
 		t.Fatalf("agent still running %s (TimeoutStopSec) after SIGTERM", u.stop)
+	}
+}
+
+// The stop signal reaches the agent alone (KillMode=mixed), which then
+// finishes or undoes its step; the rest of the unit, its hooks, gets
+// SIGKILL only once the agent exits or at TimeoutStopSec. systemd's
+// default, control-group, sent SIGTERM to every process of the unit: the
+// hook under way died of it, and on 6d7f554 the agent recorded a failed
+// release and paused the group (agent.TestStopMidHookCountsNoFailure).
+func TestSystemdUnitStopsTheAgentAlone(t *testing.T) {
+	if u := readUnit(t, unitFile, "web"); u.killMode != "mixed" {
+		t.Fatalf("%s: KillMode=%q, want mixed", unitFile, u.killMode)
 	}
 }
 
