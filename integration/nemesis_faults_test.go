@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -177,10 +178,13 @@ func (n *nemesis) end(kind, node string) error {
 		delete(n.f.wedged, node)
 		n.f.mu.Unlock()
 		n.revived(node)
-		if !ok {
+		if !ok || pid <= 0 {
 			return nil
 		}
-		return syscall.Kill(pid, syscall.SIGCONT)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("SIGCONT %d: %w", pid, err)
+		}
+		return nil // a frozen process the agent replaced is gone: nothing to thaw
 	case opHeal:
 		return n.partition(node, false)
 	}
@@ -295,6 +299,9 @@ func (n *nemesis) wedge(node string) error {
 		return err
 	}
 	n.outage(node, "workload frozen on", false)
+	if pid <= 0 {
+		return fmt.Errorf("%s's workload has no process", node)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("SIGSTOP %d: %w", pid, err)
 	}
