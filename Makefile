@@ -46,12 +46,20 @@ test-integration: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
 
 # The nemesis alone (the cluster's setup, then its faults), for longer than
-# the 3 minutes test-integration gives it. NEMESIS_SEED=<n> replays a
-# schedule; every run prints its seed first.
+# the 3 minutes test-integration gives it. NEMESIS_SEEDS runs several seeds
+# in one go on one cluster: "1 2 3" replays those, "x5" draws five; each
+# run prints its seed first, and each seed's result (its violations, or
+# none) is printed on a line of its own at the end, also kept in
+# NEMESIS_LOG with the whole run.
 NEMESIS_DURATION ?= 10m
+NEMESIS_SEEDS ?=
+NEMESIS_TIMEOUT ?= 6h
+NEMESIS_LOG ?= nemesis.log
 
 nemesis: consul
-	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" NEMESIS_DURATION=$(NEMESIS_DURATION) $(GO) test -p 1 -count=1 -timeout 60m -v -run 'TestCluster$$/nemesis' ./integration/
+	@set -o pipefail; ROLLAGENT_CONSUL="$$(scripts/consul.sh)" NEMESIS_DURATION=$(NEMESIS_DURATION) NEMESIS_SEEDS="$(NEMESIS_SEEDS)" \
+		$(GO) test -p 1 -count=1 -timeout $(NEMESIS_TIMEOUT) -v -run 'TestCluster$$/nemesis' ./integration/ 2>&1 | tee $(NEMESIS_LOG); \
+		rc=$$?; echo "--- nemesis results (full log: $(NEMESIS_LOG))"; grep '^nemesis seed' $(NEMESIS_LOG); exit $$rc
 
 # A count, not a duration: with a duration, Go before 1.27 can fail a target
 # with a bare "context deadline exceeded" when -fuzztime runs out while a

@@ -44,6 +44,8 @@ type cluster struct {
 	mu      sync.Mutex
 	clients map[string]*api.Client // by server, see api
 	booted  map[string][]string    // killed node -> workload containers its boot starts
+
+	nemesisGen int // nemesis commits so far, over every seed of the run: each a SHA of its own
 }
 
 func newCluster(t *testing.T) *cluster {

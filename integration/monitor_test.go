@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,53 +19,18 @@ func (c *cluster) workloads(group string) map[string]workload {
 	return fleettest.Workloads(c.t, c.docker, group)
 }
 
-// upTracker tells a node taken down from a health probe that timed out:
-// on a loaded machine (2 cores shared with other test runs) Docker marks
-// long-running containers unhealthy now and then, several at once, with no
-// rollout in sight. A node is down when the container under its managed
-// name is absent, not running, or has not been seen healthy since it last
-// started; a container seen healthy that keeps running counts as up
-// through a failed probe. Every way a rollout takes a node down (stop,
-// rename, a new container, a restored one started again) and a killed
-// workload stay down by this rule until Docker says healthy.
-type upTracker struct {
-	healthy map[string]bool // container ID -> seen healthy since it last ran
-}
-
-// newUpTracker starts from ws, taken where the group is known to have
-// converged (every scenario starts there): a managed container that runs
-// then counts as seen healthy, so that a probe failing at the first look
-// is not a node down.
-func newUpTracker(ws map[string]workload) *upTracker {
-	u := &upTracker{healthy: map[string]bool{}}
-	for _, w := range ws {
-		if w.Managed != "" && len(w.IDs) == 1 && slices.Contains(w.Running, w.Managed) {
-			u.healthy[w.Managed] = true
-		}
-	}
-	return u
-}
-
-// down returns the nodes of nodes that are down in ws, and why.
-func (u *upTracker) down(ws map[string]workload, nodes []string) (down, why []string) {
-	for _, w := range ws {
-		for _, id := range w.IDs {
-			if !slices.Contains(w.Running, id) {
-				delete(u.healthy, id)
-			}
-		}
-	}
+// downOf returns the nodes of nodes whose workload is unavailable in ws,
+// and why. Unavailable is Docker's own word: the container under the
+// node's managed name absent, not running, or running without the health
+// status "healthy" ("starting" and "unhealthy" are down). A container that
+// runs with failing probes is down, whatever it was before: the guarantee
+// is about every way a node goes down (issue 25, items 2 and 3).
+func downOf(ws map[string]workload, nodes []string) (down, why []string) {
 	for _, n := range nodes {
-		w := ws[n]
-		if w.Healthy {
-			u.healthy[w.Managed] = true
-			continue
+		if w := ws[n]; !w.Healthy {
+			down = append(down, n)
+			why = append(why, fmt.Sprintf("%s %q", n, w.Status))
 		}
-		if w.Managed != "" && slices.Contains(w.Running, w.Managed) && u.healthy[w.Managed] {
-			continue // a failed probe of a container that was healthy and never stopped
-		}
-		down = append(down, n)
-		why = append(why, fmt.Sprintf("%s %q", n, w.Status))
 	}
 	return down, why
 }
@@ -95,19 +59,15 @@ type monitor struct {
 	worst   map[string]string // group -> the first sample with the most down
 	changes []string          // each change of a group's down set, bounded, printed on a violation
 	last    map[string]string
-	up      *upTracker
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 func (c *cluster) monitor() *monitor {
 	m := &monitor{c: c, slots: map[string]string{}, down: map[string]int{}, holders: map[string]int{},
-		worst: map[string]string{}, last: map[string]string{}, up: newUpTracker(nil), stop: make(chan struct{}), done: make(chan struct{})}
+		worst: map[string]string{}, last: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, g := range c.nodes {
 		m.slots[g] = c.slot(g)
-		for n, w := range newUpTracker(c.workloads(g)).healthy {
-			m.up.healthy[n] = w
-		}
 	}
 	go m.loop()
 	return m
@@ -142,7 +102,7 @@ func (m *monitor) sample(g string, ns []string, at time.Duration) {
 	if err != nil {
 		return // Docker itself failing is not the rollout's doing; the next sample counts
 	}
-	down, why := m.up.down(ws, ns)
+	down, why := downOf(ws, ns)
 	held := -1
 	if h, err := lockstep.ReadHolders(m.c.api(), m.slots[g], nil); err == nil {
 		held = len(h.Holding)

@@ -15,10 +15,10 @@ import (
 )
 
 const (
-	nemesisK     = 1 // every spec the cluster tests commit has max_parallel 1
-	cancelGrace  = 2 * time.Second
 	sampleEvery  = 250 * time.Millisecond
 	consulBudget = 5 * time.Second
+	// testAuthor signs the commits of the cluster's other scenarios.
+	testAuthor = "integration"
 )
 
 // checker samples Docker and Consul and checks invariants (a)-(c) of
@@ -31,31 +31,21 @@ type checker struct {
 	// holding anew is a grant.
 	held    map[string]bool
 	windows map[string]*window
-	up      *upTracker
+	created map[string]time.Time // container ID -> Docker's Created
+	// ran is, per group and SHA, the nodes seen running that SHA alone
+	// and healthy; desired the group's desired SHA at the last sample.
+	ran     map[string]map[string]map[string]bool
+	desired map[string]string
 	count   int
 	once    sync.Once
 	quit    chan struct{}
 	done    chan struct{}
 }
 
-// window is a CANCEL in force: desired names a cancelled SHA.
-type window struct {
-	sha      string
-	opened   time.Time
-	ids      map[string]map[string]bool // node -> container IDs allowed
-	inFlight map[string]bool
-}
-
 func (n *nemesis) check() *checker {
-	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, held: map[string]bool{}, windows: map[string]*window{},
-		up: newUpTracker(nil), quit: make(chan struct{}), done: make(chan struct{})}
-	for _, g := range []string{mgrs, wkrs} {
-		if ws, err := fleettest.ListWorkloads(n.c.docker, g); err == nil {
-			for id := range newUpTracker(ws).healthy {
-				ck.up.healthy[id] = true
-			}
-		}
-	}
+	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, held: map[string]bool{},
+		windows: map[string]*window{}, created: map[string]time.Time{}, ran: map[string]map[string]map[string]bool{},
+		desired: map[string]string{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go ck.loop()
 	return ck
 }
@@ -95,68 +85,14 @@ func (ck *checker) sample(g string) {
 		gs = nil // Consul out of reach (a leader election): (a) from Docker alone
 	}
 	ck.checkDown(g, ws, gs)
+	ck.noteRan(g, ws)
 	if gs == nil {
 		return
 	}
 	ck.noteGate(g, gs)
 	ck.checkCancel(g, ws, gs)
 	ck.checkFailures(g, gs)
-}
-
-// checkDown is invariant (a).
-func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.GroupState) {
-	holding := map[string]bool{}
-	if gs != nil {
-		for _, e := range gs.Holders.Holding {
-			holding[e.Name] = true
-		}
-	}
-	down, _ := ck.up.down(ws, ck.n.nodesOf(g))
-	var idle, grand []string
-	f := ck.n.f
-	f.mu.Lock()
-	for _, nd := range ck.n.nodesOf(g) {
-		// A grant within detectWindow of an idle node's death came before
-		// Consul could know of it (README: the failure detectors' bound).
-		if holding[nd] && !ck.held[nd] && time.Since(f.idleKilled[g]) < detectWindow {
-			f.grand[nd] = true
-		}
-		ck.held[nd] = holding[nd]
-	}
-	for _, nd := range ck.n.nodesOf(g) {
-		up := !slices.Contains(down, nd)
-		if f.idle[nd] == "revived" && (up || holding[nd]) {
-			delete(f.idle, nd)
-		}
-		if f.grand[nd] && up && !holding[nd] {
-			delete(f.grand, nd)
-		}
-		if up {
-			continue
-		}
-		switch {
-		case f.idle[nd] != "":
-			idle = append(idle, nd)
-		case f.grand[nd]:
-			grand = append(grand, nd)
-		}
-	}
-	f.mu.Unlock()
-	line := fmt.Sprintf("down %v (nemesis-idle %v, forgiven %v) holding %v", down, idle, grand, slices.Sorted(maps.Keys(holding)))
-	if ck.prevDown[g] != line {
-		ck.prevDown[g] = line
-		// With each node's containers as Docker lists them, so that a
-		// violation can be told from the timeline alone.
-		var seen []string
-		for _, nd := range ck.n.nodesOf(g) {
-			seen = append(seen, fmt.Sprintf("%s %q", nd, ws[nd].Status))
-		}
-		ck.n.note("%s %s; %s", g, line, strings.Join(seen, "; "))
-	}
-	if bound := max(nemesisK, len(idle)) + len(grand); len(down) > bound {
-		ck.n.violate("a "+g, "(a) %s: %d unhealthy %v > max(K=%d, nemesis-idle %v) + forgiven %v; holding %v",
-			g, len(down), down, nemesisK, idle, grand, slices.Sorted(maps.Keys(holding)))
-	}
+	ck.checkRollback(g, gs)
 }
 
 // noteGate puts changes of desired and of the gate on the timeline.
@@ -169,81 +105,6 @@ func (ck *checker) noteGate(g string, gs *coordinator.GroupState) {
 		ck.prevGate[g] = line
 		ck.n.note("%s %s", g, line)
 	}
-}
-
-// checkCancel is invariant (b).
-func (ck *checker) checkCancel(g string, ws map[string]workload, gs *coordinator.GroupState) {
-	if gs.Desired == nil {
-		return
-	}
-	w := ck.windows[g]
-	if w != nil && w.sha != gs.Desired.SHA {
-		ck.n.note("%s: cancel window of %s closed, desired is %s", g, coordinator.ShortSHA(w.sha), coordinator.ShortSHA(gs.Desired.SHA))
-		w = nil
-	}
-	if w == nil && gs.Cancel != nil {
-		w = openWindow(gs, ws)
-		ck.n.note("%s: cancel of %s in force (index %d); in a step: %v", g, coordinator.ShortSHA(w.sha), gs.Index, slices.Sorted(maps.Keys(w.inFlight)))
-	}
-	ck.windows[g] = w
-	if w == nil {
-		return
-	}
-	for _, nd := range ck.n.nodesOf(g) {
-		wl := ws[nd]
-		if w.ids[nd] == nil {
-			w.ids[nd] = map[string]bool{}
-		}
-		for _, id := range wl.IDs {
-			switch {
-			case w.ids[nd][id]:
-			case w.inFlight[nd] && time.Since(w.opened) < cancelGrace:
-				w.ids[nd][id] = true
-			default:
-				ck.n.violate("b "+g+" "+nd+" "+id[:12], "(b) %s: container %.12s created on %s %s after the cancel of %s was in force",
-					g, id, nd, time.Since(w.opened).Round(100*time.Millisecond), coordinator.ShortSHA(w.sha))
-			}
-		}
-		if w.inFlight[nd] {
-			continue
-		}
-		for id := range w.ids[nd] {
-			if !slices.Contains(wl.IDs, id) {
-				ck.n.violate("b "+g+" "+nd+" "+id[:12], "(b) %s: container %.12s of %s, in no step, removed %s after the cancel of %s was in force",
-					g, id, nd, time.Since(w.opened).Round(100*time.Millisecond), coordinator.ShortSHA(w.sha))
-			}
-		}
-	}
-}
-
-// openWindow notes each node's containers, and which nodes are in a step:
-// holding the slot, not healthy, two containers, or recorded replacing or
-// verifying.
-func openWindow(gs *coordinator.GroupState, ws map[string]workload) *window {
-	w := &window{sha: gs.Desired.SHA, opened: time.Now(), ids: map[string]map[string]bool{}, inFlight: map[string]bool{}}
-	for nd, wl := range ws {
-		w.ids[nd] = map[string]bool{}
-		for _, id := range wl.IDs {
-			w.ids[nd][id] = true
-		}
-		if !wl.Healthy || len(wl.IDs) > 1 {
-			w.inFlight[nd] = true
-		}
-	}
-	for _, e := range gs.Holders.Holding {
-		w.inFlight[e.Name] = true
-	}
-	for _, ns := range gs.Nodes {
-		if ns.State == coordinator.StateReplacing || ns.State == coordinator.StateVerifying {
-			w.inFlight[ns.Node] = true
-		}
-	}
-	for nd := range w.inFlight {
-		if w.ids[nd] == nil {
-			w.ids[nd] = map[string]bool{}
-		}
-	}
-	return w
 }
 
 // checkFailures is invariant (c), for the desired SHA.
@@ -265,7 +126,10 @@ func (ck *checker) checkFailures(g string, gs *coordinator.GroupState) {
 		// roll back to (README): the pause says so.
 		pauses := u.FailureAction == hashspec.FailurePause ||
 			u.FailureAction == hashspec.FailureRollback && strings.HasSuffix(p.Reason, coordinator.NoRollbackTarget)
-		if !pauses || p.Failures != u.MaxFailures || count != p.Failures {
+		// At K > 1 the nodes whose steps ran beside the one whose failure
+		// paused may fail too, each recorded once after the pause: at most
+		// K-1 of them.
+		if extra := count - p.Failures; !pauses || p.Failures != u.MaxFailures || extra < 0 || extra > ck.n.k(g)-1 {
 			ck.n.violate("c pause "+g+" "+sha, "(c) %s: pause of %s counts %d failure(s), %d recorded %v, failure_action=%s max_failures=%d",
 				g, sha, p.Failures, count, who, u.FailureAction, u.MaxFailures)
 		}
@@ -302,4 +166,49 @@ func (ck *checker) failedAfterCancel(g string, gs *coordinator.GroupState) bool 
 	cancel, _, err1 := kv.Get(k.Cancel(gs.Desired.SHA), nil)
 	count, _, err2 := kv.Get(k.FailCount(gs.Desired.SHA), nil)
 	return err1 == nil && err2 == nil && cancel != nil && count != nil && count.ModifyIndex > cancel.ModifyIndex
+}
+
+// noteRan notes each node of g that runs one container, healthy.
+func (ck *checker) noteRan(g string, ws map[string]workload) {
+	for _, nd := range ck.n.nodesOf(g) {
+		w := ws[nd]
+		if len(w.IDs) != 1 || !w.Healthy {
+			continue
+		}
+		if ck.ran[g] == nil {
+			ck.ran[g] = map[string]map[string]bool{}
+		}
+		if ck.ran[g][w.SHAs[0]] == nil {
+			ck.ran[g][w.SHAs[0]] = map[string]bool{}
+		}
+		ck.ran[g][w.SHAs[0]][nd] = true
+	}
+}
+
+// checkRollback is the last part of (c): desired moved by another author
+// than the tests is an automatic rollback, which goes only to a SHA that
+// had converged: every node of g seen running it alone and healthy.
+func (ck *checker) checkRollback(g string, gs *coordinator.GroupState) {
+	if gs.Desired == nil || gs.Desired.SHA == ck.desired[g] {
+		return
+	}
+	prev, d := ck.desired[g], gs.Desired
+	ck.desired[g] = d.SHA
+	if prev == "" || d.Author == nemesisAuthor || d.Author == testAuthor {
+		return
+	}
+	ck.n.mu.Lock()
+	judged := ck.n.committed[d.SHA]
+	ck.n.mu.Unlock()
+	sha := coordinator.ShortSHA(d.SHA)
+	if !judged {
+		ck.n.note("%s: automatic rollback to %s, committed before the run: where it goes is not judged (%q)", g, sha, d.Reason)
+		return
+	}
+	seen := slices.Sorted(maps.Keys(ck.ran[g][d.SHA]))
+	ck.n.note("%s: automatic rollback %s -> %s (%q); nodes seen running %s: %v", g, coordinator.ShortSHA(prev), sha, d.Reason, sha, seen)
+	if len(seen) < len(ck.n.nodesOf(g)) {
+		ck.n.violate("c rollback "+g+" "+sha, "(c) %s: failure_action=rollback moved desired %s -> %s, a SHA that never converged (nodes seen running it: %v of %v); want a converged SHA or a pause (%s)",
+			g, coordinator.ShortSHA(prev), sha, seen, ck.n.nodesOf(g), coordinator.NoRollbackTarget)
+	}
 }

@@ -39,19 +39,41 @@ func (e event) String() string {
 const (
 	opCommit     = "commit"
 	opCommitBad  = "commit-bad"
+	opCommitSlow = "commit-slow" // a good release slow to turn healthy: a long verify inside the hold
+	opCommitTypo = "commit-typo" // an image that is nowhere: every node's prepare fails, no failure counted
 	opCancel     = "cancel"
 	opRollback   = "rollback"
 	opResume     = "resume"
-	opKillAgent  = "kill-agent"
+	opKillAgent  = "kill-agent" // SIGKILL, a crash of the agent alone
+	opTermAgent  = "term-agent" // SIGTERM, a clean stop (systemctl stop), of a holder if there is one
 	opStartAgent = "start-agent"
-	opKillNode   = "kill-node"
+	opPauseAgent = "pause-agent" // the agent frozen (SIGSTOP, a frozen VM) past its lease, a holder if any
+	opResumeAgnt = "unpause-agent"
+	opKillNode   = "kill-node" // a host losing power
+	opReboot     = "reboot"    // the agent stopped cleanly, then its host down
 	opReviveNode = "revive-node"
+	opCrash      = "crash-workload" // the workload's process killed again and again: a crash loop
+	opCrashEnd   = "crash-end"
+	opWedge      = "wedge-workload" // the workload's process frozen: running, and unhealthy by its probes
+	opUnwedge    = "unwedge-workload"
 	opPartition  = "partition"
 	opHeal       = "heal"
 	opKillLeader = "kill-leader"
 	opStartSrv   = "start-server"
 	maxFaults    = 2
 )
+
+// agentLease is the lease of the claim of a node whose process stopped
+// answering (agent.lease): the Docker runtime's step bound (30s), the
+// healthy_deadline of every nemesis spec (testHealthyDeadline) and the
+// agent's 30s of grace. A pause-agent lasts longer.
+const agentLease = 30*time.Second + testHealthyDeadline + 30*time.Second
+
+// ends pairs each kind of fault with the event that ends it.
+var ends = map[string]string{
+	opKillAgent: opStartAgent, opTermAgent: opStartAgent, opPauseAgent: opResumeAgnt, opKillNode: opReviveNode,
+	opReboot: opReviveNode, opCrash: opCrashEnd, opWedge: opUnwedge, opPartition: opHeal, opKillLeader: opStartSrv,
+}
 
 // planner draws the schedule, tracking which targets a fault holds.
 type planner struct {
@@ -82,32 +104,46 @@ func (p *planner) between(lo, hi int) time.Duration {
 }
 
 func (p *planner) draw(at, d time.Duration) {
-	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCancel, opRollback, opResume, opResume,
-		opKillAgent, opKillAgent, opKillNode, opKillNode, opKillNode, opPartition, opKillLeader}
+	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo,
+		opCancel, opCancel, opRollback, opResume, opResume,
+		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opKillNode, opKillNode, opReboot, opReboot,
+		opCrash, opCrash, opWedge, opWedge, opPartition, opKillLeader}
 	kind := kinds[p.rng.IntN(len(kinds))]
 	g := p.groups[p.rng.IntN(len(p.groups))]
+	action := []string{"pause", "rollback"}[p.rng.IntN(2)]
 	switch kind {
-	case opCommit, opCommitBad:
-		action := []string{"pause", "rollback"}[p.rng.IntN(2)]
+	case opCommit, opCommitBad, opCommitSlow:
 		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2)})
+	case opCommitTypo:
+		// A bad release with failure_action=rollback soon after: where
+		// the rollback goes is the point (issue 25, item 8).
+		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1},
+			event{at: at + p.between(3, 6), kind: opCommitBad, group: g, action: "rollback", maxF: 1})
 	case opCancel, opRollback, opResume:
 		p.out = append(p.out, event{at: at, kind: kind, group: g})
-	case opKillAgent:
-		p.fault(at, d, kind, opStartAgent, p.between(0, 12))
-	case opKillNode:
-		// Up to 55s: some outages outlast the lease (healthy_deadline 30s
-		// plus grace) and every retry budget.
-		p.fault(at, d, kind, opReviveNode, p.between(5, 55))
+	case opKillAgent, opTermAgent:
+		p.fault(at, d, kind, p.between(2, 15))
+	case opPauseAgent:
+		p.fault(at, d, kind, agentLease+p.between(5, 20))
+	case opKillNode, opReboot:
+		// Up to 55s: some outages outlast the lease of a holder that
+		// dies with its node, and every retry budget.
+		p.fault(at, d, kind, p.between(5, 55))
+	case opCrash:
+		p.fault(at, d, kind, p.between(10, 40))
+	case opWedge:
+		// Docker calls it unhealthy only after its retries of a 5s probe.
+		p.fault(at, d, kind, p.between(25, 55))
 	case opPartition:
-		p.fault(at, d, kind, opHeal, p.between(4, 30))
+		p.fault(at, d, kind, p.between(4, 30))
 	case opKillLeader:
-		p.fault(at, d, kind, opStartSrv, p.between(3, 25))
+		p.fault(at, d, kind, p.between(3, 25))
 	}
 }
 
 // fault adds a fault and its end, if a target is free and fewer than
 // maxFaults are under way at at.
-func (p *planner) fault(at, d time.Duration, kind, end string, dur time.Duration) {
+func (p *planner) fault(at, d time.Duration, kind string, dur time.Duration) {
 	live := 0
 	for _, e := range p.ends {
 		if e > at {
@@ -128,7 +164,7 @@ func (p *planner) fault(at, d time.Duration, kind, end string, dur time.Duration
 	if kind == opKillLeader {
 		node = ""
 	}
-	p.out = append(p.out, event{at: at, kind: kind, node: node}, event{at: stop, kind: end, node: node})
+	p.out = append(p.out, event{at: at, kind: kind, node: node}, event{at: stop, kind: ends[kind], node: node})
 	if node != "" {
 		p.lastFree = node
 	}
@@ -144,7 +180,7 @@ func (p *planner) target(at time.Duration, kind string) string {
 		}
 		return "server"
 	}
-	if kind == opKillAgent && p.lastFree != "" && p.busy[p.lastFree] <= at && p.rng.IntN(2) == 0 {
+	if (kind == opKillAgent || kind == opTermAgent) && p.lastFree != "" && p.busy[p.lastFree] <= at && p.rng.IntN(2) == 0 {
 		return p.lastFree
 	}
 	var free []string

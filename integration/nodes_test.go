@@ -115,6 +115,31 @@ func (c *cluster) killNodeErr(node string) error {
 	if err := c.killErr(c.agentName(node), c.clientName(node)); err != nil {
 		return err
 	}
+	return c.workloadsDown(node)
+}
+
+// hostDownErr takes node's host down, its agent already stopped: its
+// Consul client leaves the cluster on SIGTERM as a client does at
+// shutdown (a SIGKILL after 15s if it has not exited), then its
+// workloads go down with the host.
+func (c *cluster) hostDownErr(node string, graceful bool) error {
+	if graceful {
+		if err := c.signalErr(c.clientName(node), "TERM"); err != nil {
+			return err
+		}
+		if c.waitExited(c.clientName(node), 15*time.Second) {
+			return c.workloadsDown(node)
+		}
+	}
+	if err := c.killErr(c.agentName(node), c.clientName(node)); err != nil {
+		return err
+	}
+	return c.workloadsDown(node)
+}
+
+// workloadsDown kills the workloads of a node whose host went down, and
+// notes the ones its boot starts again.
+func (c *cluster) workloadsDown(node string) error {
 	ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
 	if err != nil {
 		return err
@@ -140,6 +165,78 @@ func (c *cluster) killNodeErr(node string) error {
 		}
 	}
 	return nil
+}
+
+// signalErr sends sig to a container's main process through Docker.
+func (c *cluster) signalErr(name, sig string) error {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if err := c.docker.ContainerKill(ctx, name, sig); err != nil {
+		return fmt.Errorf("signal %s %s: %w", sig, name, err)
+	}
+	return nil
+}
+
+// waitExited waits at most d for a container to stop running.
+func (c *cluster) waitExited(name string, d time.Duration) bool {
+	return fleettest.Poll(d, func() bool {
+		ctx, cancel := c.ctx()
+		defer cancel()
+		insp, err := c.docker.ContainerInspect(ctx, name)
+		return err == nil && insp.State != nil && !insp.State.Running
+	})
+}
+
+// pauseErr freezes every process of a container (the cgroup freezer), as
+// SIGSTOP or a frozen VM would; unpauseErr thaws them.
+func (c *cluster) pauseErr(name string) error {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if err := c.docker.ContainerPause(ctx, name); err != nil {
+		return fmt.Errorf("pause %s: %w", name, err)
+	}
+	return nil
+}
+
+func (c *cluster) unpauseErr(name string) error {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if err := c.docker.ContainerUnpause(ctx, name); err != nil {
+		return fmt.Errorf("unpause %s: %w", name, err)
+	}
+	return nil
+}
+
+// workloadPid is the host pid of the process of node's managed workload
+// container (the tests share the Docker host's pid namespace).
+func (c *cluster) workloadPid(node string) (int, error) {
+	ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
+	if err != nil {
+		return 0, err
+	}
+	w := ws[node]
+	if w.Managed == "" {
+		return 0, fmt.Errorf("%s has no managed workload: %q", node, w.Status)
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	insp, err := c.docker.ContainerInspect(ctx, w.Managed)
+	if err != nil || insp.State == nil || !insp.State.Running {
+		return 0, fmt.Errorf("%s's workload does not run: %v", node, err)
+	}
+	return insp.State.Pid, nil
+}
+
+// created is when Docker created a container, by its own clock (the
+// host's, which the tests share).
+func (c *cluster) created(id string) (time.Time, error) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	insp, err := c.docker.ContainerInspect(ctx, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, insp.Created)
 }
 
 // reviveNode boots a killed node again and waits until it has rejoined.

@@ -167,10 +167,9 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 		}
 	}
 	before := c.workloads(group)
-	up := newUpTracker(before)
 	start, first := time.Now(), ""
 	fleettest.Poll(d, func() bool {
-		if msg := c.othersMoved(group, victim, others, before, up); msg != "" && first == "" {
+		if msg := c.othersMoved(group, victim, others, before); msg != "" && first == "" {
 			first = fmt.Sprintf("+%s: %s", time.Since(start).Round(100*time.Millisecond), msg)
 		}
 		return done()
@@ -178,7 +177,7 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 	return first
 }
 
-func (c *cluster) othersMoved(group, victim string, others []string, before map[string]workload, up *upTracker) string {
+func (c *cluster) othersMoved(group, victim string, others []string, before map[string]workload) string {
 	if h, err := lockstep.ReadHolders(c.api(), c.slot(group), nil); err == nil {
 		for _, e := range h.Holding {
 			if e.Name != victim {
@@ -195,7 +194,7 @@ func (c *cluster) othersMoved(group, victim string, others []string, before map[
 			return fmt.Sprintf("%s's containers changed: %.12v -> %.12v", n, before[n].IDs, ws[n].IDs)
 		}
 	}
-	if down, why := up.down(ws, others); len(down) > 0 {
+	if down, why := downOf(ws, others); len(down) > 0 {
 		return fmt.Sprintf("down: %s", strings.Join(why, "; "))
 	}
 	return ""
