@@ -123,7 +123,7 @@ func hasFailure(fs []Failure, node string) bool {
 
 // NoRollbackTarget ends the reason of a pause that failure_action=rollback
 // took because no SHA was fit to roll back to.
-const NoRollbackTarget = "failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures"
+const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA in history ever converged on every node (and stayed free of a cancel, a pause and failures since)"
 
 // failureAction decides what the count-th failure of sha does, and the ops
 // that do it. Only a failure of the desired SHA, neither cancelled nor
@@ -143,7 +143,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	case ActionPause:
 		return pause(reached)
 	case ActionRollback:
-		to := g.rollbackTarget(sha)
+		to := g.rollbackTarget(k, sha)
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
 		}
@@ -164,25 +164,46 @@ func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 }
 
 // rollbackTarget is the SHA that failure_action=rollback of failing goes
-// to, or "" when there is none: the SHA desired before it if that one may
-// be gone back to, else the newest such in history. Nothing records that
-// a SHA ever converged on every node, so "may be gone back to" is what the
-// store can tell: a spec in history, not the failing SHA, with no CANCEL,
-// no pause and no failure record (a record that does not decode included).
-// The SHA desired before is preferred to a newer one in history: the fleet
-// ran it last, and a newer one was left by an operator's rollback.
-func (g *GroupState) rollbackTarget(failing string) string {
-	candidates := []string{g.Desired.Previous}
-	for i := len(g.History) - 1; i >= 0; i-- {
-		candidates = append(candidates, g.History[i].SHA)
-	}
-	for _, sha := range candidates {
-		if sha != "" && sha != failing && g.inHistory(sha) &&
-			!g.cancelledSHA[sha] && !g.pausedSHA[sha] && !g.failedSHA[sha] {
-			return sha
+// to, or "" when there is none: of the SHAs a commit found converged on
+// every node (converged/), the one found so most recently, if it is not
+// the failing one, its spec is in history, it has no CANCEL (no rollback
+// brings one back), and no pause or failure of it was recorded since it
+// converged (one that does not decode counts as recorded since). A SHA
+// only ever desired, such as a tag typo whose pull failed on every node,
+// which counts no failure, is never gone back to.
+func (g *GroupState) rollbackTarget(k Keys, failing string) string {
+	var to Converged
+	for sha, c := range g.convergedSHA {
+		if sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, c.At) {
+			continue
+		}
+		if to.SHA == "" || c.At.After(to.At) {
+			to = c
 		}
 	}
-	return ""
+	return to.SHA
+}
+
+// troubledSince says whether sha has a pause or a failure recorded after
+// at, or one that does not decode. Both belong to its latest commit, which
+// clears those of the one before.
+func (g *GroupState) troubledSince(k Keys, sha string, at time.Time) bool {
+	if !g.pausedSHA[sha] && !g.failedSHA[sha] {
+		return false
+	}
+	troubled := false
+	if p := g.byKey[k.Pause(sha)]; p != nil {
+		var ps Pause
+		troubled = decode(p.Key, p.Value, &ps) != nil || ps.At.IsZero() || !ps.At.Before(at)
+	}
+	fs := g.failuresOf(k, sha, func(err error) bool {
+		troubled = troubled || err != nil
+		return err == nil
+	})
+	for _, f := range fs {
+		troubled = troubled || f.At.IsZero() || !f.At.Before(at)
+	}
+	return troubled
 }
 
 func (g *GroupState) inHistory(sha string) bool {
