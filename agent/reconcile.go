@@ -61,15 +61,24 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	if v.Open {
 		l.Refused = a.refused(gs)
 	}
+	// Against desired only: a node left on a SHA that is no longer desired
+	// is behind, and replaced, not verified again.
+	own := false
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
-			// Against desired only: a node left on a SHA that is no longer
-			// desired is behind, and replaced, not verified again.
+			own = true
 			l.Unverified = obs.SHA != "" && obs.SHA == l.Desired && n.Desired == obs.SHA && n.State != coordinator.StateConverged
 		}
 	}
 	if gs.Holders != nil {
 		_, l.Claimed = gs.Holders.ClaimOf(a.cfg.Node)
+	}
+	if !own && obs.SHA != "" && obs.SHA == l.Desired && (l.Claimed || l.Refused != "") {
+		// No record of its own (`node rm --force` removed it mid-step, say)
+		// and a step of its own unended (its claim: only a release, which
+		// writes the record, ends one) or failed: nothing says the node
+		// converged on what runs, so it is verified before it counts.
+		l.Unverified = true
 	}
 	if l.Claimed {
 		l.Undoing = a.undoing
