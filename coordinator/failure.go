@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -32,15 +33,72 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // RecordFailureBy is RecordFailure, logged as written by by: the agent of
 // another node reports a node lost while replacing.
 func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, nil)
+}
+
+// RecordLost records that node never came back from the step its claim on
+// a slot was for, as RecordFailureBy does, reported by by: note is the
+// claim's (ClaimNote), since its grant. A claim for an earlier commit of
+// the SHA that is desired again now (X, then Y, then X once more) is no
+// failure of this rollout, and is not recorded: RecordLost writes nothing
+// and returns ActionNone. A note that names no SHA charges nothing either.
+func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, since time.Time, msg string) (Action, error) {
+	sha, committed := parseClaimNote(note)
+	if !ValidSHA(sha) {
+		return ActionNone, nil
+	}
+	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, earlier)
+}
+
+// ClaimNote is the note of a node's claim on a slot for a step toward d:
+// its SHA and, exactly as desired holds it, the time of the commit that
+// made it desired, which tells one commit of a SHA from a later one.
+func ClaimNote(d *Desired) string {
+	if d.CommittedAt.IsZero() {
+		return d.SHA
+	}
+	return d.SHA + "@" + d.CommittedAt.Format(time.RFC3339Nano)
+}
+
+// parseClaimNote reads a ClaimNote; committed is zero in a note of an
+// agent from before the commit's time was in it (a bare SHA).
+func parseClaimNote(note string) (sha string, committed time.Time) {
+	sha, at, ok := strings.Cut(note, "@")
+	if ok {
+		committed, _ = time.Parse(time.RFC3339Nano, at)
+	}
+	return sha, committed
+}
+
+// earlierCommit says whether a step toward sha, for the commit of it at
+// committed (zero: unknown) and granted at since, belonged to an earlier
+// commit of sha than the desired one. Without the commit's time, a grant
+// before the desired record's commit time is taken for an earlier one,
+// which is as exact as the granting host's clock.
+func (g *GroupState) earlierCommit(sha string, committed, since time.Time) bool {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Desired.CommittedAt.IsZero() {
+		return false
+	}
+	if !committed.IsZero() {
+		return !committed.Equal(g.Desired.CommittedAt)
+	}
+	return !since.IsZero() && since.Before(g.Desired.CommittedAt)
+}
+
+// recordFailure records f, unless skip says that, as read, it is not to be.
+func (s *Store) recordFailure(ctx context.Context, group, by string, f Failure, skip func(*GroupState) bool) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
 	}
-	f := Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}
 	for range failureAttempts {
 		gs, err := s.Read(ctx, group, nil)
 		if err != nil {
 			return ActionNone, err
+		}
+		if skip != nil && skip(gs) {
+			return ActionNone, nil
 		}
 		ops, action := gs.failureTxn(k, f, by)
 		_, conflict, err := s.txn(ctx, ops)
