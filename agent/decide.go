@@ -121,31 +121,29 @@ const (
 	StepVerify
 	// StepReplace: replace the workload with Desired.
 	StepReplace
-	// StepUndo: bring back what was set aside (Undoing, or what runs):
-	// under the node's slot, whatever the gate, as the workload is down.
+	// StepUndo: bring back what was set aside (Undoing, or what runs),
+	// under the node's slot and behind the gate; or carry on with an undo
+	// this process began behind its fence (Undoing), whatever the gate.
 	StepUndo
 )
 
 // underSlot is the first step of a node that holds its slot. With the gate
-// closed (a CANCEL, a pause) nothing moves forward: a healthy workload of
-// any SHA stays; an unhealthy one with the old one set aside is undone
-// (counted as a failure when a new one runs), and one with nothing to
-// bring back keeps its slot. With it open, an interrupted step is verified
-// before anything else, so that an old workload is dropped only after the
-// new one passed min_healthy_time.
+// closed (a CANCEL, a pause) nothing destructive runs, an undo included,
+// but one this process began behind a passed fence (Undoing): a healthy
+// workload of any SHA stays, whatever is set aside beside it, and the slot
+// goes back; one that is down keeps its slot, so that it still counts,
+// until a new commit opens a gate. With the gate open, an interrupted step
+// is verified before anything else, so that an old workload is dropped
+// only after the new one passed min_healthy_time.
 func underSlot(l Look) Step {
 	interrupted := l.Leftover || l.Unverified
 	switch {
 	case l.Undoing != "":
 		return StepUndo
+	case !l.Open:
+		return closedStep(l)
 	case l.Lapsed:
 		return lapsedStep(l)
-	case !l.Open && (l.Healthy || l.SHA == "" && !l.Leftover):
-		return StepRelease
-	case !l.Open && l.Leftover:
-		return StepUndo
-	case !l.Open:
-		return StepKeep
 	case interrupted:
 		return StepVerify
 	case l.SHA == l.Desired && l.Healthy:
@@ -165,8 +163,19 @@ func underSlot(l Look) Step {
 	return StepReplace
 }
 
-// lapsedStep is what a node whose claim had lapsed may do: keep what is
-// healthy, bring back what was set aside, or keep counting while down.
+// closedStep is what a node under a closed gate does with its slot: it
+// gives it back when nothing it runs is down (a healthy workload, or none
+// managed, with nothing set aside), and keeps it otherwise.
+func closedStep(l Look) Step {
+	if l.Healthy || l.SHA == "" && !l.Leftover {
+		return StepRelease
+	}
+	return StepKeep
+}
+
+// lapsedStep is what a node whose claim had lapsed may do, behind an open
+// gate: keep what is healthy, bring back what was set aside, or keep
+// counting while down.
 func lapsedStep(l Look) Step {
 	switch {
 	case l.Healthy || l.SHA == "" && !l.Leftover:

@@ -62,11 +62,15 @@ func TestUnderSlot(t *testing.T) {
 		look Look
 		want Step
 	}{
-		{"cancelled, healthy: a workload of any SHA stays", cancelled(Look{SHA: shaA, Leftover: true, Healthy: true}), StepRelease},
-		{"cancelled, new workload down: undone under the slot", cancelled(Look{SHA: shaB, Leftover: true}), StepUndo},
-		{"cancelled, only the set-aside workload left: brought back", cancelled(Look{Leftover: true}), StepUndo},
+		{"cancelled, healthy: a workload of any SHA stays, the old one set aside", cancelled(Look{SHA: shaA, Leftover: true, Healthy: true}), StepRelease},
+		{"cancelled, healthy desired with the old set aside: nothing dropped", cancelled(Look{SHA: shaB, Leftover: true, Healthy: true, Reclaimed: true}), StepRelease},
+		{"cancelled, new workload down: no undo, keep the slot", cancelled(Look{SHA: shaB, Leftover: true}), StepKeep},
+		{"cancelled, only the set-aside workload left: no undo, keep the slot", cancelled(Look{Leftover: true}), StepKeep},
 		{"cancelled, down with nothing to bring back: keep the slot", cancelled(Look{SHA: shaB, Unverified: true}), StepKeep},
+		{"cancelled, behind and down: keep the slot", cancelled(Look{SHA: shaA, Reclaimed: true}), StepKeep},
 		{"cancelled, nothing managed", cancelled(Look{}), StepRelease},
+		{"cancelled, lapsed claim, down with the old set aside: no undo", cancelled(Look{SHA: shaB, Leftover: true, Lapsed: true}), StepKeep},
+		{"cancelled, lapsed claim, healthy: released", cancelled(Look{SHA: shaA, Leftover: true, Healthy: true, Lapsed: true}), StepRelease},
 		{"open, leftover of the desired SHA", open(Look{SHA: shaB, Leftover: true, Healthy: true}), StepVerify},
 		{"open, leftover of a superseded SHA", open(Look{SHA: shaA, Leftover: true, Healthy: true}), StepVerify},
 		{"open, unverified desired", open(Look{SHA: shaB, Unverified: true, Healthy: true}), StepVerify},

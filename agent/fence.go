@@ -102,13 +102,31 @@ func (e *fenceError) Unwrap() error { return e.err }
 // goes unrecorded is a failure_action that never fires. A Consul error is
 // tried again with backoff within settleTimeout.
 func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
+	return a.recordPendingFailure(ctx, &pendingFailure{node: node, sha: sha, msg: msg})
+}
+
+// recordClaim is record for a node lost while replacing, charged to the
+// commit its claim c was for (coordinator.RecordLost).
+func (a *Agent) recordClaim(ctx context.Context, node string, c lockstep.Claim, msg string) error {
+	return a.recordPendingFailure(ctx, &pendingFailure{node: node, msg: msg, note: c.Note, since: c.Since})
+}
+
+// recordPendingFailure records p, as record says.
+func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
 	defer cancel()
 	var b backoff
+	by := coordinator.AgentBy(a.cfg.Node)
 	for {
-		action, err := a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, coordinator.AgentBy(a.cfg.Node), node, sha, msg)
+		var action coordinator.Action
+		var err error
+		if p.note != "" {
+			action, err = a.cfg.Store.RecordLost(ctx, a.cfg.Group, by, p.node, p.note, p.since, p.msg)
+		} else {
+			action, err = a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, by, p.node, p.sha, p.msg)
+		}
 		if err == nil {
-			a.log.Info("failure recorded", "node", node, "action", actionName(action))
+			a.log.Info("failure recorded", "node", p.node, "action", actionName(action))
 			a.unrecorded = nil
 			return nil
 		}
@@ -121,7 +139,7 @@ func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
 		d := b.next()
 		if ctx.Err() != nil || time.Until(deadlineOf(ctx)) < d {
 			a.log.Error("cannot record the failure yet; the next look tries again", "error", err)
-			a.unrecorded = &pendingFailure{node: node, sha: sha, msg: msg}
+			a.unrecorded = p
 			return err
 		}
 		a.log.Warn("cannot record the failure yet", "in", d, "error", err)
@@ -144,8 +162,14 @@ func actionName(a coordinator.Action) string {
 	return "none"
 }
 
-// pendingFailure is a failure that could not be recorded yet.
-type pendingFailure struct{ node, sha, msg string }
+// pendingFailure is a failure that could not be recorded yet: of node's to
+// reach sha, or, with note, of a node lost under a claim with that note
+// granted at since.
+type pendingFailure struct {
+	node, sha, msg string
+	note           string
+	since          time.Time
+}
 
 // recordPending records a failure a look before could not, before this
 // look decides anything: a failure is counted even if Consul was out of
@@ -155,5 +179,5 @@ func (a *Agent) recordPending(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	return a.record(ctx, p.node, p.sha, p.msg)
+	return a.recordPendingFailure(ctx, p)
 }

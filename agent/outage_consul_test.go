@@ -22,12 +22,14 @@ const consulOutage = 30 * time.Second
 // slot. What the design promises (README, Guarantees): no destructive step
 // without a fence, and a fence cannot pass while Consul is down; the step
 // already under way (stopping the old container) runs to its end; the
-// holder, unable to fence its next step, undoes the replacement at once
-// rather than keep its node down. So while Consul is down: the waiting
-// nodes' containers see no event at all, the holder's node never sees its
-// new container created, and its old one is started again. When Consul
-// returns, the rollout resumes and completes, with nothing recorded
-// against the release.
+// holder, unable to fence its next step, touches nothing more: an undo is
+// a destructive step too, behind the gate, which no fence can check while
+// Consul is away (issue 25), and its node keeps counting under its claim.
+// So while Consul is down: the waiting nodes' containers see no event at
+// all, and the holder's node neither sees its new container created nor
+// its old one started again. When Consul returns, the holder undoes or
+// goes on under its slot, and the rollout completes, with nothing
+// recorded against the release.
 func TestOutageConsulDownMidReplacement(t *testing.T) {
 	srv := consultest.New(t, consultest.Options{Persistent: true})
 	f := newFleetOn(t, "consul", srv, dockertest.Client(t))
@@ -74,9 +76,11 @@ func TestOutageConsulDownMidReplacement(t *testing.T) {
 }
 
 // watchOutage watches the fleet for d, the length of the outage: the
-// waiting nodes keep serving from the same containers throughout, and by
-// its end the holder's node is back on its old container, healthy (the
-// holder undid its step at once).
+// waiting nodes keep serving from the same containers throughout, and the
+// holder's node is left as its step was cut off, its old container set
+// aside and nothing started: an undo is a destructive step, and no fence
+// can let one through while Consul is out of reach (issue 25). The node's
+// claim keeps it counted against max_parallel meanwhile.
 func (f *fleet) watchOutage(d time.Duration, victim, old string) {
 	f.t.Helper()
 	before := f.workloads()
@@ -87,30 +91,23 @@ func (f *fleet) watchOutage(d time.Duration, victim, old string) {
 			}
 		}
 	}
-	if w := f.workloads()[victim]; len(w.IDs) != 1 || w.SHAs[0] != old || !w.Healthy {
-		f.t.Fatalf("%s is not back on its old container, healthy, after %s without Consul: %+v", victim, d, w)
+	if w := f.workloads()[victim]; len(w.IDs) != 1 || w.SHAs[0] != old || w.Managed != "" || len(w.Running) != 0 {
+		f.t.Fatalf("%s is not left with its old container set aside and stopped after %s without Consul: %+v", victim, d, w)
 	}
 }
 
 // checkOutageEvents checks what happened to containers while Consul was
 // down: nothing on the waiting nodes; on the holder's node, the end of the
-// stop already under way and the undoing of the replacement, but no new
-// container.
+// stop already under way, but no new container and no undo.
 func checkOutageEvents(t *testing.T, during []dockerEvent, victim, old, sha string) {
 	t.Helper()
-	restarted := false
 	for _, e := range during {
 		switch {
 		case e.node != victim:
 			t.Errorf("container event on waiting node %s while Consul was down: %s", e.node, e)
-		case e.sha == sha || e.action == "create" || e.action == "destroy":
+		case e.sha == sha || e.action == "create" || e.action == "destroy" || e.action == "start" || e.action == "rename":
 			t.Errorf("the holder %s acted without a fence while Consul was down: %s", victim, e)
-		case e.action == "start" && e.sha == old:
-			restarted = true
 		}
-	}
-	if !restarted {
-		t.Errorf("the holder %s did not start its old container again while Consul was down; events: %v", victim, during)
 	}
 }
 

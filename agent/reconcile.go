@@ -61,15 +61,24 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	if v.Open {
 		l.Refused = a.refused(gs)
 	}
+	// Against desired only: a node left on a SHA that is no longer desired
+	// is behind, and replaced, not verified again.
+	own := false
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
-			// Against desired only: a node left on a SHA that is no longer
-			// desired is behind, and replaced, not verified again.
+			own = true
 			l.Unverified = obs.SHA != "" && obs.SHA == l.Desired && n.Desired == obs.SHA && n.State != coordinator.StateConverged
 		}
 	}
 	if gs.Holders != nil {
 		_, l.Claimed = gs.Holders.ClaimOf(a.cfg.Node)
+	}
+	if !own && obs.SHA != "" && obs.SHA == l.Desired && (l.Claimed || l.Refused != "") {
+		// No record of its own (`node rm --force` removed it mid-step, say)
+		// and a step of its own unended (its claim: only a release, which
+		// writes the record, ends one) or failed: nothing says the node
+		// converged on what runs, so it is verified before it counts.
+		l.Unverified = true
 	}
 	if l.Claimed {
 		l.Undoing = a.undoing
@@ -128,7 +137,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	start := begin // the grant's time, once sent
 	var hold *lockstep.Hold
 	if plan == PlanClaimDown {
-		if err := m.ClaimDown(ctx, g, l.Desired); err != nil {
+		if err := m.ClaimDown(ctx, g, coordinator.ClaimNote(gs.Desired)); err != nil {
 			retry, _ := a.notHeld(ctx, m, err)
 			return retry
 		}
@@ -136,7 +145,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		plan = PlanReclaim
 	}
 	if plan == PlanReclaim {
-		hold, err = m.Reclaim(ctx, g, l.Desired, a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
+		hold, err = m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
 		if err == nil {
 			l.Lapsed, l.Reclaimed = hold.Lapsed(), true
 			start = time.Now()
@@ -208,7 +217,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 // for grantFence from then, not from when its reply was read.
 func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look, sent *time.Time) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
-	w := lockstep.Writes{Note: sha}
+	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}
 	if waiting := a.pub.state(l.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
 		w.Join = a.nodeOps(waiting)
 		// Counted as written now: if joining fails, the next look finds
@@ -260,16 +269,18 @@ func (a *Agent) stepTimeout() time.Duration {
 }
 
 // reportLost records that another node never came back from its step, as
-// a failure of that node's for the SHA it was moving to, and only then
-// marks its claim lost, so that the failure is never missed; a second
-// reporter's record of the same node counts once. It says whether the
-// claim is marked: if not, the caller waits before it tries again.
+// a failure of that node's for the SHA, and the commit of it, its claim
+// was for (coordinator.RecordLost: a step of an earlier commit of a SHA
+// desired again counts nothing), and only then marks its claim lost, so
+// that the failure is never missed; a second reporter's record of the same
+// node counts once. It says whether the claim is marked: if not, the
+// caller waits before it tries again.
 func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *lockstep.LostError) bool {
 	c := lost.Claim
 	msg := lost.Name + " lost while replacing; not back within " + c.Until.Sub(c.Since).Round(time.Second).String()
 	a.log.Warn("a node never came back from its step", "lost", lost.Name, "since", c.Since)
-	if c.Note != "" && coordinator.ValidSHA(c.Note) {
-		if err := a.record(ctx, lost.Name, c.Note, msg); err != nil {
+	if c.Note != "" {
+		if err := a.recordClaim(ctx, lost.Name, c, msg); err != nil {
 			return false
 		}
 	}

@@ -57,7 +57,11 @@ func (t *turn) run(ctx context.Context) result {
 	case StepKeep:
 		state, why := t.keepReason()
 		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", why)
-		return t.keep(ctx, state, why+"; the workload is down, so the node keeps its slot")
+		why += "; the workload is down, so the node keeps its slot"
+		if !t.l.Open {
+			why += " until a new commit (`rollagent rollback`, say) opens a gate to recover under"
+		}
+		return t.keep(ctx, state, why)
 	case StepVerify:
 		return t.verify(ctx)
 	case StepReplace:
@@ -165,8 +169,6 @@ func (t *turn) replace(ctx context.Context) result {
 	cancel()
 	if err == nil {
 		err = t.a.verify(ctx, t.gs.Spec, sha)
-	} else if lockstep.IsTransient(err) && t.inLease() {
-		return t.undoCutOff(ctx, sha, err)
 	} else if stoppedByFault(err) {
 		return t.stopped(ctx, err)
 	} else if t.cutOffByStop(err) {
@@ -179,10 +181,11 @@ func (t *turn) replace(ctx context.Context) result {
 }
 
 // finish drops what was set aside, once the new workload passed
-// min_healthy_time, and releases the slot with the node converged. It is
-// the end of a step that passed its fences and changes nothing that
-// serves, so it needs the node's slot, not an open gate: a CANCEL that
-// came during the verification leaves the node on its verified workload.
+// min_healthy_time, and releases the slot with the node converged. The
+// drop is fenced by the gate like every destructive step: a CANCEL that
+// came during the verification stops it, and the node's next look, under
+// its slot, releases it on its verified workload with the old one still
+// set aside, until a new commit.
 func (t *turn) finish(ctx context.Context, sha string) result {
 	converged := t.a.pub.state(sha, sha, coordinator.StateConverged, "")
 	if obs, err := t.a.cfg.Runtime.Inspect(ctx); err == nil && !obs.Leftover {
@@ -197,33 +200,6 @@ func (t *turn) finish(ctx context.Context, sha string) result {
 	return t.release(ctx, converged, resultSuccess)
 }
 
-// undoCutOff undoes a step whose fence could not reach Consul, without a
-// fence: the node's claim keeps its slot in Consul until its lease runs
-// out, whatever became of the session, so the undo is still under the
-// node's slot, and bringing the old workload back beats leaving the node
-// down until Consul is back. Nothing is counted against the release; the
-// claim stays for the next look to reclaim and release.
-func (t *turn) undoCutOff(ctx context.Context, sha string, cause error) result {
-	t.a.log.Warn("cut off from Consul mid-step: undoing it under the node's claim", "error", cause)
-	uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
-	err := t.a.cfg.Runtime.Restore(uctx, sha)
-	cancel()
-	if err != nil {
-		t.a.undoing = sha
-	}
-	return t.stopped(ctx, cause)
-}
-
-// inLease says the node's claim counts by its lease alone, with a margin
-// for clocks, until a runtime call begun now is over however long it may
-// take (stepTimeout): such a call is under the node's slot even if its
-// session is gone or Consul cannot say. t.granted may come after the
-// claim's own start, by a round trip, or by a retry's backoff when a grant
-// whose reply was lost is adopted: the margin covers both.
-func (t *turn) inLease() bool {
-	return time.Now().Add(t.a.stepTimeout()).Before(t.granted.Add(t.a.lease(t.gs.Spec) - leaseGrace/2))
-}
-
 // stoppedByFault says err stopped a step through no fault of the release.
 func stoppedByFault(err error) bool {
 	var fe *fenceError
@@ -232,17 +208,20 @@ func stoppedByFault(err error) bool {
 
 // undo brings back what was set aside, under the slot and behind the gate,
 // and counts cause, if any, as the node's failure to reach sha. The node
-// keeps its slot while its workload is still down. An undo that passed its
-// fence runs to its end: if the runtime fails it, this process carries on
-// with it (Agent.undoing) at its next looks, whatever the gate says then.
+// keeps its slot while its workload is still down. A fence that fails,
+// the gate closed or Consul out of reach, leaves everything as it is under
+// the node's claim. An undo that passed its fence runs to its end: if the
+// runtime fails it, this process carries on with it (Agent.undoing) at its
+// next looks, checking its slot only, whatever the gate says then.
 func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) result {
 	rt := t.a.cfg.Runtime
 	var rerr error
 	if restore {
-		// Cut off from Consul, the undo still goes ahead within the
-		// claim's lease: the slot is the node's until then whatever
-		// became of the session, and the node is better whole.
-		if err := t.held(ctx, "undo"); err != nil && !(lockstep.IsTransient(err) && t.inLease()) {
+		fence := t.held
+		if t.l.Undoing != "" && t.l.Undoing == sha {
+			fence = t.carryOn
+		}
+		if err := fence(ctx, "undo"); err != nil {
 			return t.stopped(ctx, err)
 		}
 		uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
@@ -301,9 +280,9 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 }
 
 // undoDown brings back what was set aside on a node whose workload is down
-// while the gate is closed, or whose undo this process could not finish:
-// counted as a failure of the new workload when one runs, and not when
-// the step was cut off before it started one.
+// and whose claim had lapsed, behind the gate, or whose undo this process
+// could not finish: counted as a failure of the new workload when one
+// runs, and not when the step was cut off before it started one.
 func (t *turn) undoDown(ctx context.Context) result {
 	if t.l.Undoing != "" {
 		return t.undo(ctx, t.l.Undoing, nil, true)
@@ -316,9 +295,16 @@ func (t *turn) undoDown(ctx context.Context) result {
 	return t.undo(ctx, t.l.SHA, cause, true)
 }
 
-// held checks, right before the end or the undo of a step, that the node
-// still holds its slot, whatever the gate says, writing the node's record.
+// held fences the end or the undo of a step, with the node's record as it
+// is: the slot and the gate, as for every destructive step.
 func (t *turn) held(ctx context.Context, name string) error {
+	return t.check(ctx, t.l.SHA, name, t.hold.Fence, "fenced")
+}
+
+// carryOn checks the slot alone, whatever the gate says, for the one step
+// that may run behind a closed gate: an undo this process began behind a
+// passed fence and could not finish (Agent.undoing).
+func (t *turn) carryOn(ctx context.Context, name string) error {
 	return t.check(ctx, t.l.SHA, name, t.hold.Check, "checked the slot")
 }
 
@@ -352,8 +338,9 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 	}
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// No next look will resolve it: leave the node with its old
-		// workload, still under its claim, which keeps its slot.
-		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover && (t.inLease() || t.held(ctx, "undo") == nil) {
+		// workload, still under its claim, which keeps its slot, if the
+		// gate lets the undo through.
+		if obs, ierr := t.a.cfg.Runtime.Inspect(ctx); ierr == nil && obs.Leftover && t.held(ctx, "undo") == nil {
 			uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
 			if rerr := t.a.cfg.Runtime.Restore(uctx, obs.SHA); rerr != nil {
 				t.a.log.Warn("stopping with the step cut off; cannot restore the old workload", "error", rerr)

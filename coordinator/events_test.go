@@ -80,6 +80,9 @@ func TestEveryActionIsLogged(t *testing.T) {
 			[]Event{{Kind: EventResume, By: "op@h", SHA: s1, Reason: "lifted the pause"}}},
 		{"commit of another", func() error { _, err := st.Commit(ctx, "web", v2, "op2@h", "commit"); return err },
 			[]Event{{Kind: EventCommit, By: "op2@h", SHA: s2, From: s1}}},
+		{"a node converges on v2, which a record of its own is not logged", func() error {
+			return st.PutNode(ctx, "web", NodeState{Node: "n1", SHA: s2, Desired: s2, State: StateConverged, Since: time.Now()})
+		}, nil},
 		{"rollback", func() error { _, err := st.Rollback(ctx, "web", "", "op@h"); return err },
 			[]Event{{Kind: EventRollback, By: "op@h", SHA: s1, From: s2, Reason: "rollback to"}}},
 		{"cancel", func() error { _, err := st.Cancel(ctx, "web", "", "bad image", "op@h"); return err },

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -32,15 +33,72 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // RecordFailureBy is RecordFailure, logged as written by by: the agent of
 // another node reports a node lost while replacing.
 func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, nil)
+}
+
+// RecordLost records that node never came back from the step its claim on
+// a slot was for, as RecordFailureBy does, reported by by: note is the
+// claim's (ClaimNote), since its grant. A claim for an earlier commit of
+// the SHA that is desired again now (X, then Y, then X once more) is no
+// failure of this rollout, and is not recorded: RecordLost writes nothing
+// and returns ActionNone. A note that names no SHA charges nothing either.
+func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, since time.Time, msg string) (Action, error) {
+	sha, committed := parseClaimNote(note)
+	if !ValidSHA(sha) {
+		return ActionNone, nil
+	}
+	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, earlier)
+}
+
+// ClaimNote is the note of a node's claim on a slot for a step toward d:
+// its SHA and, exactly as desired holds it, the time of the commit that
+// made it desired, which tells one commit of a SHA from a later one.
+func ClaimNote(d *Desired) string {
+	if d.CommittedAt.IsZero() {
+		return d.SHA
+	}
+	return d.SHA + "@" + d.CommittedAt.Format(time.RFC3339Nano)
+}
+
+// parseClaimNote reads a ClaimNote; committed is zero in a note of an
+// agent from before the commit's time was in it (a bare SHA).
+func parseClaimNote(note string) (sha string, committed time.Time) {
+	sha, at, ok := strings.Cut(note, "@")
+	if ok {
+		committed, _ = time.Parse(time.RFC3339Nano, at)
+	}
+	return sha, committed
+}
+
+// earlierCommit says whether a step toward sha, for the commit of it at
+// committed (zero: unknown) and granted at since, belonged to an earlier
+// commit of sha than the desired one. Without the commit's time, a grant
+// before the desired record's commit time is taken for an earlier one,
+// which is as exact as the granting host's clock.
+func (g *GroupState) earlierCommit(sha string, committed, since time.Time) bool {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Desired.CommittedAt.IsZero() {
+		return false
+	}
+	if !committed.IsZero() {
+		return !committed.Equal(g.Desired.CommittedAt)
+	}
+	return !since.IsZero() && since.Before(g.Desired.CommittedAt)
+}
+
+// recordFailure records f, unless skip says that, as read, it is not to be.
+func (s *Store) recordFailure(ctx context.Context, group, by string, f Failure, skip func(*GroupState) bool) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
 	}
-	f := Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}
 	for range failureAttempts {
 		gs, err := s.Read(ctx, group, nil)
 		if err != nil {
 			return ActionNone, err
+		}
+		if skip != nil && skip(gs) {
+			return ActionNone, nil
 		}
 		ops, action := gs.failureTxn(k, f, by)
 		_, conflict, err := s.txn(ctx, ops)
@@ -123,7 +181,7 @@ func hasFailure(fs []Failure, node string) bool {
 
 // NoRollbackTarget ends the reason of a pause that failure_action=rollback
 // took because no SHA was fit to roll back to.
-const NoRollbackTarget = "failure_action=rollback paused instead: no earlier SHA in history is free of a cancel, a pause and failures"
+const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA in history ever converged on every node (and stayed free of a cancel, a pause and failures since)"
 
 // failureAction decides what the count-th failure of sha does, and the ops
 // that do it. Only a failure of the desired SHA, neither cancelled nor
@@ -143,7 +201,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	case ActionPause:
 		return pause(reached)
 	case ActionRollback:
-		to := g.rollbackTarget(sha)
+		to := g.rollbackTarget(k, sha)
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
 		}
@@ -164,25 +222,46 @@ func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 }
 
 // rollbackTarget is the SHA that failure_action=rollback of failing goes
-// to, or "" when there is none: the SHA desired before it if that one may
-// be gone back to, else the newest such in history. Nothing records that
-// a SHA ever converged on every node, so "may be gone back to" is what the
-// store can tell: a spec in history, not the failing SHA, with no CANCEL,
-// no pause and no failure record (a record that does not decode included).
-// The SHA desired before is preferred to a newer one in history: the fleet
-// ran it last, and a newer one was left by an operator's rollback.
-func (g *GroupState) rollbackTarget(failing string) string {
-	candidates := []string{g.Desired.Previous}
-	for i := len(g.History) - 1; i >= 0; i-- {
-		candidates = append(candidates, g.History[i].SHA)
-	}
-	for _, sha := range candidates {
-		if sha != "" && sha != failing && g.inHistory(sha) &&
-			!g.cancelledSHA[sha] && !g.pausedSHA[sha] && !g.failedSHA[sha] {
-			return sha
+// to, or "" when there is none: of the SHAs a commit found converged on
+// every node (converged/), the one found so most recently, if it is not
+// the failing one, its spec is in history, it has no CANCEL (no rollback
+// brings one back), and no pause or failure of it was recorded since it
+// converged (one that does not decode counts as recorded since). A SHA
+// only ever desired, such as a tag typo whose pull failed on every node,
+// which counts no failure, is never gone back to.
+func (g *GroupState) rollbackTarget(k Keys, failing string) string {
+	var to Converged
+	for sha, c := range g.convergedSHA {
+		if sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, c.At) {
+			continue
+		}
+		if to.SHA == "" || c.At.After(to.At) {
+			to = c
 		}
 	}
-	return ""
+	return to.SHA
+}
+
+// troubledSince says whether sha has a pause or a failure recorded after
+// at, or one that does not decode. Both belong to its latest commit, which
+// clears those of the one before.
+func (g *GroupState) troubledSince(k Keys, sha string, at time.Time) bool {
+	if !g.pausedSHA[sha] && !g.failedSHA[sha] {
+		return false
+	}
+	troubled := false
+	if p := g.byKey[k.Pause(sha)]; p != nil {
+		var ps Pause
+		troubled = decode(p.Key, p.Value, &ps) != nil || ps.At.IsZero() || !ps.At.Before(at)
+	}
+	fs := g.failuresOf(k, sha, func(err error) bool {
+		troubled = troubled || err != nil
+		return err == nil
+	})
+	for _, f := range fs {
+		troubled = troubled || f.At.IsZero() || !f.At.Before(at)
+	}
+	return troubled
 }
 
 func (g *GroupState) inHistory(sha string) bool {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
@@ -34,6 +35,18 @@ func commit(t *testing.T, st *Store, group string, spec *hashspec.Spec) string {
 		t.Fatal(err)
 	}
 	return r.SHA
+}
+
+// converge publishes ns converged on group's desired SHA, as their agents
+// do once it runs healthy on their nodes.
+func converge(t *testing.T, st *Store, group string, ns ...string) {
+	t.Helper()
+	sha := read(t, st, group).Desired.SHA
+	for _, n := range ns {
+		if err := st.PutNode(testCtx(t), group, NodeState{Node: n, SHA: sha, Desired: sha, State: StateConverged, Since: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func read(t *testing.T, st *Store, group string) *GroupState {
@@ -85,6 +98,7 @@ func TestConcurrentFailuresActExactlyOnce(t *testing.T) {
 			for trial := range trials {
 				group := fmt.Sprintf("%s-%d-%d", tc.action, tc.maxFailures, trial)
 				good := commit(t, st, group, release(t, "v1", "pause", 1))
+				converge(t, st, group, "n9")
 				bad := commit(t, st, group, release(t, "bad", tc.action, tc.maxFailures))
 				actions := recordAtOnce(t, st, group, bad, holders)
 				if n := count(actions, tc.want); n != 1 {
@@ -215,15 +229,30 @@ func TestFailureAfterCancelDoesNothingElse(t *testing.T) {
 	}
 }
 
-// failure_action=rollback goes to a SHA that may be gone back to: never
-// cancelled, paused or failed, preferring the one desired before. With
-// none, it pauses and says why.
+// failure_action=rollback goes back only to a SHA that converged on every
+// node (a commit found it so: converged/), the most recent such, never
+// cancelled, paused or failed since. With none, it pauses and says why.
+// Issue 25 item 8: on 6d7f554 it went to the SHA desired before whatever
+// became of it, such as a tag typo whose pull failed on every node, which
+// ran nowhere and counts no failure.
 func TestAutomaticRollbackTarget(t *testing.T) {
 	c := consultest.NewDev(t).Client()
 	st := NewStore(c, "")
 	type step func(t *testing.T, group string) // builds the history before the bad commit
 	commitTag := func(tag string) step {
 		return func(t *testing.T, group string) { commit(t, st, group, release(t, tag, "continue", 1)) }
+	}
+	converged := func(t *testing.T, group string) { converge(t, st, group, "n1", "n2") }
+	// A typo in the tag: the pull fails on every node, which says so and
+	// stays on what it runs.
+	typo := func(t *testing.T, group string) {
+		g := read(t, st, group)
+		for _, n := range g.Nodes {
+			n.Desired, n.State, n.Error = g.Desired.SHA, StateFailed, "prepare: pull access denied"
+			if err := st.PutNode(testCtx(t), group, n); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	cancel := func(t *testing.T, group string) {
 		if _, err := st.Cancel(testCtx(t), group, "", "", "me"); err != nil {
@@ -256,13 +285,19 @@ func TestAutomaticRollbackTarget(t *testing.T) {
 		steps []step
 		want  string // the tag rolled back to; "" for a pause
 	}{
-		{"the previous SHA", []step{commitTag("a"), commitTag("b")}, "b"},
-		{"past a cancelled previous", []step{commitTag("a"), commitTag("b"), cancel}, "a"},
-		{"past a failed previous", []step{commitTag("a"), commitTag("b"), fail}, "a"},
-		{"past a paused previous", []step{commitTag("a"), commitTag("b"), pauseByHand}, "a"},
-		{"the previous before newer history", []step{commitTag("a"), commitTag("b"), rollbackTo("a")}, "a"},
-		{"newest in history when previous failed", []step{commitTag("a"), commitTag("b"), commitTag("c"), fail}, "b"},
+		{"the previous SHA, converged", []step{commitTag("a"), converged, commitTag("b"), converged}, "b"},
+		{"past a previous that never converged", []step{commitTag("a"), converged, commitTag("b")}, "a"},
+		{"past a tag typo whose pull failed everywhere", []step{commitTag("a"), converged, commitTag("typo"), typo}, "a"},
+		{"past a cancelled previous", []step{commitTag("a"), converged, commitTag("b"), cancel}, "a"},
+		{"past a failed previous", []step{commitTag("a"), converged, commitTag("b"), fail}, "a"},
+		{"past a paused previous", []step{commitTag("a"), converged, commitTag("b"), pauseByHand}, "a"},
+		{"an older SHA rolled back to and converged again", []step{commitTag("a"), converged, commitTag("b"), converged,
+			rollbackTo("a"), converged}, "a"},
+		{"the latest converged, not the previous", []step{commitTag("a"), converged, commitTag("b"), converged, rollbackTo("a")}, "b"},
+		{"past one that converged, then failed when committed again", []step{commitTag("a"), converged, commitTag("b"), converged,
+			rollbackTo("a"), fail, commitTag("c")}, "b"},
 		{"none: first commit", nil, ""},
+		{"none: nothing ever converged", []step{commitTag("a"), commitTag("b")}, ""},
 		{"none: only a cancelled one", []step{commitTag("a"), cancel}, ""},
 		{"none: only failed ones", []step{commitTag("a"), fail, commitTag("b"), fail}, ""},
 	}

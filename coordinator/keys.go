@@ -52,6 +52,10 @@ func (k Keys) Failure(sha, node string) string { return k.root + "failures/" + s
 // FailuresPrefix lists the failures for sha.
 func (k Keys) FailuresPrefix(sha string) string { return k.root + "failures/" + sha + "/" }
 
+// Converged records that sha converged: every node that counted ran it,
+// converged, behind an open gate, when a commit moved desired off it.
+func (k Keys) Converged(sha string) string { return k.root + "converged/" + sha }
+
 // FailCount is sha's failure counter, which every failure write CASes so
 // that concurrent failures are counted one after another. It lives outside
 // failures/ so that the listing of failures/<sha>/ holds node records only.

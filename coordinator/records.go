@@ -86,6 +86,15 @@ type FailCount struct {
 	At     time.Time `json:"at"`
 }
 
+// Converged is the value of converged/<sha>: the commit that moved desired
+// off sha found it converged (Summary.Done), so failure_action=rollback
+// may go back to it.
+type Converged struct {
+	SHA   string    `json:"sha"`
+	At    time.Time `json:"at"`    // when the commit found it converged
+	Nodes int       `json:"nodes"` // the nodes that counted, every one converged on it
+}
+
 // NodeState is what an agent publishes about its node.
 type NodeState struct {
 	Node    string     `json:"node"`
@@ -162,6 +171,7 @@ func (c *Cancel) check() error    { return checkSHA("sha", c.SHA, false) }
 func (p *Pause) check() error     { return checkSHA("sha", p.SHA, false) }
 func (f *Failure) check() error   { return checkSHA("sha", f.SHA, false) }
 func (c *FailCount) check() error { return checkSHA("sha", c.SHA, false) }
+func (c *Converged) check() error { return checkSHA("sha", c.SHA, false) }
 
 func (n *NodeState) check() error {
 	if err := hashspec.ValidateName(n.Node); err != nil {

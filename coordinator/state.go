@@ -44,6 +44,9 @@ type GroupState struct {
 	// failure record, readable or not: rollbackTarget passes them over.
 	pausedSHA map[string]bool
 	failedSHA map[string]bool
+	// convergedSHA are the SHAs a commit found converged (converged/),
+	// the only ones rollbackTarget goes back to.
+	convergedSHA map[string]Converged
 	// byKey is every pair read, for the records of a SHA other than the
 	// desired one: the failure counter, the failures a failure counts on.
 	byKey map[string]*api.KVPair
@@ -74,7 +77,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	byKey := map[string]*api.KVPair{}
 	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{},
-		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, byKey: byKey}
+		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, convergedSHA: map[string]Converged{}, byKey: byKey}
 	for _, p := range pairs {
 		byKey[p.Key] = p
 		g.parsePair(k, p)
@@ -140,6 +143,15 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
 	case strings.HasPrefix(rel, "pause/"):
 		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
+	case strings.HasPrefix(rel, "converged/"):
+		var c Converged
+		err := decode(p.Key, p.Value, &c)
+		if err == nil && c.SHA != strings.TrimPrefix(rel, "converged/") {
+			err = fmt.Errorf("%s: names SHA %q", p.Key, c.SHA)
+		}
+		if g.note(err) {
+			g.convergedSHA[c.SHA] = c
+		}
 	case strings.HasPrefix(rel, "failures/"):
 		sha, _, _ := strings.Cut(strings.TrimPrefix(rel, "failures/"), "/")
 		g.failedSHA[sha] = true

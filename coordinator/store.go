@@ -206,6 +206,13 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	if err != nil {
 		return nil, false, err
 	}
+	if cur != nil {
+		conv, err := s.convergedOps(ctx, k, group, pair, now)
+		if err != nil {
+			return nil, false, err
+		}
+		ops = append(ops, conv...)
+	}
 	ev.From, ev.At = res.Previous, now
 	ops = append(append(ops, hist), eventOps(k, ev)...)
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
@@ -368,4 +375,29 @@ func ShortSHA(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// convergedOps record, in the commit that moves desired off it, that the
+// desired SHA converged, if it did: every node that counts runs it,
+// converged, the gate is open and no slot is in use (Summary.Done), read
+// at desired's index as the commit read it (the commit's CAS on desired
+// makes the two one moment). Only a commit sees the whole group: an agent
+// reads its own records alone, at a cost that does not grow with the
+// fleet. A catalog that cannot be read takes no node for gone, which may
+// only leave a converged SHA unrecorded.
+func (s *Store) convergedOps(ctx context.Context, k Keys, group string, desired *api.KVPair, now time.Time) (api.TxnOps, error) {
+	gs, err := s.Read(ctx, group, nil)
+	if err != nil {
+		return nil, err
+	}
+	if gs.Desired == nil || gs.DesiredPair.ModifyIndex != desired.ModifyIndex {
+		return nil, nil // moved since: the commit's CAS fails and reads again
+	}
+	gs.Registered, _ = s.Registered(ctx, group)
+	sum := gs.Summary(now, DefaultLostAfter)
+	if !sum.Done {
+		return nil, nil
+	}
+	c := Converged{SHA: gs.Desired.SHA, At: now, Nodes: sum.Counted}
+	return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Converged(c.SHA), Value: mustJSON(c)}}}, nil
 }

@@ -73,10 +73,22 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 			}
 		})
 	}
-	// failure_action=rollback needs no more than the agent's token has.
+	// failure_action=rollback needs no more than the agent's token has. It
+	// goes back only to a SHA that converged on every node: n1 converges
+	// on v5 before v6 is committed.
 	t.Run("agent's automatic rollback", func(t *testing.T) {
+		v5 := writeSpec(t, "v5c.json", []byte(`{"container": {"image": "rollagent-demo/web:v5c"}}`))
+		code, out, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", v5)
+		if code != 0 {
+			t.Fatal(errs)
+		}
+		good := strings.SplitN(out, "\n", 2)[0]
+		root := coordinator.NewStore(c, "")
+		if err := root.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", SHA: good, Desired: good, State: coordinator.StateConverged, Since: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		v6 := writeSpec(t, "v6.json", []byte(`{"container": {"image": "rollagent-demo/web:v6"}, "update": {"failure_action": "rollback", "max_failures": 1}}`))
-		code, out, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", v6)
+		code, out, errs = runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", v6)
 		if code != 0 {
 			t.Fatal(errs)
 		}

@@ -13,7 +13,9 @@
 #     every waiter) and which failure_action=rollback moves;
 #   - write cancel/: Consul 1.13 takes the check that a key does not
 #     exist, which every grant makes on cancel/<sha>, for a write.
-# What it may not: write history/, which `rollagent commit`, `rollagent
+# What it may not: write converged/, which only commits write (they read
+# the whole group to tell a SHA converged on every node); write history/,
+# which `rollagent commit`, `rollagent
 # rollback`, `rollagent resume` and `rollagent cancel` all write, so each
 # is refused with this token, and it cannot put a new spec in front of the
 # fleet; nor write another node's record, or anything of another group.

@@ -1,0 +1,223 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// asideRuntime is a Runtime whose workload is a SHA in memory with, as a
+// Docker replacement leaves it, the old one set aside until Finish drops
+// it or Restore brings it back. It records every destructive call.
+type asideRuntime struct {
+	mu      sync.Mutex
+	sha     string
+	aside   string // the set-aside SHA, "" for none
+	healthy bool
+	calls   []string
+	// verified, when set, runs once as WaitHealthy begins for sha.
+	verified func(sha string)
+}
+
+func (r *asideRuntime) note(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call)
+}
+
+// destructiveCalls are the calls so far that changed the workload.
+func (r *asideRuntime) destructiveCalls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		if slices.Contains(destructive, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *asideRuntime) state() (sha, aside string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sha, r.aside
+}
+
+func (r *asideRuntime) Inspect(context.Context) (agent.Observed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return agent.Observed{SHA: r.sha, Leftover: r.aside != ""}, nil
+}
+
+func (r *asideRuntime) Prepare(context.Context, *hashspec.Spec, string) error { return nil }
+
+func (r *asideRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step agent.StepFunc) error {
+	r.note("Replace")
+	if err := step(ctx, "swap"); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sha, r.aside = sha, r.sha
+	return nil
+}
+
+func (r *asideRuntime) WaitHealthy(context.Context, *hashspec.Spec) error {
+	r.mu.Lock()
+	hook, sha := r.verified, r.sha
+	r.verified = nil
+	r.mu.Unlock()
+	if hook != nil {
+		hook(sha)
+	}
+	if ok, why := r.Healthy(context.Background()); !ok {
+		return &unhealthyError{why}
+	}
+	return nil
+}
+
+type unhealthyError struct{ why string }
+
+func (e *unhealthyError) Error() string { return e.why }
+
+func (r *asideRuntime) Finish(context.Context) error {
+	r.note("Finish")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.aside = ""
+	return nil
+}
+
+func (r *asideRuntime) Restore(_ context.Context, sha string) error {
+	r.note("Restore")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sha == sha && r.aside != "" {
+		r.sha, r.aside, r.healthy = r.aside, "", true
+	}
+	return nil
+}
+
+func (r *asideRuntime) Healthy(context.Context) (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.healthy, "test: health set by the test"
+}
+
+// putClaim writes node's claim on group's slot, as a grant leaves it for a
+// holder whose process died mid-step: its session gone, its lease running.
+func putClaim(t *testing.T, c *api.Client, k coordinator.Keys, node, note string) {
+	t.Helper()
+	now := time.Now().UTC()
+	rec := map[string]any{"holders": map[string]any{}, "claims": map[string]lockstep.Claim{
+		node: {Session: "00000000-0000-4000-8000-000000000001", Since: now, Until: now.Add(10 * time.Minute), Note: note}}}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: b}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counted says whether node's claim counts against max_parallel now, as
+// Consul's record of the slot has it.
+func counted(t *testing.T, st *coordinator.Store, group, node string) bool {
+	t.Helper()
+	gs, err := st.Read(context.Background(), group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs.Holders != nil && slices.Contains(gs.Holders.Counted(time.Now()), node)
+}
+
+// Issue 25 item 9: a holder killed mid-step under a CANCEL, its new
+// workload down and the old one set aside. Its restarted agent reclaims
+// the node's slot and, the gate closed, undoes nothing: the node stays as
+// the step left it and keeps its slot, so that it still counts, and its
+// record says a new commit is how it recovers. On 6d7f554 it restored the
+// old workload behind Hold.Check, a check that skips the gate.
+func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	group := fleettest.Group("closeddown")
+	k, err := st.Keys(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := commitRecording(t, st, group, "v1", "")
+	v2 := commitRecording(t, st, group, "v2", "")
+	if _, err := st.Cancel(context.Background(), group, v2, "test", "test"); err != nil {
+		t.Fatal(err)
+	}
+	putClaim(t, srv.Client(), k, "n1", v2)
+	rt := &asideRuntime{sha: v2, aside: v1}
+	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	fleettest.WaitFor(t, time.Minute, "n1 to keep its slot, or to act", func() bool {
+		n := nodeState(t, st, group, "n1")
+		kept := n != nil && n.State == coordinator.StateCancelled && strings.Contains(n.Error, "keeps its slot")
+		return kept || len(rt.destructiveCalls()) > 0
+	})
+	// A bounded watch: the reclaim is done, and nothing may move after it.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if calls := rt.destructiveCalls(); len(calls) > 0 {
+			t.Fatalf("under the CANCEL the agent called %v on its node", calls)
+		}
+	}
+	if sha, aside := rt.state(); sha != v2 || aside != v1 {
+		t.Fatalf("node runs %.12s with %.12q set aside, want the step as it was left", sha, aside)
+	}
+	if !counted(t, st, group, "n1") {
+		t.Fatal("n1 is down under the CANCEL and its claim no longer counts against max_parallel")
+	}
+	if n := nodeState(t, st, group, "n1"); !strings.Contains(n.Error, "new commit") {
+		t.Fatalf("n1's record says %q: it must say a new commit recovers it", n.Error)
+	}
+}
+
+// Issue 25 item 9: a CANCEL that lands while the holder verifies its new
+// workload. The old workload set aside is not dropped: the drop is fenced
+// by the gate, which is closed, so the node stays on its healthy new
+// workload with the old one set aside and gives its slot back. On 6d7f554
+// finish dropped it behind Hold.Check, which skips the gate.
+func TestCancelDuringVerificationDropsNothing(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	group := fleettest.Group("closedfinish")
+	v1 := commitRecording(t, st, group, "v1", "")
+	rt := &asideRuntime{sha: v1, healthy: true}
+	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	waitNode(t, st, group, "n1", "converged on v1", converged(v1))
+	rt.mu.Lock()
+	rt.verified = func(string) {
+		if _, err := st.Cancel(context.Background(), group, "", "test", "test"); err != nil {
+			t.Error(err)
+		}
+	}
+	rt.mu.Unlock()
+	v2 := commitRecording(t, st, group, "v2", "")
+	fleettest.WaitFor(t, time.Minute, "n1 to report the CANCEL with its slot given back, or to drop v1", func() bool {
+		n := nodeState(t, st, group, "n1")
+		done := n != nil && n.State == coordinator.StateCancelled && !counted(t, st, group, "n1")
+		return done || slices.Contains(rt.destructiveCalls(), "Finish")
+	})
+	if calls := rt.destructiveCalls(); !slices.Equal(calls, []string{"Replace"}) {
+		t.Fatalf("the agent called %v: after the CANCEL nothing may be dropped", calls)
+	}
+	if sha, aside := rt.state(); sha != v2 || aside != v1 {
+		t.Fatalf("node runs %.12s with %.12q set aside, want v2 with v1 still set aside", sha, aside)
+	}
+}
