@@ -29,6 +29,9 @@ const (
 	StandingCancelled Standing = "cancelled"
 	StandingFailed    Standing = "failed"
 	StandingUnknown   Standing = "unknown" // its agent could not read its workload
+	// StandingDown: its workload went down after it converged; it counts
+	// against max_parallel until it is healthy again.
+	StandingDown Standing = "down"
 	// StandingBehind: converged on another SHA than the desired one (or on
 	// none), with nothing under way: its agent has not taken the commit up.
 	StandingBehind Standing = "behind"
@@ -42,7 +45,7 @@ const (
 
 // Standings lists every Standing in the order status prints them.
 var Standings = []Standing{StandingConverged, StandingReplacing, StandingVerifying, StandingWaiting,
-	StandingPaused, StandingCancelled, StandingFailed, StandingUnknown, StandingBehind, StandingLost, StandingInvalid}
+	StandingPaused, StandingCancelled, StandingFailed, StandingUnknown, StandingDown, StandingBehind, StandingLost, StandingInvalid}
 
 // Presence is what Consul's catalog says of a node's service instance.
 type Presence string
@@ -158,7 +161,7 @@ func presence(registered map[string]bool, node string) Presence {
 // published maps the states agents publish, but converged, to theirs.
 var published = map[NodeStatus]Standing{StateReplacing: StandingReplacing, StateVerifying: StandingVerifying,
 	StateWaiting: StandingWaiting, StatePaused: StandingPaused, StateCancelled: StandingCancelled,
-	StateFailed: StandingFailed, StateUnknown: StandingUnknown}
+	StateFailed: StandingFailed, StateUnknown: StandingUnknown, StateDown: StandingDown}
 
 // standing is where a valid record puts its node, before the catalog is
 // asked.

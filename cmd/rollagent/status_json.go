@@ -16,22 +16,24 @@ const statusSchema = 2
 // docs/status-json.md. It has its own types rather than coordinator's so
 // that an internal rename cannot change what scripts parse.
 type statusJSON struct {
-	Schema   int                   `json:"schema"`
-	Group    string                `json:"group"`
-	At       time.Time             `json:"at"`
-	Desired  *coordinator.Desired  `json:"desired"`
-	Gate     gateJSON              `json:"gate"`
-	Progress progressJSON          `json:"progress"`
-	Nodes    []nodeJSON            `json:"nodes"`
-	Holders  []holderJSON          `json:"holders"`
-	Orphans  []claimJSON           `json:"orphaned_claims"`
-	Down     []string              `json:"unavailable"`
-	Waiting  int                   `json:"waiting_for_slot"`
-	Failures []coordinator.Failure `json:"failures"`
-	Problems []string              `json:"problems"`
-	Budget   budgetJSON            `json:"slot_budget"`
-	Stall    *stallJSON            `json:"stall"`            // null unless the group is stalled
-	Outage   *outageJSON           `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	Schema   int                  `json:"schema"`
+	Group    string               `json:"group"`
+	At       time.Time            `json:"at"`
+	Desired  *coordinator.Desired `json:"desired"`
+	Gate     gateJSON             `json:"gate"`
+	Progress progressJSON         `json:"progress"`
+	Nodes    []nodeJSON           `json:"nodes"`
+	Holders  []holderJSON         `json:"holders"`
+	Orphans  []claimJSON          `json:"orphaned_claims"`
+	Down     []string             `json:"unavailable"`
+	// DownWhy says why each of Down is down.
+	DownWhy  map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
+	Waiting  int                               `json:"waiting_for_slot"`
+	Failures []coordinator.Failure             `json:"failures"`
+	Problems []string                          `json:"problems"`
+	Budget   budgetJSON                        `json:"slot_budget"`
+	Stall    *stallJSON                        `json:"stall"`            // null unless the group is stalled
+	Outage   *outageJSON                       `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 }
 
 type gateJSON struct {
@@ -115,7 +117,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
 		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel},
 		Progress: newProgressJSON(sum),
-		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), Failures: nonNil(gs.Failures),
+		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
