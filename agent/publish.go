@@ -305,7 +305,7 @@ func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (str
 		return p.aliveID, nil
 	}
 	p.mu.Lock()
-	health := cmp.Or(p.health, api.HealthCritical)
+	health := cmp.Or(p.health, healthNotRead)
 	p.mu.Unlock()
 	if err := p.register(ctx, n, health); err != nil {
 		return "", err
@@ -329,7 +329,7 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	p.mu.Lock()
-	health := cmp.Or(p.health, api.HealthCritical)
+	health := cmp.Or(p.health, healthNotRead)
 	p.mu.Unlock()
 	p.session = sessionCheck{id: lockstep.NewCheckID(p.serviceID()), ttl: ttl}
 	if err := p.register(ctx, n, health); err != nil {
@@ -377,6 +377,11 @@ func (p *publisher) readHealth(ctx context.Context) (status, why string) {
 	}
 	return status, why
 }
+
+// healthNotRead is the workload check's status when it is registered
+// before any reading: warning, which does not count the node down, until
+// the first reading, made at once, says.
+const healthNotRead = api.HealthWarning
 
 // checkStatus is the workload check's status for each Health.
 var checkStatus = map[Health]string{HealthUp: api.HealthPassing, HealthFailing: api.HealthWarning, HealthDown: api.HealthCritical}

@@ -180,7 +180,7 @@ func standing(d *Desired, n *NodeState) Standing {
 
 // Left counts the nodes that count and have not converged: moving, those
 // a rollout moves on (replacing, verifying, waiting, behind), and stuck,
-// those no pace will move (unknown, failed, invalid, paused, cancelled).
+// those no pace will move (unknown, down, failed, invalid, paused, cancelled).
 // With any stuck, an ETA would count down to a moment when nothing happens.
 func (s Summary) Left() (moving, stuck int) {
 	for _, r := range s.Rows {
