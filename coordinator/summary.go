@@ -87,14 +87,18 @@ type SummaryInput struct {
 	Failures   []Failure       // of the desired SHA
 	Registered map[string]bool // nil: not known, no node is gone
 	Holders    *lockstep.Holders
-	LostAfter  time.Duration
-	Now        time.Time
+	// Down says why Consul's state counts nodes down (Store.Down), nil
+	// when not asked: a node converged whose workload is down there is
+	// down, before its agent's next look says so.
+	Down      map[string]DownReason
+	LostAfter time.Duration
+	Now       time.Time
 }
 
 // Summary gathers g's parts for Summarize.
 func (g *GroupState) Summary(now time.Time, lostAfter time.Duration) Summary {
 	return Summarize(SummaryInput{Gate: g.Gate(), Desired: g.Desired, Nodes: g.Nodes, Invalid: g.Invalid,
-		Failures: g.Failures, Registered: g.Registered, Holders: g.Holders, LostAfter: lostAfter, Now: now})
+		Failures: g.Failures, Registered: g.Registered, Holders: g.Holders, Down: g.DownWhy, LostAfter: lostAfter, Now: now})
 }
 
 // Summarize counts every node. A node with a failure record of the desired
@@ -122,6 +126,9 @@ func Summarize(in SummaryInput) Summary {
 		// "paused" like every other: its failure record tells it apart.
 		if failed[n.Node] && r.Standing != StandingConverged {
 			r.Standing = StandingFailed
+		}
+		if r.Standing == StandingConverged && in.Down[n.Node] == DownWorkload {
+			r.Standing = StandingDown
 		}
 		if r.Presence == PresenceGone && in.Now.Sub(n.LastSign()) > in.LostAfter {
 			r.Standing = StandingLost
