@@ -16,24 +16,25 @@ const statusSchema = 2
 // docs/status-json.md. It has its own types rather than coordinator's so
 // that an internal rename cannot change what scripts parse.
 type statusJSON struct {
-	Schema   int                  `json:"schema"`
-	Group    string               `json:"group"`
-	At       time.Time            `json:"at"`
-	Desired  *coordinator.Desired `json:"desired"`
-	Gate     gateJSON             `json:"gate"`
-	Progress progressJSON         `json:"progress"`
-	Nodes    []nodeJSON           `json:"nodes"`
-	Holders  []holderJSON         `json:"holders"`
-	Orphans  []claimJSON          `json:"orphaned_claims"`
-	Down     []string             `json:"unavailable"`
+	Schema   int                   `json:"schema"`
+	Group    string                `json:"group"`
+	At       time.Time             `json:"at"`
+	Desired  *coordinator.Desired  `json:"desired"`
+	Gate     gateJSON              `json:"gate"`
+	Progress progressJSON          `json:"progress"`
+	Nodes    []nodeJSON            `json:"nodes"`
+	Holders  []holderJSON          `json:"holders"`
+	Orphans  []claimJSON           `json:"orphaned_claims"`
+	Down     []string              `json:"unavailable"`
+	Waiting  int                   `json:"waiting_for_slot"`
+	Failures []coordinator.Failure `json:"failures"`
+	Problems []string              `json:"problems"`
+	Budget   budgetJSON            `json:"slot_budget"`
+	Stall    *stallJSON            `json:"stall"`            // null unless the group is stalled
+	Outage   *outageJSON           `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+
 	// DownWhy says why each of Down is down.
-	DownWhy  map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
-	Waiting  int                               `json:"waiting_for_slot"`
-	Failures []coordinator.Failure             `json:"failures"`
-	Problems []string                          `json:"problems"`
-	Budget   budgetJSON                        `json:"slot_budget"`
-	Stall    *stallJSON                        `json:"stall"`            // null unless the group is stalled
-	Outage   *outageJSON                       `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
 }
 
 type gateJSON struct {
