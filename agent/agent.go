@@ -63,6 +63,10 @@ type Config struct {
 	// to a TTL check that the agent passes every SessionTTL/3 while it
 	// contends, and the session ends when the node converges.
 	AliveURL string
+	// DownAfter is how long the workload of a runtime that keeps no health
+	// history of its own (not a HealthJudge) must fail in a row before it
+	// is taken for down. Optional, defaults to DefaultDownAfter.
+	DownAfter time.Duration
 
 	// noStateMirror keeps the node's state out of its Consul service: the
 	// service is registered once, not again at each change of state. Only
@@ -93,6 +97,13 @@ type Agent struct {
 	// problems is what was last logged of the group state's problems, so
 	// that each distinct set is logged once, not on every look.
 	problems string
+	// health judges the workload, for its check and for each look: one
+	// history, so that the node claims its slot when, and only when, its
+	// check tells the others it is down.
+	health HealthJudge
+	// noConsulNode says the Consul agent's node name could not be read
+	// yet, and that this was logged.
+	noConsulNode bool
 }
 
 // New checks cfg and returns an Agent.
@@ -127,11 +138,40 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	c := cfg.Store.Client()
-	p := &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, rt: cfg.Runtime,
+	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
+	p := &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, judge: judge,
 		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1)}
+		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1), downChanged: make(chan struct{}, 1)}
 	p.aliveID = lockstep.NewCheckID(p.serviceID() + ":alive")
-	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: p}, nil
+	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: p, health: judge}, nil
+}
+
+// learnConsulNode reads the local Consul agent's node name, until it has
+// it, for the node's record (NodeState.ConsulNode): a host that goes down
+// after a clean stop of its agent took the node's service out of the
+// catalog is then still tied to the node, which counts as down.
+func (a *Agent) learnConsulNode(ctx context.Context) {
+	a.pub.mu.Lock()
+	known := a.pub.consulNode != ""
+	a.pub.mu.Unlock()
+	if known {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	var self struct{ Config struct{ NodeName string } }
+	_, err := a.c.Raw().Query("/v1/agent/self", &self, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || self.Config.NodeName == "" {
+		if !a.noConsulNode {
+			a.log.Warn("cannot read the Consul agent's node name (agent:read on it); the node's record goes without it, and tries again at each look", "error", err)
+		}
+		a.noConsulNode = true
+		return
+	}
+	a.pub.mu.Lock()
+	a.pub.consulNode = self.Config.NodeName
+	a.pub.mu.Unlock()
+	a.noConsulNode = false
 }
 
 // Run converges until ctx ends. A replacement under way when ctx ends is
@@ -224,9 +264,23 @@ func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duratio
 	}
 	deadline := time.Now().Add(wait)
 	index := seen
+	// A workload that went down or came back is looked at again at once,
+	// so that the node's record says so (decide: StateDown).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.pub.downChanged:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		q := &api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}
 		p, meta, err := a.cfg.Store.Get(ctx, a.keys.Desired(), q)
+		if err != nil && ctx.Err() != nil {
+			break
+		}
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			if !coordinator.IsTransient(err) && ctx.Err() == nil {

@@ -29,6 +29,12 @@ type Look struct {
 	Leftover bool
 	// Healthy is the workload's health at this look.
 	Healthy bool
+	// Down says the workload is down by a sustained signal (HealthDown):
+	// its check is critical, and other nodes count it against K. A
+	// workload that is not healthy yet (HealthFailing) is neither.
+	Down bool
+	// Why is the runtime's word on the workload's health.
+	Why string
 	// Unverified says the node's own record shows it heading for SHA and
 	// never converged on it: a step was cut off before it saw it healthy.
 	Unverified bool
@@ -63,9 +69,10 @@ const (
 	PlanReclaim
 	// PlanContend: wait in line for a slot and act under it (underSlot).
 	PlanContend
-	// PlanClaimDown: the workload is down and behind: claim the node's
-	// slot at once (it uses one of K already), then reclaim it, ahead of
-	// the line, so that the nodes that are down are healed first.
+	// PlanClaimDown: the workload is down (Look.Down: a sustained signal,
+	// which makes the others count it against K) and behind: claim the
+	// node's slot at once (it uses one of K already), then reclaim it,
+	// ahead of the line, so that the nodes that are down are healed first.
 	PlanClaimDown
 )
 
@@ -93,13 +100,16 @@ func decide(l Look) Decision {
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case l.Leftover || l.Unverified:
 		return Decision{Plan: PlanContend}
+	case l.SHA == l.Desired && l.Down:
+		// Converged, and down since: it counts against K, and says so.
+		return Decision{State: coordinator.StateDown, Reason: "the workload is down: " + l.Why}
 	case l.SHA == l.Desired:
 		return Decision{State: coordinator.StateConverged}
 	case !l.Open:
 		return Decision{State: l.ClosedState, Reason: l.Reason}
 	case l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
-	case !l.Healthy && l.SHA != "":
+	case l.Down && l.SHA != "":
 		return Decision{Plan: PlanClaimDown}
 	}
 	return Decision{Plan: PlanContend}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/coordinator"
@@ -107,6 +108,39 @@ func (d *Docker) Healthy(ctx context.Context) (bool, string) {
 		return false, d.dockerErr("inspect", err).Error()
 	}
 	return healthNow(insp)
+}
+
+// Health judges the managed container by Docker's own state: down when
+// there is none, or it is not running, restarting or paused, or Docker's
+// health status is unhealthy, which it sets only after the probe's
+// retries; a container still starting is failing, not down. A daemon that
+// does not answer tells nothing: failing.
+func (d *Docker) Health(ctx context.Context) (Health, string) {
+	insp, err := d.api.ContainerInspect(ctx, d.Name())
+	switch {
+	case err != nil && cerrdefs.IsNotFound(err):
+		return HealthDown, "no container"
+	case err != nil:
+		return HealthFailing, d.dockerErr("inspect", err).Error()
+	}
+	return judgeContainer(insp)
+}
+
+// judgeContainer is Health for one inspection.
+func judgeContainer(insp container.InspectResponse) (Health, string) {
+	ok, why := healthNow(insp)
+	st := insp.State
+	switch {
+	case ok:
+		return HealthUp, why
+	case st == nil:
+		return HealthFailing, why
+	case st.Restarting || st.Paused || !st.Running:
+		return HealthDown, why
+	case st.Health != nil && st.Health.Status == container.Unhealthy:
+		return HealthDown, why
+	}
+	return HealthFailing, why
 }
 
 func healthNow(insp container.InspectResponse) (bool, string) {

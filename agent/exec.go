@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,12 @@ type Exec struct {
 	// slot for HookTimeout + healthy_deadline + 30 s. Optional, defaults
 	// to DefaultHookTimeout.
 	HookTimeout time.Duration
+	// DownAfter is how long the health hook must fail in a row before the
+	// workload is taken for down (Health): one failed run is not a node
+	// down. Optional, defaults to DefaultDownAfter.
+	DownAfter time.Duration
+
+	history downHistory // of the runs Health judged
 }
 
 type execState struct {
@@ -309,6 +316,16 @@ func (e *Exec) Restore(ctx context.Context, sha string) error {
 		}
 	}
 	return e.save(execState{SHA: st.SHA})
+}
+
+// Health runs the health hook once and judges it with the runs before:
+// down once it has failed in a row for DownAfter.
+func (e *Exec) Health(ctx context.Context) (Health, string) {
+	ok, why := e.Healthy(ctx)
+	if !ok && errors.Is(ctx.Err(), context.Canceled) {
+		return HealthFailing, why // cut off by its caller: no reading (a deadline is one)
+	}
+	return e.history.judge(ok, time.Now(), cmp.Or(e.DownAfter, DefaultDownAfter)), why
 }
 
 // Healthy runs the health hook once.

@@ -87,6 +87,9 @@ var (
 	// workload (the Docker daemon), or saw it stop the workload as it went
 	// away.
 	errUnreachable = errors.New("agent: runtime unreachable")
+	// errWentDown ends a node's wait in line when its workload goes down
+	// meanwhile: it then claims its slot ahead of the line (PlanClaimDown).
+	errWentDown = errors.New("agent: the workload went down while the node waited in line")
 )
 
 type fenceError struct {

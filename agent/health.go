@@ -20,11 +20,16 @@ type healthReader interface {
 }
 
 // HealthHandler answers Consul's HTTP workload check (Config.HealthURL)
-// with the runtime's view of the workload: 200 while it is healthy, 503
-// while it is not, with the runtime's reason as the body, which Consul
-// shows as the check's output. A dead agent answers nothing, which Consul
-// shows as critical too.
+// with the runtime's view of the workload: 200 while it is healthy, 429
+// (which Consul shows as warning) while it is failing but not yet down,
+// 503 (critical) once it is down, with the runtime's reason as the body,
+// which Consul shows as the check's output. Only critical counts against
+// max_parallel, so down must be a sustained signal (HealthJudge): a
+// runtime that keeps no health history of its own is judged here over
+// DefaultDownAfter, from the readings this handler makes. A dead agent
+// answers nothing, which Consul shows as critical too.
 func HealthHandler(rt healthReader) http.Handler {
+	judge := judgeOf(rt, DefaultDownAfter)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -33,11 +38,14 @@ func HealthHandler(rt healthReader) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
 		defer cancel()
-		ok, why := rt.Healthy(ctx)
+		h, why := judge.Health(ctx)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		status, word := http.StatusOK, "healthy"
-		if !ok {
+		switch h {
+		case HealthFailing:
+			status, word = http.StatusTooManyRequests, "failing, not down yet"
+		case HealthDown:
 			status, word = http.StatusServiceUnavailable, "unhealthy"
 		}
 		w.WriteHeader(status)

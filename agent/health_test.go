@@ -31,23 +31,48 @@ func (s *switchHealth) Healthy(context.Context) (bool, string) {
 	return s.ok.Load(), why
 }
 
+// judgedHealth is a runtime that judges its workload itself
+// (agent.HealthJudge), as Docker does from its health status.
+type judgedHealth struct {
+	switchHealth
+	h agent.Health
+}
+
+func (j *judgedHealth) Health(context.Context) (agent.Health, string) {
+	_, why := j.Healthy(context.Background())
+	return j.h, why
+}
+
 func TestHealthHandler(t *testing.T) {
+	plain := func(ok bool, why string) func() any {
+		return func() any { rt := &switchHealth{}; rt.set(ok, why); return rt }
+	}
+	judged := func(h agent.Health, why string) func() any {
+		return func() any { rt := &judgedHealth{h: h}; rt.set(h == agent.HealthUp, why); return rt }
+	}
 	for _, tc := range []struct {
 		name, method string
-		ok           bool
-		why          string
+		rt           func() any
 		code         int
 		body         string
 	}{
-		{"healthy", http.MethodGet, true, "container running", http.StatusOK, "healthy: container running\n"},
-		{"healthy without a reason", http.MethodGet, true, "", http.StatusOK, "healthy\n"},
-		{"unhealthy", http.MethodGet, false, "health hook exited 1", http.StatusServiceUnavailable, "unhealthy: health hook exited 1\n"},
-		{"head", http.MethodHead, false, "x", http.StatusServiceUnavailable, ""},
-		{"post", http.MethodPost, true, "", http.StatusMethodNotAllowed, "method not allowed\n"},
+		{"healthy", http.MethodGet, plain(true, "container running"), http.StatusOK, "healthy: container running\n"},
+		{"healthy without a reason", http.MethodGet, plain(true, ""), http.StatusOK, "healthy\n"},
+		// Consul shows 429 as warning, which does not count the node down:
+		// one failed probe is not a node down (DefaultDownAfter).
+		{"one failed reading: warning", http.MethodGet, plain(false, "health hook exited 1"), http.StatusTooManyRequests,
+			"failing, not down yet: health hook exited 1\n"},
+		{"starting, by the runtime's own judge: warning", http.MethodGet, judged(agent.HealthFailing, "health: starting"),
+			http.StatusTooManyRequests, "failing, not down yet: health: starting\n"},
+		{"down, by the runtime's own judge: critical", http.MethodGet, judged(agent.HealthDown, "health: unhealthy"),
+			http.StatusServiceUnavailable, "unhealthy: health: unhealthy\n"},
+		{"head", http.MethodHead, judged(agent.HealthDown, "x"), http.StatusServiceUnavailable, ""},
+		{"post", http.MethodPost, plain(true, ""), http.StatusMethodNotAllowed, "method not allowed\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &switchHealth{}
-			rt.set(tc.ok, tc.why)
+			rt := tc.rt().(interface {
+				Healthy(context.Context) (bool, string)
+			})
 			srv := httptest.NewServer(agent.HealthHandler(rt))
 			defer srv.Close()
 			req, err := http.NewRequest(tc.method, srv.URL+"/health", nil)

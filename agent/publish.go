@@ -27,7 +27,7 @@ type publisher struct {
 	group string
 	node  string
 	log   hclog.Logger
-	rt    Runtime // for a fresh health reading when the service is re-registered
+	judge HealthJudge // for a fresh health reading when the service is re-registered
 	// healthURL makes the workload check an HTTP check Consul runs, when
 	// set, instead of a TTL check that keepHealth passes.
 	healthURL string
@@ -45,11 +45,17 @@ type publisher struct {
 	noMirror bool
 	// changed is a buffered(1) signal to mirror: sends never block.
 	changed chan struct{}
+	// downChanged is a buffered(1) signal to the agent's loop that the
+	// workload went down or came back, so that its record says so.
+	downChanged chan struct{}
 
 	mu     sync.Mutex
 	last   coordinator.NodeState
 	stale  bool   // KV holds something else than last: write it again
-	health string // api.HealthPassing or api.HealthCritical
+	health string // api.HealthPassing, api.HealthWarning or api.HealthCritical
+	// consulNode is the local Consul agent's node name, "" until learnt:
+	// every record carries it (NodeState.ConsulNode).
+	consulNode string
 
 	// regMu orders registrations, so that one made without the session's
 	// check never lands after one made with it while the session lives.
@@ -79,7 +85,8 @@ func (p *publisher) checkID() string   { return coordinator.WorkloadCheckID(p.gr
 func (p *publisher) state(sha, desired string, state coordinator.NodeStatus, errText string) coordinator.NodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC()}
+	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC(),
+		ConsulNode: p.consulNode}
 	if coordinator.SamePublished(p.last, n) {
 		n.Since = p.last.Since
 	}
@@ -298,7 +305,7 @@ func (p *publisher) withAlive(ctx context.Context, n coordinator.NodeState) (str
 		return p.aliveID, nil
 	}
 	p.mu.Lock()
-	health := cmp.Or(p.health, api.HealthCritical)
+	health := cmp.Or(p.health, healthNotRead)
 	p.mu.Unlock()
 	if err := p.register(ctx, n, health); err != nil {
 		return "", err
@@ -322,7 +329,7 @@ func (p *publisher) withSession(ctx context.Context, n coordinator.NodeState, tt
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	p.mu.Lock()
-	health := cmp.Or(p.health, api.HealthCritical)
+	health := cmp.Or(p.health, healthNotRead)
 	p.mu.Unlock()
 	p.session = sessionCheck{id: lockstep.NewCheckID(p.serviceID()), ttl: ttl}
 	if err := p.register(ctx, n, health); err != nil {
@@ -352,18 +359,32 @@ func (p *publisher) dropSession(id string) {
 }
 
 // readHealth asks the runtime for the workload's health, notes it for the
-// next registration, and returns it as a check status with the reason.
+// next registration, and returns it as a check status with the reason:
+// critical only when the workload is down by a sustained signal
+// (HealthJudge), warning while it is failing short of that.
 func (p *publisher) readHealth(ctx context.Context) (status, why string) {
-	ok, why := p.rt.Healthy(ctx)
-	status = api.HealthCritical
-	if ok {
-		status = api.HealthPassing
-	}
+	h, why := p.judge.Health(ctx)
+	status = checkStatus[h]
 	p.mu.Lock()
+	was := p.health
 	p.health = status
 	p.mu.Unlock()
+	if was != "" && (was == api.HealthCritical) != (status == api.HealthCritical) {
+		select {
+		case p.downChanged <- struct{}{}:
+		default:
+		}
+	}
 	return status, why
 }
+
+// healthNotRead is the workload check's status when it is registered
+// before any reading: warning, which does not count the node down, until
+// the first reading, made at once, says.
+const healthNotRead = api.HealthWarning
+
+// checkStatus is the workload check's status for each Health.
+var checkStatus = map[Health]string{HealthUp: api.HealthPassing, HealthFailing: api.HealthWarning, HealthDown: api.HealthCritical}
 
 // keepHealth passes or fails the service's TTL check from the runtime's
 // view of the workload until ctx ends.

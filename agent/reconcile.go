@@ -15,6 +15,7 @@ import (
 // decide makes of it. It returns how soon to look again without a change
 // to desired, or 0 to wait for one.
 func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.Duration {
+	a.learnConsulNode(ctx)
 	a.pub.sync(gs)
 	if err := a.recordPending(ctx); err != nil {
 		return jitter(DefaultRetry)
@@ -39,6 +40,9 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 		n := a.pub.state(obs.SHA, desired, d.State, d.Reason)
 		a.pub.set(ctx, n)
 		a.idleSession(ctx, n) // nothing to contend for until desired moves
+		if d.State == coordinator.StateDown {
+			return jitter(DefaultRetry) // to say converged again once it is back
+		}
 		return 0
 	}
 	if d.Plan != PlanReclaim && underSlot(l) == StepReplace {
@@ -67,7 +71,7 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	for _, n := range gs.Nodes {
 		if n.Node == a.cfg.Node {
 			own = true
-			l.Unverified = obs.SHA != "" && obs.SHA == l.Desired && n.Desired == obs.SHA && n.State != coordinator.StateConverged
+			l.Unverified = obs.SHA != "" && obs.SHA == l.Desired && n.Desired == obs.SHA && !n.State.Verified()
 		}
 	}
 	if gs.Holders != nil {
@@ -83,10 +87,17 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	if l.Claimed {
 		l.Undoing = a.undoing
 	}
-	if l.Claimed || l.Leftover || l.Unverified || obs.SHA != "" && obs.SHA != l.Desired {
-		l.Healthy, _ = a.cfg.Runtime.Healthy(ctx)
+	if l.Claimed || l.Leftover || obs.SHA != "" {
+		l.readHealth(ctx, a.health)
 	}
 	return l
+}
+
+// readHealth reads the workload's health into l.
+func (l *Look) readHealth(ctx context.Context, j HealthJudge) {
+	var h Health
+	h, l.Why = j.Health(ctx)
+	l.Healthy, l.Down = h == HealthUp, h == HealthDown
 }
 
 // closedState is the node state that says why the gate is closed.
@@ -142,13 +153,18 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 			return retry
 		}
 		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
-		plan = PlanReclaim
 	}
-	if plan == PlanReclaim {
+	if plan == PlanReclaim || plan == PlanClaimDown {
 		hold, err = m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
 		if err == nil {
 			l.Lapsed, l.Reclaimed = hold.Lapsed(), true
 			start = time.Now()
+		}
+		if err == nil && plan == PlanClaimDown {
+			// Read again right before the step: a workload healthy again
+			// releases (underSlot) and goes back in line, where a grant
+			// counts every node down now.
+			l.readHealth(ctx, a.health)
 		}
 	} else {
 		hold, err = a.acquire(ctx, m, g, gs, l, &start)
@@ -159,7 +175,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		return retry
 	}
 	held := time.Now()
-	a.log.Info("slot held", "reclaimed", plan == PlanReclaim, "waited", waited.Round(time.Millisecond))
+	a.log.Info("slot held", "reclaimed", plan != PlanContend, "waited", waited.Round(time.Millisecond))
 	t := &turn{a: a, hold: hold, gs: gs, l: l, granted: start, byGrant: plan == PlanContend}
 	result := t.run(ctx)
 	a.cfg.Metrics.SlotHold(time.Since(held))
@@ -196,6 +212,8 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 			return time.Millisecond, true // back in line at once
 		}
 		return jitter(DefaultRetry), true
+	case errors.Is(err, errWentDown):
+		return time.Millisecond, true // to claim its slot at once
 	case errors.Is(err, lockstep.ErrNoClaim):
 		// The claim went between the look and the reclaim (released,
 		// or marked lost): the next look contends instead.
@@ -230,11 +248,38 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		*sent = time.Now()
 		return a.nodeOps(claim)
 	}
-	hold, err := m.AcquireWith(ctx, g, w)
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if l.SHA != "" {
+		go a.watchDown(wctx, stop)
+	}
+	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
 		a.pub.published(ctx, claim)
+	} else if ctx.Err() == nil && errors.Is(context.Cause(wctx), errWentDown) {
+		err = errWentDown
 	}
 	return hold, err
+}
+
+// watchDown reads the workload's health while its node waits in line, and
+// ends the wait (errWentDown) once it is down: the others count it against
+// K from its check then, so it must claim its slot ahead of the line, or
+// at K = 1 the head of the line would wait on it while it waits behind.
+func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
+	tick := time.NewTicker(healthCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if h, _ := a.health.Health(ctx); h == HealthDown && ctx.Err() == nil {
+			stop(errWentDown)
+			return
+		}
+	}
 }
 
 // nodeOps is the op that writes n, for a transaction of lockstep's.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -19,41 +20,43 @@ func ServiceID(group, node string) string { return ServiceName(group) + "-" + no
 // WorkloadCheckID is the check of node's workload on its service.
 func WorkloadCheckID(group, node string) string { return ServiceID(group, node) + ":workload" }
 
-// Unavailable lists the nodes of group that are down and cannot act,
-// sorted: an instance of the group's service whose agent no longer answers
-// its liveness check (a critical check other than the workload's), or on a
-// Consul node whose serfHealth is critical (the host is gone). They count
-// against max_parallel like a node being replaced, until they are back or
-// their service leaves the catalog (deregistered, or reaped with its
-// Consul node): a rollout never takes a node down beside them. A node
-// whose workload alone is unhealthy is not listed: its agent is alive and
-// claims its own slot when it is behind (the agent's PlanClaimDown), and
-// listing it would have every node of a first deploy wait on the others.
+// DownReason says why Consul's state makes a node count as down.
+type DownReason string
+
+// Values of DownReason, most telling first: a node down for several is
+// given the first. They are part of `status -o json`.
+const (
+	// DownHost: the Consul node its agent runs on (its record's
+	// consul_node, or its service instance's) has serfHealth critical.
+	DownHost DownReason = "host_down"
+	// DownAgentStopped: its agent stopped cleanly (its record's stop mark)
+	// and has not registered again, while its Consul node is still in the
+	// catalog: nothing vouches for its workload.
+	DownAgentStopped DownReason = "agent_stopped"
+	// DownAgent: a check of its agent (liveness, session) is critical.
+	DownAgent DownReason = "agent_not_answering"
+	// DownWorkload: its workload check is critical and its record shows a
+	// workload deployed (sha not ""): it served, and does not now.
+	DownWorkload DownReason = "workload_down"
+)
+
+var downRank = map[DownReason]int{DownHost: 0, DownAgentStopped: 1, DownAgent: 2, DownWorkload: 3}
+
+// downSet collects the nodes that are down, each with its most telling
+// reason.
+type downSet map[string]DownReason
+
+func (d downSet) add(node string, why DownReason) {
+	if cur, ok := d[node]; !ok || downRank[why] < downRank[cur] {
+		d[node] = why
+	}
+}
+
+// Unavailable lists the nodes of group that Down finds down, sorted.
 func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error) {
-	svc := ServiceName(group)
-	q := (&api.QueryOptions{Filter: fmt.Sprintf(`ServiceName == %q or CheckID == "serfHealth"`, svc)}).WithContext(ctx)
-	checks, _, err := s.c.Health().State(api.HealthCritical, q)
+	down, err := s.Down(ctx, group)
 	if err != nil {
-		return nil, consulError(s.c, err)
-	}
-	down, hosts := map[string]bool{}, map[string]bool{}
-	for _, c := range checks {
-		if c.CheckID == "serfHealth" {
-			hosts[c.Node] = true
-		} else if n, ok := strings.CutPrefix(c.ServiceID, svc+"-"); ok && c.CheckID != WorkloadCheckID(group, n) {
-			down[n] = true
-		}
-	}
-	if len(hosts) > 0 {
-		inst, _, err := s.c.Catalog().Service(svc, "", (&api.QueryOptions{}).WithContext(ctx))
-		if err != nil {
-			return nil, consulError(s.c, err)
-		}
-		for _, i := range inst {
-			if n, ok := strings.CutPrefix(i.ServiceID, svc+"-"); ok && hosts[i.Node] {
-				down[n] = true
-			}
-		}
+		return nil, err
 	}
 	out := make([]string, 0, len(down))
 	for n := range down {
@@ -63,26 +66,162 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 	return out, nil
 }
 
+// Down says which nodes of group are down, and why. They count against
+// max_parallel like a node being replaced, so a rollout never takes a node
+// down beside them:
+//   - an instance of the group's service with a critical check other than
+//     the workload's (its agent does not answer);
+//   - a node whose host is down: serfHealth critical on the Consul node its
+//     record names (consul_node), registered or not, or on which its
+//     service instance is;
+//   - a node whose record carries the stop mark of a clean stop and that is
+//     not registered while its Consul node is still in the catalog (or
+//     unknown): its agent is stopped, so nothing vouches for its workload,
+//     until its agent is back or `node rm` removes its record. A Consul
+//     node gone from the catalog (`consul force-leave -prune`) drops out;
+//   - a node whose workload check is critical while its record shows a
+//     workload deployed. One with nothing deployed (a first deploy) was
+//     never available and is not counted, or every node of a first deploy
+//     would wait on the others.
+func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	var checks api.HealthChecks
+	var cerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { checks, cerr = s.criticalChecks(ctx, group) })
+	recs, err := s.nodeRecords(ctx, k)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, cerr
+	}
+	svc := ServiceName(group)
+	down, hosts := downSet{}, map[string]bool{}
+	for _, c := range checks {
+		n, ok := strings.CutPrefix(c.ServiceID, svc+"-")
+		switch {
+		case c.CheckID == "serfHealth":
+			hosts[c.Node] = true
+		case !ok:
+		case c.CheckID != WorkloadCheckID(group, n):
+			down.add(n, DownAgent)
+		case recs[n] != nil && recs[n].SHA != "":
+			down.add(n, DownWorkload)
+		}
+	}
+	stopped := map[string]*NodeState{}
+	for name, r := range recs {
+		if r.ConsulNode != "" && hosts[r.ConsulNode] {
+			down.add(name, DownHost)
+		}
+		if r.Stopped != nil {
+			stopped[name] = r
+		}
+	}
+	if len(hosts) == 0 && len(stopped) == 0 {
+		return down, nil
+	}
+	inst, err := s.instances(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	for n, node := range inst {
+		if hosts[node] {
+			down.add(n, DownHost)
+		}
+	}
+	if err := s.stoppedDown(ctx, stopped, inst, down); err != nil {
+		return nil, err
+	}
+	return down, nil
+}
+
+// criticalChecks are the critical checks of group's service and the
+// critical serfHealth checks.
+func (s *Store) criticalChecks(ctx context.Context, group string) (api.HealthChecks, error) {
+	q := (&api.QueryOptions{Filter: fmt.Sprintf(`ServiceName == %q or CheckID == "serfHealth"`, ServiceName(group))}).WithContext(ctx)
+	checks, _, err := s.c.Health().State(api.HealthCritical, q)
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	return checks, nil
+}
+
+// nodeRecords are group's node records that decode, by the name in their
+// key.
+func (s *Store) nodeRecords(ctx context.Context, k Keys) (map[string]*NodeState, error) {
+	pairs, _, err := s.list(ctx, k.NodesPrefix(), nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*NodeState, len(pairs))
+	for _, p := range pairs {
+		var n NodeState
+		if decode(p.Key, p.Value, &n) == nil {
+			out[strings.TrimPrefix(p.Key, k.NodesPrefix())] = &n
+		}
+	}
+	return out, nil
+}
+
+// stoppedDown adds to down the nodes of stopped that are not registered
+// while their Consul node is in the catalog, or not known.
+func (s *Store) stoppedDown(ctx context.Context, stopped map[string]*NodeState, registered map[string]string, down downSet) error {
+	for name, r := range stopped {
+		if _, ok := registered[name]; ok {
+			continue // its agent is back: its checks say
+		}
+		if r.ConsulNode != "" {
+			n, _, err := s.c.Catalog().Node(r.ConsulNode, (&api.QueryOptions{}).WithContext(ctx))
+			if err != nil {
+				return consulError(s.c, err)
+			}
+			if n == nil || n.Node == nil {
+				continue // forced to leave, or reaped: it left
+			}
+		}
+		down.add(name, DownAgentStopped)
+	}
+	return nil
+}
+
+// instances maps each node of the group's service in Consul's catalog to
+// the Consul node its instance is on. An instance the token may not see is
+// not gone: taking it for gone would show a live node lost.
+func (s *Store) instances(ctx context.Context, svc string) (map[string]string, error) {
+	inst, meta, err := s.c.Catalog().Service(svc, "", (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	if meta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("consul: permission denied: the token may not read every instance of service %q, so Consul left some out", svc)
+	}
+	out := make(map[string]string, len(inst))
+	for _, i := range inst {
+		if n, ok := strings.CutPrefix(i.ServiceID, svc+"-"); ok {
+			out[n] = i.Node
+		}
+	}
+	return out, nil
+}
+
 // Registered lists the nodes of group with an instance of the group's
 // service in Consul's catalog, whatever its checks say: a node that is
 // down is still registered; one whose agent stopped cleanly, whose Consul
 // node left or was reaped, or that was forced to leave with -prune, is not.
 func (s *Store) Registered(ctx context.Context, group string) (map[string]bool, error) {
-	svc := ServiceName(group)
-	inst, meta, err := s.c.Catalog().Service(svc, "", (&api.QueryOptions{}).WithContext(ctx))
+	inst, err := s.instances(ctx, ServiceName(group))
 	if err != nil {
-		return nil, consulError(s.c, err)
-	}
-	// An instance the token may not see is not gone: taking it for gone
-	// would show a live node lost.
-	if meta.ResultsFilteredByACLs {
-		return nil, fmt.Errorf("consul: permission denied: the token may not read every instance of service %q, so Consul left some out", svc)
+		return nil, err
 	}
 	out := make(map[string]bool, len(inst))
-	for _, i := range inst {
-		if n, ok := strings.CutPrefix(i.ServiceID, svc+"-"); ok {
-			out[n] = true
-		}
+	for n := range inst {
+		out[n] = true
 	}
 	return out, nil
 }

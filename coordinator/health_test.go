@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -131,4 +132,77 @@ func waitUnavailable(t *testing.T, st *coordinator.Store, want []string, bound t
 		}
 	}
 	t.Fatalf("Unavailable = %v, %v after %s, want %v", got, err, bound, want)
+}
+
+// Down names every node that counts as down, and why, from Consul's
+// health checks, its catalog and the nodes' records: a node whose agent
+// stopped cleanly (its service deregistered) counts while its host is in
+// the catalog, and as host_down once the host is gone, until the host is
+// forced to leave; a workload down counts once something was deployed.
+func TestDownReasons(t *testing.T) {
+	srv := consultest.NewDev(t)
+	host := consultest.NewClients(t, srv, 1, "")[0]
+	c := srv.Client()
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	stopped := time.Now().UTC()
+	put := func(n coordinator.NodeState) {
+		t.Helper()
+		n.State, n.Since = coordinator.StateConverged, time.Now().UTC()
+		if err := st.PutNode(ctx, "web", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := func(node, workload string) {
+		t.Helper()
+		err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID("web", node),
+			Name: coordinator.ServiceName("web"), Checks: api.AgentServiceChecks{
+				{CheckID: coordinator.WorkloadCheckID("web", node), TTL: "1m", Status: workload}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("crashed", api.HealthCritical)
+	put(coordinator.NodeState{Node: "crashed", SHA: sha})
+	reg("first", api.HealthCritical) // a first deploy: nothing ran yet
+	put(coordinator.NodeState{Node: "first"})
+	reg("back", api.HealthPassing) // stopped once, registered again
+	put(coordinator.NodeState{Node: "back", SHA: sha, Stopped: &stopped})
+	put(coordinator.NodeState{Node: "rebooting", SHA: sha, ConsulNode: host.Name, Stopped: &stopped})
+	put(coordinator.NodeState{Node: "left", SHA: sha, ConsulNode: "pruned-long-ago", Stopped: &stopped})
+	put(coordinator.NodeState{Node: "old", SHA: sha, Stopped: &stopped}) // its agent never said its Consul node
+
+	want := map[string]coordinator.DownReason{"crashed": coordinator.DownWorkload,
+		"rebooting": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped}
+	waitDown(t, st, want, 10*time.Second)
+	host.Kill()
+	want["rebooting"] = coordinator.DownHost
+	waitDown(t, st, want, time.Minute)
+	if err := c.Agent().ForceLeavePrune(host.Name); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "rebooting")
+	waitDown(t, st, want, time.Minute)
+}
+
+// waitDown polls Down for group web every 100 ms until it equals want,
+// failing the test after bound.
+func waitDown(t *testing.T, st *coordinator.Store, want map[string]coordinator.DownReason, bound time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var got map[string]coordinator.DownReason
+	var err error
+	for ctx.Err() == nil {
+		if got, err = st.Down(ctx, "web"); err == nil && maps.Equal(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("Down = %v, %v after %s, want %v", got, err, bound, want)
 }

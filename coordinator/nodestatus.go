@@ -16,6 +16,10 @@ const (
 	StateCancelled NodeStatus = "cancelled"
 	StatePaused    NodeStatus = "paused"
 	StateUnknown   NodeStatus = "unknown" // the agent could not read its workload
+	// StateDown: the node runs the desired SHA, verified when it converged,
+	// and its workload is down now (by a sustained signal): it counts
+	// against max_parallel until it is healthy again.
+	StateDown NodeStatus = "down"
 )
 
 // Valid reports whether s is one of the states above. A record decodes any
@@ -24,8 +28,12 @@ const (
 func (s NodeStatus) Valid() bool {
 	switch s {
 	case StateConverged, StateWaiting, StateReplacing, StateVerifying,
-		StateFailed, StateCancelled, StatePaused, StateUnknown:
+		StateFailed, StateCancelled, StatePaused, StateUnknown, StateDown:
 		return true
 	}
 	return false
 }
+
+// Verified says the node's agent saw the workload of its record's SHA
+// through min_healthy_time: converged, or down since.
+func (s NodeStatus) Verified() bool { return s == StateConverged || s == StateDown }

@@ -103,6 +103,11 @@ type NodeState struct {
 	State   NodeStatus `json:"state"`
 	Since   time.Time  `json:"since"`
 	Error   string     `json:"error,omitempty"`
+	// ConsulNode is the name of the Consul node the agent runs on (its
+	// local Consul agent's NodeName), "" until the agent has learnt it.
+	// It maps a host that goes down to the node even once the node's
+	// service left the catalog with a clean stop (Store.Down).
+	ConsulNode string `json:"consul_node,omitempty"`
 	// Stopped is when the agent last stopped cleanly, written just before
 	// it leaves Consul's catalog: a node gone from the catalog counts
 	// toward progress until LostAfter past this (or past Since, if later),

@@ -81,6 +81,12 @@ type StallCause string
 
 // Values of StallCause; they are part of `status -o json`.
 const (
+	// CauseHostDown: the node has no contender key and the host its agent
+	// runs on is down (serfHealth critical).
+	CauseHostDown StallCause = "host_down"
+	// CauseAgentStopped: the node has no contender key and its agent
+	// stopped cleanly and is not back (its record's stop mark).
+	CauseAgentStopped StallCause = "agent_stopped"
 	// CauseAgentDown: the node has no contender key (its process is not
 	// in line: a key goes with its session) and Consul sees it down.
 	CauseAgentDown StallCause = "agent_down"
@@ -125,6 +131,7 @@ type StallInput struct {
 	Failures    []Failure
 	Holders     *lockstep.Holders
 	Unavailable []string
+	DownWhy     map[string]DownReason // why each of Unavailable is down
 	// Lost are the nodes Summary no longer counts: none of them waits.
 	Lost map[string]bool
 	Now  time.Time
@@ -133,7 +140,7 @@ type StallInput struct {
 // StallInput gathers g's parts for Diagnose, with sum, g's Summary at now.
 func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 	return StallInput{Gate: sum.Gate, Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
-		Holders: g.Holders, Unavailable: g.Unavailable, Lost: sum.Lost(), Now: now}
+		Holders: g.Holders, Unavailable: g.Unavailable, DownWhy: g.DownWhy, Lost: sum.Lost(), Now: now}
 }
 
 // Diagnose returns why the group is stalled, or nil when it is not: when
@@ -161,7 +168,7 @@ func Diagnose(in StallInput) *Stall {
 	if in.Now.Sub(quiet) <= StallAfter {
 		return nil
 	}
-	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable)}
+	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable, in.DownWhy)}
 }
 
 // waiters are the nodes behind desired that wait: their record says so, or
@@ -209,7 +216,7 @@ func lastChange(in StallInput) time.Time {
 
 // stallReasons sorts the waiting nodes by what the slot's keys and Consul's
 // health say of their agents.
-func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string) []StallReason {
+func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, why map[string]DownReason) []StallReason {
 	inLine := map[string]bool{}
 	if h != nil {
 		for _, name := range h.Names() {
@@ -220,6 +227,10 @@ func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string) [
 	for _, w := range waiting {
 		cause := CauseNotGranted
 		switch {
+		case !inLine[w.Node] && why[w.Node] == DownHost:
+			cause = CauseHostDown
+		case !inLine[w.Node] && why[w.Node] == DownAgentStopped:
+			cause = CauseAgentStopped
 		case !inLine[w.Node] && slices.Contains(unavailable, w.Node):
 			cause = CauseAgentDown
 		case !inLine[w.Node]:
@@ -228,7 +239,7 @@ func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string) [
 		byCause[cause] = append(byCause[cause], w.Node)
 	}
 	var out []StallReason
-	for _, c := range []StallCause{CauseAgentDown, CauseNotInLine, CauseNotGranted} {
+	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNotInLine, CauseNotGranted} {
 		if nodes := byCause[c]; len(nodes) > 0 {
 			sort.Strings(nodes)
 			out = append(out, StallReason{Cause: c, Nodes: nodes})

@@ -62,6 +62,7 @@ func TestDiagnose(t *testing.T) {
 	recentFailure := stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, nil)
 	recentFailure.Failures = []Failure{{Node: "n1", SHA: shaNew, At: ago(20 * time.Second)}}
 
+	why := func(in StallInput, down map[string]DownReason) StallInput { in.DownWhy = down; return in }
 	tests := []struct {
 		name    string
 		in      StallInput
@@ -93,6 +94,10 @@ func TestDiagnose(t *testing.T) {
 			[]StallReason{{CauseNotGranted, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		{"down and not in line, a slot left", stallCase(2, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine(), "n2"),
 			[]StallReason{{CauseAgentDown, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
+		{"its host down, not in line", why(stallCase(3, []NodeState{waitingNode("n2", ago(5*time.Minute)),
+			waitingNode("n3", ago(5*time.Minute))}, inLine(), "n2", "n3"), map[string]DownReason{"n2": DownHost, "n3": DownAgentStopped}),
+			[]StallReason{{CauseHostDown, []string{"n2"}}, {CauseAgentStopped, []string{"n3"}}},
+			[]Waiter{{"n2", ago(5 * time.Minute)}, {"n3", ago(5 * time.Minute)}}},
 		{"a lost claim no longer counts", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))},
 			claim(ago(time.Minute*2), true)), []StallReason{{CauseNotInLine, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		// A replacing record without a slot was left by a process that died.

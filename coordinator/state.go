@@ -31,6 +31,8 @@ type GroupState struct {
 	// Unavailable are the nodes Consul sees down (Store.Unavailable), when
 	// the reader asked (status does; the agents ask at the head of the line).
 	Unavailable []string
+	// DownWhy says why each of Unavailable is down (Store.Down).
+	DownWhy map[string]DownReason
 	// Registered are the nodes with an instance of the group's service in
 	// Consul's catalog (Store.Registered), or nil when the reader did not
 	// ask or could not tell: then no node is taken for gone.

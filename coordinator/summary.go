@@ -29,6 +29,9 @@ const (
 	StandingCancelled Standing = "cancelled"
 	StandingFailed    Standing = "failed"
 	StandingUnknown   Standing = "unknown" // its agent could not read its workload
+	// StandingDown: its workload went down after it converged; it counts
+	// against max_parallel until it is healthy again.
+	StandingDown Standing = "down"
 	// StandingBehind: converged on another SHA than the desired one (or on
 	// none), with nothing under way: its agent has not taken the commit up.
 	StandingBehind Standing = "behind"
@@ -42,7 +45,7 @@ const (
 
 // Standings lists every Standing in the order status prints them.
 var Standings = []Standing{StandingConverged, StandingReplacing, StandingVerifying, StandingWaiting,
-	StandingPaused, StandingCancelled, StandingFailed, StandingUnknown, StandingBehind, StandingLost, StandingInvalid}
+	StandingPaused, StandingCancelled, StandingFailed, StandingUnknown, StandingDown, StandingBehind, StandingLost, StandingInvalid}
 
 // Presence is what Consul's catalog says of a node's service instance.
 type Presence string
@@ -84,14 +87,18 @@ type SummaryInput struct {
 	Failures   []Failure       // of the desired SHA
 	Registered map[string]bool // nil: not known, no node is gone
 	Holders    *lockstep.Holders
-	LostAfter  time.Duration
-	Now        time.Time
+	// Down says why Consul's state counts nodes down (Store.Down), nil
+	// when not asked: a node converged whose workload is down there is
+	// down, before its agent's next look says so.
+	Down      map[string]DownReason
+	LostAfter time.Duration
+	Now       time.Time
 }
 
 // Summary gathers g's parts for Summarize.
 func (g *GroupState) Summary(now time.Time, lostAfter time.Duration) Summary {
 	return Summarize(SummaryInput{Gate: g.Gate(), Desired: g.Desired, Nodes: g.Nodes, Invalid: g.Invalid,
-		Failures: g.Failures, Registered: g.Registered, Holders: g.Holders, LostAfter: lostAfter, Now: now})
+		Failures: g.Failures, Registered: g.Registered, Holders: g.Holders, Down: g.DownWhy, LostAfter: lostAfter, Now: now})
 }
 
 // Summarize counts every node. A node with a failure record of the desired
@@ -119,6 +126,9 @@ func Summarize(in SummaryInput) Summary {
 		// "paused" like every other: its failure record tells it apart.
 		if failed[n.Node] && r.Standing != StandingConverged {
 			r.Standing = StandingFailed
+		}
+		if r.Standing == StandingConverged && in.Down[n.Node] == DownWorkload {
+			r.Standing = StandingDown
 		}
 		if r.Presence == PresenceGone && in.Now.Sub(n.LastSign()) > in.LostAfter {
 			r.Standing = StandingLost
@@ -158,7 +168,7 @@ func presence(registered map[string]bool, node string) Presence {
 // published maps the states agents publish, but converged, to theirs.
 var published = map[NodeStatus]Standing{StateReplacing: StandingReplacing, StateVerifying: StandingVerifying,
 	StateWaiting: StandingWaiting, StatePaused: StandingPaused, StateCancelled: StandingCancelled,
-	StateFailed: StandingFailed, StateUnknown: StandingUnknown}
+	StateFailed: StandingFailed, StateUnknown: StandingUnknown, StateDown: StandingDown}
 
 // standing is where a valid record puts its node, before the catalog is
 // asked.
@@ -177,7 +187,7 @@ func standing(d *Desired, n *NodeState) Standing {
 
 // Left counts the nodes that count and have not converged: moving, those
 // a rollout moves on (replacing, verifying, waiting, behind), and stuck,
-// those no pace will move (unknown, failed, invalid, paused, cancelled).
+// those no pace will move (unknown, down, failed, invalid, paused, cancelled).
 // With any stuck, an ETA would count down to a moment when nothing happens.
 func (s Summary) Left() (moving, stuck int) {
 	for _, r := range s.Rows {

@@ -39,6 +39,7 @@ func TestSummarize(t *testing.T) {
 		failures   []Failure
 		registered map[string]bool
 		holders    *lockstep.Holders
+		down       map[string]DownReason
 		want       map[Standing]int // the non-zero counts
 		counted    int
 		done       bool
@@ -83,12 +84,18 @@ func TestSummarize(t *testing.T) {
 		{name: "gate closed: not done", gate: paused, nodes: []NodeState{conv("n1")},
 			want: map[Standing]int{StandingConverged: 1}, counted: 1},
 		{name: "no nodes: not done", gate: open, want: map[Standing]int{}},
+		{name: "its record says down: not done", gate: open, nodes: []NodeState{conv("n1"), node("n2", shaNew, StateDown, time.Minute)},
+			want: map[Standing]int{StandingConverged: 1, StandingDown: 1}, counted: 2, stuck: 1},
+		{name: "converged, its workload down by Consul's check: down before its agent says so", gate: open,
+			nodes: []NodeState{conv("n1"), conv("n2"), conv("n3")},
+			down:  map[string]DownReason{"n2": DownWorkload, "n3": DownAgent},
+			want:  map[Standing]int{StandingConverged: 2, StandingDown: 1}, counted: 3, stuck: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := Summarize(SummaryInput{Gate: tt.gate, Desired: &Desired{SHA: shaNew, CommittedAt: ago(10 * time.Minute)},
 				Nodes: tt.nodes, Invalid: tt.invalid, Failures: tt.failures, Registered: tt.registered,
-				Holders: tt.holders, LostAfter: DefaultLostAfter, Now: stallNow})
+				Holders: tt.holders, Down: tt.down, LostAfter: DefaultLostAfter, Now: stallNow})
 			sum := 0
 			for _, st := range Standings {
 				n, ok := s.ByState[st]

@@ -48,6 +48,7 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 		`"rollagent/groups/web/`, `"rollagent/groups/`+group+`/`,
 		`/nodes/n1"`, `/nodes/`+node+`"`,
 		`session "n1"`, `session "`+consulNode+`"`,
+		`agent "n1"`, `agent "`+consulNode+`"`,
 		`service "rollagent-web"`, `service "rollagent-`+group+`"`,
 	).Replace(string(rules))
 	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: strings.TrimSuffix(file, ".hcl") + "-" + group + "-" + node, Rules: r}, nil)
@@ -120,6 +121,9 @@ func TestAgentPolicyIsEnough(t *testing.T) {
 	for time.Now().Before(deadline) {
 		gs, err := st.Read(ctx, "web", nil)
 		if err == nil && gs.Progress().Done {
+			if n := gs.Nodes[0]; n.ConsulNode != srv.Name {
+				t.Errorf("n1's record names Consul node %q, want %q: the policy must let the agent read it", n.ConsulNode, srv.Name)
+			}
 			cancel()
 			if code := <-done; code != 0 {
 				t.Fatalf("agent exited %d: %s", code, logs.String())

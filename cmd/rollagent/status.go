@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -140,10 +142,10 @@ func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states ch
 // its catalog, to gs; a failure to ask leaves them out, with a problem that
 // says so: then no node is taken for gone.
 func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator.GroupState) {
-	if down, err := st.Unavailable(ctx, gs.Group); err != nil {
+	if down, err := st.Down(ctx, gs.Group); err != nil {
 		gs.Problems = append(gs.Problems, "cannot tell which nodes Consul sees down: "+err.Error())
 	} else {
-		gs.Unavailable = down
+		gs.Unavailable, gs.DownWhy = slices.Sorted(maps.Keys(down)), down
 	}
 	if reg, err := st.Registered(ctx, gs.Group); err != nil {
 		gs.Problems = append(gs.Problems, "cannot tell which nodes are gone from Consul's catalog: "+err.Error())
@@ -207,7 +209,7 @@ func printTable(out io.Writer, s statusJSON) error {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
 	for _, n := range s.Down {
-		fmt.Fprintf(out, "node %s is down (its agent does not answer, or its host is gone): it counts against max_parallel\n", cell(n))
+		fmt.Fprintf(out, "node %s is down (%s): it counts against max_parallel\n", cell(n), downText(s.DownWhy[n]))
 	}
 	for _, c := range s.Orphans {
 		switch {

@@ -32,6 +32,9 @@ type statusJSON struct {
 	Budget   budgetJSON            `json:"slot_budget"`
 	Stall    *stallJSON            `json:"stall"`            // null unless the group is stalled
 	Outage   *outageJSON           `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+
+	// DownWhy says why each of Down is down.
+	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
 }
 
 type gateJSON struct {
@@ -115,7 +118,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
 		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel},
 		Progress: newProgressJSON(sum),
-		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), Failures: nonNil(gs.Failures),
+		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}

@@ -19,6 +19,8 @@ type budgetJSON struct {
 type slotUserJSON struct {
 	Node string                    `json:"node"`
 	Why  coordinator.SlotUseReason `json:"why"`
+	// Down says why a node that is unavailable is down.
+	Down coordinator.DownReason `json:"down,omitempty"`
 }
 
 // stallJSON says why a group whose gate is open does not move.
@@ -43,7 +45,7 @@ func diagnose(s *statusJSON, gs *coordinator.GroupState, sum coordinator.Summary
 	b := coordinator.SlotBudget(sum.Gate.Limit, gs.Holders, gs.Unavailable, now)
 	s.Budget = budgetJSON{Full: b.Full(), UsedBy: []slotUserJSON{}}
 	for _, u := range b.Users {
-		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why})
+		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why, Down: gs.DownWhy[u.Node]})
 	}
 	st := coordinator.Diagnose(gs.StallInput(now, sum))
 	if st == nil {
@@ -74,7 +76,7 @@ func printBudget(out io.Writer, s statusJSON) {
 	idle := false
 	parts := make([]string, 0, len(b.UsedBy))
 	for _, u := range b.UsedBy {
-		parts = append(parts, cell(u.Node)+" "+slotUseText(u.Why))
+		parts = append(parts, cell(u.Node)+" "+slotUseText(u))
 		idle = idle || u.Why != coordinator.SlotHolding
 	}
 	if idle {
@@ -82,16 +84,31 @@ func printBudget(out io.Writer, s statusJSON) {
 	}
 }
 
-func slotUseText(why coordinator.SlotUseReason) string {
-	switch why {
+func slotUseText(u slotUserJSON) string {
+	switch u.Why {
 	case coordinator.SlotHolding:
 		return "holds one"
 	case coordinator.SlotOrphaned:
 		return "holds one with its agent gone (orphaned claim)"
 	case coordinator.SlotUnavailable:
-		return "is down (its agent does not answer, or its host is gone)"
+		return "is down (" + downText(u.Down) + ")"
 	}
-	return string(why)
+	return string(u.Why)
+}
+
+// downText says why Consul's state makes a node count as down.
+func downText(why coordinator.DownReason) string {
+	switch why {
+	case coordinator.DownHost:
+		return "host down: serfHealth critical on its Consul node"
+	case coordinator.DownAgentStopped:
+		return "agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it"
+	case coordinator.DownAgent:
+		return "its agent does not answer"
+	case coordinator.DownWorkload:
+		return "workload down: its workload check is critical"
+	}
+	return "its agent does not answer, or its host is gone"
 }
 
 // printStall says that the group is stalled, which nodes wait, and what
@@ -127,6 +144,10 @@ func plural(n int) string {
 
 func causeText(c coordinator.StallCause) string {
 	switch c {
+	case coordinator.CauseHostDown:
+		return "its host is down (serfHealth critical), and it is not in line: bring the host back, or `consul force-leave -prune` it and `rollagent node rm` it if it left the group"
+	case coordinator.CauseAgentStopped:
+		return "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseAgentDown:
 		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseNotInLine:

@@ -23,9 +23,10 @@ func TestStatusTableStallAndBudgetLines(t *testing.T) {
 	sha := strings.Repeat("ab", 32)
 	s := statusJSON{Group: "web", At: now,
 		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-10 * time.Minute)},
-		Gate:    gateJSON{Open: true, Reason: "open", MaxParallel: 2},
+		Gate:    gateJSON{Open: true, Reason: "open", MaxParallel: 3},
 		Budget: budgetJSON{Full: true, UsedBy: []slotUserJSON{
-			{Node: "n1", Why: coordinator.SlotHolding}, {Node: "n4", Why: coordinator.SlotUnavailable}}},
+			{Node: "n1", Why: coordinator.SlotHolding}, {Node: "n4", Why: coordinator.SlotUnavailable},
+			{Node: "n5", Why: coordinator.SlotUnavailable, Down: coordinator.DownAgentStopped}}},
 		Stall: &stallJSON{QuietSince: now.Add(-2 * time.Minute),
 			Waiting: []waiterJSON{{Node: "n2", Since: now.Add(-6 * time.Minute)}, {Node: "n3", Since: now.Add(-3 * time.Minute)}},
 			Reasons: []stallReasonJSON{{Cause: coordinator.CauseNotInLine, Nodes: []string{"n2"}},
@@ -39,7 +40,8 @@ func TestStatusTableStallAndBudgetLines(t *testing.T) {
 		"STALLED: n2, n3 wait (longest 6m0s) with the gate open and a slot free; nothing has changed for 2m0s\n",
 		"  why n2: not in line (no contender key, so no live session): the agent is likely down",
 		"  why n3: in line with a slot free, yet never granted: a bug in rollagent",
-		"slots full (2 of max_parallel 2): n1 holds one; n4 is down (its agent does not answer, or its host is gone)\n",
+		"slots full (3 of max_parallel 3): n1 holds one; n4 is down (its agent does not answer, or its host is gone); " +
+			"n5 is down (agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it)\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())

@@ -89,7 +89,7 @@ func TestStatusJSONSchema(t *testing.T) {
 		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha,state"},
 		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
 		{"progress.by_state", sortedKeys(doc["progress"].(map[string]any)["by_state"]),
-			"behind,cancelled,converged,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
+			"behind,cancelled,converged,down,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
 		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
 		{"desired", sortedKeys(doc["desired"]), "author,committed_at,reason,sha"},
 		{"nodes[0]", sortedKeys(doc["nodes"].([]any)[0]), "consul,counted_as,counts,desired,node,sha,since,state"},

@@ -1,8 +1,8 @@
 # Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
 # --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
 # per node: replace "web" with the group, "nodes/n1" with the node's
-# --node, and session "n1" with its Consul agent's node name (`consul
-# members`; often the same as --node).
+# --node, and session "n1" and agent "n1" with its Consul agent's node name
+# (`consul members`; often the same as --node).
 #
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
@@ -70,5 +70,11 @@ service "rollagent-web" {
 # Whether the other nodes' hosts are up (serfHealth), at the head of the
 # line; it registers no node-level check.
 node_prefix "" {
+  policy = "read"
+}
+# Its Consul agent's node name (/v1/agent/self), which its record carries,
+# so that its host going down counts it as down even after a clean stop
+# took its service out of the catalog. Same name as the session rule.
+agent "n1" {
   policy = "read"
 }
