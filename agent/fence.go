@@ -87,6 +87,9 @@ var (
 	// workload (the Docker daemon), or saw it stop the workload as it went
 	// away.
 	errUnreachable = errors.New("agent: runtime unreachable")
+	// errStaleFence means every fence of a step came back later than
+	// fenceFresh: none vouches for the step any more.
+	errStaleFence = errors.New("agent: the step's fences came back too late to vouch for it")
 )
 
 type fenceError struct {
