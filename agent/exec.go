@@ -39,8 +39,9 @@ type Exec struct {
 	Log        hclog.Logger
 	// HookTimeout bounds one run of the replace hook. It is also the step
 	// bound in the node's claim lease: a node that dies mid-step keeps its
-	// slot for HookTimeout + healthy_deadline + 30 s. Optional, defaults
-	// to DefaultHookTimeout.
+	// slot until a waiter has seen it gone for HookTimeout + twice
+	// healthy_deadline + 40 s (Agent.lease). Optional, defaults to
+	// DefaultHookTimeout.
 	HookTimeout time.Duration
 }
 

@@ -14,7 +14,7 @@ import (
 // node's lease must outlast all of it (Agent.lease). A pull cut off there
 // is not lost: the next look pulls again before it takes a slot, with no
 // bound, and Docker keeps the layers it has.
-const DefaultPrepareTimeout = 5 * time.Minute
+const DefaultPrepareTimeout = 2 * time.Minute
 
 // fenceFresh is how long a passed fence vouches for the destructive call
 // right after it. A process paused after its fence (SIGSTOP, a frozen VM)
@@ -79,6 +79,14 @@ func (t *turn) prepareHeld(ctx context.Context, sha string) (lost bool, err erro
 	err = t.a.cfg.Runtime.Prepare(pctx, t.gs.Spec, sha)
 	return err != nil && t.lost(), err
 }
+
+// execPrepareTimeout bounds the exec runtime's Prepare, a write of the
+// spec to a local file: with the default, a pull's bound, it would add two
+// minutes to every exec node's lease for nothing.
+const execPrepareTimeout = 10 * time.Second
+
+// PrepareTimeout bounds Prepare under the node's slot.
+func (e *Exec) PrepareTimeout() time.Duration { return execPrepareTimeout }
 
 // prepareTimeout bounds Runtime.Prepare under the slot.
 func (a *Agent) prepareTimeout() time.Duration {
