@@ -223,11 +223,13 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 	if _, err := srv.Client().Session().Destroy(claim.Session, nil); err != nil {
 		t.Fatal(err)
 	}
+	ended := time.Now()
 	fleettest.WaitFor(t, time.Minute, "n1 to reclaim its slot with a new session", func() bool {
 		w.check(t)
 		s, ok := holding(slotOf(srv, k), "n1")
 		return ok && s != claim.Session
 	})
+	t.Logf("n1 reclaimed its slot %s after its session ended; its lease is %s", time.Since(ended).Round(10*time.Millisecond), claim.Until.Sub(claim.Since))
 	close(rt1.release)
 	for _, n := range []string{"n1", "n2"} {
 		waitNode(t, st, group, n, "converged on v2", converged(v2))
