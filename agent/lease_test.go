@@ -261,41 +261,7 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	waitNode(t, st, group, "n1", "converged on v1", converged(v1))
 	rt1.Calls()
 
-	fenced, resume := make(chan struct{}), make(chan struct{})
-	paused := make(chan error, 1)
-	var session string
-	faults.OnTxn(func(ops api.TxnOps) bool {
-		// A fence checks the gate and its holder key's session, and
-		// locks nothing, as a grant does.
-		if !consultest.TxnHas(ops, api.KVCheckIndex, k.Desired()) || consultest.TxnHas(ops, api.KVLock, "") {
-			return false
-		}
-		for _, op := range ops {
-			if op.KV != nil && op.KV.Verb == api.KVCheckSession {
-				session = op.KV.Session
-				return true
-			}
-		}
-		return false
-	}, func() error {
-		close(fenced)
-		select {
-		case <-resume: // n2 is in line
-		case <-time.After(2 * time.Minute):
-		}
-		// The paused process passes no check: Consul ends its session.
-		if _, err := srv.Client().Session().Destroy(session, nil); err != nil {
-			paused <- err
-			return nil
-		}
-		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := holding(slotOf(srv, k), "n2"); return ok }) {
-			paused <- errors.New("n2 was not granted n1's slot within 2m")
-			return nil
-		}
-		rt1.Calls() // what n1 did before its pause
-		paused <- nil
-		return nil
-	})
+	fenced, resume, paused := pauseAfterFence(srv, k, faults, rt1)
 	v2 := commitLease(t, st, group, "v2")
 	select {
 	case <-fenced:
@@ -332,4 +298,47 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	}
 	close(rt2.release)
 	waitNode(t, st, group, "n2", "converged on v2", converged(v2))
+}
+
+// pauseAfterFence arms faults to pause n1, whose runtime is rt, after its
+// next fence: Consul applies the fence and its reply is held back. fenced
+// closes then; once the test closes resume, the pause goes on as a
+// stopped process's would: its session ends, and paused gets nil once n2
+// holds the slot in its place (or why not).
+func pauseAfterFence(srv *consultest.Server, k coordinator.Keys, faults *consultest.Faults, rt *leaseRuntime) (fenced, resume chan struct{}, paused chan error) {
+	fenced, resume, paused = make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var session string
+	faults.OnTxn(func(ops api.TxnOps) bool {
+		// A fence checks the gate and its holder key's session, and
+		// locks nothing, as a grant does.
+		if !consultest.TxnHas(ops, api.KVCheckIndex, k.Desired()) || consultest.TxnHas(ops, api.KVLock, "") {
+			return false
+		}
+		for _, op := range ops {
+			if op.KV != nil && op.KV.Verb == api.KVCheckSession {
+				session = op.KV.Session
+				return true
+			}
+		}
+		return false
+	}, func() error {
+		close(fenced)
+		select {
+		case <-resume: // n2 is in line
+		case <-time.After(2 * time.Minute):
+		}
+		// The paused process passes no check: Consul ends its session.
+		if _, err := srv.Client().Session().Destroy(session, nil); err != nil {
+			paused <- err
+			return nil
+		}
+		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := holding(slotOf(srv, k), "n2"); return ok }) {
+			paused <- errors.New("n2 was not granted n1's slot within 2m")
+			return nil
+		}
+		rt.Calls() // what n1 did before its pause
+		paused <- nil
+		return nil
+	})
+	return fenced, resume, paused
 }
