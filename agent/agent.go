@@ -77,6 +77,9 @@ type Config struct {
 	// settleTimeout, unless a test shortens it (export_test.go) so that
 	// an outage outlasts it in reasonable time.
 	settleTimeout time.Duration
+	// leaseGrace is the constant leaseGrace, unless a test shortens it
+	// (export_test.go) so that a lease runs out in reasonable time.
+	leaseGrace time.Duration
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -129,6 +132,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.settleTimeout <= 0 {
 		cfg.settleTimeout = settleTimeout
+	}
+	if cfg.leaseGrace <= 0 {
+		cfg.leaseGrace = leaseGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

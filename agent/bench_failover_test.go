@@ -46,7 +46,8 @@ type failoverKind struct {
 }
 
 // failoverHookTimeout is the never-back kind's --hook-timeout: its lease is
-// that + healthy_deadline (30 s) + 30 s, where the default would be 11 min.
+// that + twice healthy_deadline (30 s) + the exec runtime's prepare bound
+// (10 s) + 30 s, where the default would be 12 min.
 const failoverHookTimeout = 10 * time.Second
 
 var failoverKinds = []failoverKind{
@@ -57,12 +58,12 @@ var failoverKinds = []failoverKind{
 	{name: "node-killed, back after 15 s", slug: "node-back", nodeDies: true, downFor: 15 * time.Second, tries: failoverTries,
 		note: "the node's Consul client agent SIGKILLed with the agent, both back 15 s later: no other node may begin before then"},
 	{name: "node-killed, never back", slug: "node-never-back", nodeDies: true, neverBack: true, tries: 3,
-		note: "measured to the node's failure record (`<node> lost while replacing`), which the head of the line writes once the claim's lease runs out (--hook-timeout 10s + healthy_deadline 30s + 30 s = 70 s after the grant); failure_action (pause, max_failures=1) applies in that write. No other node begins meanwhile: the dead node still counts against K until it is back or leaves the group"},
+		note: "measured to the node's failure record (`<node> lost while replacing`), which the head of the line writes once the claim's lease runs out (--hook-timeout 10s + 2 x healthy_deadline 30s + prepare bound 10s + 30 s = 110 s, timed by the head of the line from when it sees the node's session gone); failure_action (pause, max_failures=1) applies in that write. No other node begins meanwhile: the dead node still counts against K until it is back or leaves the group"},
 }
 
 // lease is the claim lease of k's agents.
 func (k failoverKind) lease() time.Duration {
-	return failoverHookTimeout + 30*time.Second + 30*time.Second
+	return failoverHookTimeout + 2*30*time.Second + 10*time.Second + 30*time.Second
 }
 
 // flags are the extra `run` flags of k's agents.
@@ -293,8 +294,8 @@ func failoverMarkdown(rows []*failoverRow) string {
 		"server (not -dev; Consul's default gossip settings unless the row says otherwise); max_parallel=1, each replacement's hook takes %s; the holder is killed where the row says. "+
 		"Measured: kill → the next node's replace hook begins; for a node never back, kill → its failure record. "+
 		"The slot belongs to the node, so the next node begins only once the killed one is back; one never back is recorded "+
-		"lost once its claim's lease runs out (the runtime's step bound + healthy_deadline + 30 s: 6 min by default with Docker, "+
-		"70 s here with --hook-timeout=10s), and counts against K while it is down.\n\n", failoverAgents, failoverHookSleep)
+		"lost once the head of the line has seen its session gone for its claim's lease (the runtime's step bound + 2 x healthy_deadline + its pull's bound + 30 s: 13 min by default with Docker, "+
+		"110 s here with --hook-timeout=10s), and counts against K while it is down.\n\n", failoverAgents, failoverHookSleep)
 	sb.WriteString("| What is killed | Tries | Median (s) | Min (s) | Max (s) | Timeouts | Target | " +
 		"Slot free, median (s) | Slot free → next begins, median (ms) | Note |\n")
 	sb.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
@@ -308,7 +309,7 @@ func failoverMarkdown(rows []*failoverRow) string {
 		hmed, _, _ := durStats(handoff)
 		target := "≤ 5 s after it is back"
 		if r.kind.neverBack {
-			target = fmt.Sprintf("its lease, %s after the grant", r.kind.lease())
+			target = fmt.Sprintf("its lease, %s after its session is seen gone", r.kind.lease())
 		}
 		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | %s | %.2f | %.0f | %s |\n", r.kind.name,
 			len(r.tries)+r.timeouts, med.Seconds(), lo.Seconds(), hi.Seconds(), r.timeouts, target, freed.Seconds(),

@@ -41,8 +41,9 @@ type Exec struct {
 	Log        hclog.Logger
 	// HookTimeout bounds one run of the replace hook. It is also the step
 	// bound in the node's claim lease: a node that dies mid-step keeps its
-	// slot for HookTimeout + healthy_deadline + 30 s. Optional, defaults
-	// to DefaultHookTimeout.
+	// slot until a waiter has seen it gone for HookTimeout + twice
+	// healthy_deadline + 40 s (Agent.lease). Optional, defaults to
+	// DefaultHookTimeout.
 	HookTimeout time.Duration
 	// DownAfter is how long the health hook must fail in a row before the
 	// workload is taken for down (Health): one failed run is not a node

@@ -18,6 +18,14 @@ func WithSettleTimeout(c Config, d time.Duration) Config {
 	return c
 }
 
+// WithLeaseGrace returns c with d as what a node's lease gets beyond the
+// bounds of what one hold runs (leaseGrace, 30 s), for a test that waits
+// for a lease to run out.
+func WithLeaseGrace(c Config, d time.Duration) Config {
+	c.leaseGrace = d
+	return c
+}
+
 // GrantFence is how long after the grant its first step counts the grant
 // as its fence, for a test that holds the grant's reply back longer.
 const GrantFence = grantFence

@@ -292,17 +292,18 @@ func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
 	return api.TxnOps{op}
 }
 
-// leaseGrace is what a node's claim gets beyond its step's own bounds
-// (replace, then verify) to undo, record and release.
+// leaseGrace is what a node's claim gets beyond the bounds of what one
+// hold runs (holdBound) to undo, record and release.
 const leaseGrace = 30 * time.Second
 
-// lease is how long a node's claim keeps counting after its process is
-// gone: as long as its step could have lasted.
+// lease is how long a waiter must see a node's claim orphaned (its
+// session gone) before it reports the node lost: as long as everything
+// one hold runs could last (holdBound), since a holder cut off from Consul
+// may not know its session is gone and goes on until a fence stops it.
+// A holder that is alive and reaches Consul loses nothing by it: it
+// reclaims its claim, which renews it, as soon as it sees its session go.
 func (a *Agent) lease(spec *hashspec.Spec) time.Duration {
-	if spec == nil {
-		return a.stepTimeout() + hashspec.DefaultHealthyDeadline.Std() + leaseGrace
-	}
-	return a.stepTimeout() + spec.Update.HealthyDeadline.Std() + leaseGrace
+	return a.holdBound(spec) + a.cfg.leaseGrace
 }
 
 // stepTimeout bounds one destructive call of the runtime.

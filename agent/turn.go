@@ -102,7 +102,9 @@ func (t *turn) verify(ctx context.Context) result {
 	if err := t.step(ctx, sha, "verify"); err != nil {
 		return t.stopped(ctx, err)
 	}
-	if err := t.a.verify(ctx, t.gs.Spec, sha); err != nil {
+	if lost, err := t.verifyHeld(ctx, sha); lost {
+		return t.stopped(ctx, lockstep.ErrSessionLost)
+	} else if err != nil {
 		if errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) {
 			// Never started, or stopped with its node and never started
 			// again: the step was cut off, the release did not fail.
@@ -150,7 +152,9 @@ func (t *turn) replace(ctx context.Context) result {
 	if !t.byGrant {
 		// Not prepared before a place in line was taken: reclaimed, or
 		// going on from a verified step.
-		if err := rt.Prepare(ctx, t.gs.Spec, sha); err != nil {
+		if lost, err := t.prepareHeld(ctx, sha); lost {
+			return t.stopped(ctx, lockstep.ErrSessionLost)
+		} else if err != nil {
 			return t.release(ctx, t.a.pub.state(t.l.SHA, sha, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
 		}
 	}
@@ -168,7 +172,12 @@ func (t *turn) replace(ctx context.Context) result {
 	err := rt.Replace(rctx, t.gs.Spec, sha, step)
 	cancel()
 	if err == nil {
-		err = t.a.verify(ctx, t.gs.Spec, sha)
+		var lost bool
+		if lost, err = t.verifyHeld(ctx, sha); lost {
+			// Not the release's failure: the node's next look reclaims
+			// its slot and verifies again.
+			return t.stopped(ctx, lockstep.ErrSessionLost)
+		}
 	} else if stoppedByFault(err) {
 		return t.stopped(ctx, err)
 	} else if t.cutOffByStop(err) {
@@ -314,15 +323,28 @@ func (t *turn) step(ctx context.Context, sha, name string) error {
 }
 
 // check runs check, bounded and retried as Agent.fence does, with the
-// node's "replacing" record for sha.
+// node's "replacing" record for sha. A check that came back later than
+// fenceFresh after it was sent is run again: the step follows at once, and
+// what the check proved must still be true then.
 func (t *turn) check(ctx context.Context, sha, name string, check checkFunc, done string) error {
 	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
 	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
 	if err != nil {
 		return err
 	}
-	if err := t.a.fence(ctx, t.hold, check, op); err != nil {
-		return &fenceError{step: name, err: err}
+	for try := 1; ; try++ {
+		sent := time.Now()
+		if err := t.a.fence(ctx, t.hold, check, op); err != nil {
+			return &fenceError{step: name, err: err}
+		}
+		took := time.Since(sent)
+		if took <= fenceFresh {
+			break
+		}
+		if try == refences {
+			return &fenceError{step: name, err: errStaleFence}
+		}
+		t.a.log.Warn("the fence came back too late to vouch for the step: fencing again", "step", name, "took", took)
 	}
 	t.a.log.Info(done, "step", name)
 	t.a.pub.published(ctx, n)

@@ -58,7 +58,7 @@ func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holde
 		out = append(out, "it is in line for a slot (its session is live)")
 	}
 	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && slices.Contains(h.Counted(now), node) {
-		out = append(out, fmt.Sprintf("its claim on a slot counts against max_parallel until %s", c.Until.Format(time.RFC3339)))
+		out = append(out, fmt.Sprintf("its claim on a slot counts against max_parallel until it is released, or reported lost by a node in line that saw it orphaned for its lease (not before about %s)", c.Until.Format(time.RFC3339)))
 	}
 	sort.Strings(out)
 	return out

@@ -23,7 +23,8 @@ const (
 	// SlotHolding: the node's process holds the slot now.
 	SlotHolding SlotUseReason = "holding"
 	// SlotOrphaned: the node's process is gone mid-step; its claim counts
-	// until the process is back or the claim's lease runs out.
+	// until the process is back, or until a node in line that saw it
+	// orphaned for the claim's whole lease reports it lost.
 	SlotOrphaned SlotUseReason = "orphaned_claim"
 	// SlotUnavailable: Consul sees the node down (Store.Unavailable).
 	SlotUnavailable SlotUseReason = "unavailable"
@@ -33,7 +34,9 @@ const (
 type SlotUser struct {
 	Node string
 	Why  SlotUseReason
-	// Until is when an orphaned claim stops counting; zero otherwise.
+	// Until is, for an orphaned claim, the earliest it may be reported
+	// lost (its lease from its grant, on its writer's clock); zero
+	// otherwise.
 	Until time.Time
 }
 

@@ -147,7 +147,7 @@ func TestSlotBudget(t *testing.T) {
 		Claims: map[string]lockstep.Claim{
 			"n1": {Session: "s1", Until: until},                                 // the live holder's own claim
 			"n2": {Session: "dead", Until: until},                               // orphaned, counts
-			"n3": {Session: "dead", Until: ago(time.Second)},                    // expired
+			"n3": {Session: "dead", Until: ago(time.Second)},                    // past Until, unreported: counts
 			"n4": {Session: "dead", Until: stallNow.Add(time.Hour), Lost: true}, // lost
 		}}
 	tests := []struct {
@@ -159,10 +159,10 @@ func TestSlotBudget(t *testing.T) {
 		full  bool
 	}{
 		{"nothing", 1, nil, nil, nil, false},
-		{"holder, orphaned claim and down nodes, each once", 3, h, []string{"n2", "n5"},
-			[]SlotUser{{"n1", SlotHolding, time.Time{}}, {"n2", SlotOrphaned, until}, {"n5", SlotUnavailable, time.Time{}}}, true},
-		{"a slot left", 4, h, []string{"n5"},
-			[]SlotUser{{"n1", SlotHolding, time.Time{}}, {"n2", SlotOrphaned, until}, {"n5", SlotUnavailable, time.Time{}}}, false},
+		{"holder, orphaned claim and down nodes, each once", 4, h, []string{"n2", "n5"},
+			[]SlotUser{{"n1", SlotHolding, time.Time{}}, {"n2", SlotOrphaned, until}, {"n3", SlotOrphaned, ago(time.Second)}, {"n5", SlotUnavailable, time.Time{}}}, true},
+		{"a slot left", 5, h, []string{"n5"},
+			[]SlotUser{{"n1", SlotHolding, time.Time{}}, {"n2", SlotOrphaned, until}, {"n3", SlotOrphaned, ago(time.Second)}, {"n5", SlotUnavailable, time.Time{}}}, false},
 		{"gate closed: K is 0, never full", 0, nil, []string{"n5"}, []SlotUser{{"n5", SlotUnavailable, time.Time{}}}, false},
 	}
 	for _, tc := range tests {

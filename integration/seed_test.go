@@ -20,11 +20,13 @@ const (
 	// partitionFor is shorter than the lease too, so the victim's claim
 	// must hold through it.
 	partitionFor = 20 * time.Second
-	// leaseSlack bounds the lease beyond healthy_deadline (the Docker
-	// runtime's 30 s step bound and 30 s of grace, README) plus how long
-	// the next waiter takes to see it run out: the failure of a node that
-	// never comes back must be recorded within it.
-	leaseSlack = 75 * time.Second
+	// leaseSlack bounds the lease beyond healthy_deadline (a second
+	// healthy_deadline, the Docker runtime's 2 min pull bound and 30 s
+	// step bound, and 30 s of grace, README), timed from when the next
+	// waiter sees the dead node's session gone, plus how long Consul takes
+	// to end it: the failure of a node that never comes back must be
+	// recorded within it.
+	leaseSlack = 4 * time.Minute
 )
 
 // seed is the InfraKit failure: the process driving the update dies

@@ -17,83 +17,139 @@ import (
 // by its session: a grant writes it, and it outlives the session. A process
 // that dies mid-step leaves its node half replaced, and that node is down
 // because of the rollout until its process returns and finishes or undoes
-// the step; so the claim keeps counting against K until then, or until the
-// lease the grant gave it (Gate.Lease) runs out. Release removes it.
+// the step; so the claim keeps counting against K until then: until it is
+// released, or reported lost (MarkLost), whatever any clock says. Release
+// removes it.
 type Claim struct {
 	// Session is the session that took or last reclaimed the slot.
 	Session string `json:"session"`
-	// Since is when the slot was granted.
+	// Since is when the slot was granted or last reclaimed, on the clock
+	// of the host that wrote the claim.
 	Since time.Time `json:"since"`
-	// Until is when the claim stops counting once its session is gone: the
-	// grant's time plus Gate.Lease, on the granting host's clock.
+	// Until is Since plus the lease (Gate.Lease), on the same clock. Only
+	// their difference, the lease, decides anything: how long a waiter
+	// must itself see the claim orphaned before it reports it lost (see
+	// LostError). Until is kept for status displays: a claim cannot be
+	// reported lost before it, give or take the skew between the clocks
+	// of the host that wrote it and of the one that reads it.
 	Until time.Time `json:"until"`
 	// Note is the caller's, from Writes.Note: what the step was for (a SHA).
 	Note string `json:"note,omitempty"`
-	// Lost says the lease ran out without the claim's session and that a
-	// waiter has reported it (MarkLost): it no longer counts, and is kept
-	// so that the node's own process, when it returns, finds its slot.
+	// Lost says a waiter saw the claim's session gone, and the claim
+	// unchanged, for the claim's whole lease, and reported it (MarkLost):
+	// it no longer counts, and is kept so that the node's own process,
+	// when it returns, finds its slot.
 	Lost bool `json:"lost,omitempty"`
 }
 
-// counts says whether the claim uses one of K at now, given the sessions
-// that are live.
-func (c Claim) counts(live map[string]Entry, now time.Time) bool {
-	if _, ok := live[c.Session]; ok {
-		return true
-	}
-	return !c.Lost && now.Before(c.Until)
-}
+// counts says whether the claim uses one of K: until it is reported lost.
+func (c Claim) counts() bool { return !c.Lost }
 
-// expired says the claim's session is gone and its lease has run out, and
-// no one has reported it yet.
-func (c Claim) expired(live map[string]Entry, now time.Time) bool {
+// orphaned says the claim counts while its session holds no slot: the
+// session is gone (its process or host died, or its liveness check
+// failed), or, for a claim that ClaimDown wrote, has not reclaimed it yet.
+func (c Claim) orphaned(live map[string]Entry) bool {
 	_, ok := live[c.Session]
-	return !ok && !c.Lost && !now.Before(c.Until)
+	return !ok && !c.Lost
 }
 
-// LostError is returned by Acquire to the contender that finds, at the head
-// of the line, a claim whose session is gone and whose lease ran out: its
-// node never came back from its step. The caller records that (a failure
-// of the node's, say) and then calls MarkLost, after which the claim no
-// longer counts; until then it still holds the line.
+// lease is how long a waiter must see the claim orphaned before it
+// reports it lost: a duration, so the clock that wrote the claim's times
+// and the clock that judges it need not agree.
+func (c Claim) lease() time.Duration { return max(c.Until.Sub(c.Since), 0) }
+
+// same says o is the claim c, not one written since (a reclaim, a new
+// grant): a waiter's watch of an orphaned claim starts again on any write.
+func (c Claim) same(o Claim) bool {
+	return c.Session == o.Session && c.Since.Equal(o.Since) && c.Until.Equal(o.Until)
+}
+
+// LostError is returned by Acquire to the contender that, at the head of
+// the line, has watched a claim of another name be orphaned (its session
+// gone) and unchanged for the claim's whole lease, on its own monotonic
+// clock: its node never came back from its step. The caller records that
+// (a failure of the node's, say) and then calls MarkLost, after which the
+// claim no longer counts; until then it still holds the line.
 type LostError struct {
 	Name  string
 	Claim Claim
+	// Watched is how long this contender saw the claim orphaned.
+	Watched time.Duration
 }
 
 func (e *LostError) Error() string {
-	return fmt.Sprintf("lockstep: %s lost its slot: its session ended and it was not back by %s", e.Name, e.Claim.Until.Format(time.RFC3339))
+	return fmt.Sprintf("lockstep: %s lost its slot: its session ended and it was not back within %s", e.Name, e.Watched.Round(time.Second))
 }
 
 // Is makes errors.Is(err, ErrClaimLost) true.
 func (e *LostError) Is(target error) bool { return target == ErrClaimLost }
 
-// budget counts the names that use a slot at now: live holders, and claims
-// that count. It reports the first expired claim of another name, and when
-// the soonest lease of a dead claim runs out (zero when none), so that a
-// waiter wakes then without a write to wake it.
-func (s *snapshot) budget(self string, now time.Time) (busy []string, lost *LostError, wake time.Time) {
+// budget counts the names that use a slot: live holders, and claims that
+// count. It returns the claims of other names that are orphaned, for the
+// caller to watch (Semaphore.judge).
+func (s *snapshot) budget(self string) (busy []string, orphans map[string]Claim) {
 	names := map[string]bool{}
 	for _, e := range s.live {
 		names[e.Name] = true
 	}
-	for _, name := range slices.Sorted(maps.Keys(s.holders.Claims)) {
-		c := s.holders.Claims[name]
-		switch {
-		case c.counts(s.live, now):
-			names[name] = true
-			if _, ok := s.live[c.Session]; !ok && (wake.IsZero() || c.Until.Before(wake)) {
-				wake = c.Until
+	for name, c := range s.holders.Claims {
+		if !c.counts() {
+			continue
+		}
+		names[name] = true
+		if c.orphaned(s.live) && name != self {
+			if orphans == nil {
+				orphans = map[string]Claim{}
 			}
-		case c.expired(s.live, now) && name != self && lost == nil:
-			lost = &LostError{Name: name, Claim: c}
+			orphans[name] = c
 		}
 	}
 	for n := range names {
 		busy = append(busy, n)
 	}
 	sort.Strings(busy)
-	return busy, lost, wake
+	return busy, orphans
+}
+
+// orphanSeen is when this contender first saw a claim orphaned, on its own
+// clock: a reading of time.Now, whose monotonic part is what Sub uses.
+type orphanSeen struct {
+	claim Claim
+	at    time.Time
+}
+
+// judge watches the orphaned claims of a read, on this contender's own
+// monotonic clock: a claim is lost once this contender has seen it
+// orphaned and unchanged for its whole lease. A claim that is no longer
+// orphaned, or was written again, is watched anew from its next sighting;
+// so is every claim after this Semaphore is made, which can make a report
+// later than it need be, never sooner. Neither the claim's times nor the
+// skew between hosts enter into it. It returns the first lost claim, by
+// name, and how soon the next one may be, for the caller to read again
+// then (0 when none is watched).
+func (m *Semaphore) judge(orphans map[string]Claim) (lost *LostError, wake time.Duration) {
+	now := m.now()
+	for name, w := range m.orphans {
+		if c, ok := orphans[name]; !ok || !c.same(w.claim) {
+			delete(m.orphans, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(orphans)) {
+		c := orphans[name]
+		w, ok := m.orphans[name]
+		if !ok {
+			w = orphanSeen{claim: c, at: now}
+			m.orphans[name] = w
+		}
+		watched := now.Sub(w.at)
+		switch left := c.lease() - watched; {
+		case left <= 0 && lost == nil:
+			lost = &LostError{Name: name, Claim: c, Watched: watched}
+		case left > 0 && (wake == 0 || left < wake):
+			wake = left
+		}
+	}
+	return lost, wake
 }
 
 // granted is the holders record after a grant to this contender: the live
@@ -122,11 +178,12 @@ func (h *Holders) ClaimOf(name string) (Claim, bool) {
 	return c, ok
 }
 
-// Counted lists the names that use a slot at now: live holders, and claims
-// whose session is live or whose lease has not run out.
-func (h *Holders) Counted(now time.Time) []string {
+// Counted lists the names that use a slot: live holders, and claims that
+// are not reported lost. The time is not used: no clock ends a claim (see
+// Claim); it stays so that callers need not change.
+func (h *Holders) Counted(time.Time) []string {
 	snap := &snapshot{live: h.Holding, holders: holders{Claims: h.Claims}}
-	busy, _, _ := snap.budget("", now)
+	busy, _ := snap.budget("")
 	return busy
 }
 
@@ -138,12 +195,12 @@ func (h *Holders) Live(session string) bool {
 
 // MarkLost records that name's claim, taken by session, was reported lost
 // (see LostError), so that it stops counting. It is a no-op if the claim
-// is gone or was taken over since. Consul errors are retried, up to
+// is gone or was taken over since, or if session holds a slot again. Consul errors are retried, up to
 // DefaultReleaseAttempts times, until ctx ends.
 func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 	return m.editClaims(ctx, func(rec *holders) bool {
 		c, ok := rec.Claims[name]
-		if !ok || c.Session != session || c.Lost {
+		if _, live := rec.Holders[session]; !ok || c.Session != session || c.Lost || live {
 			return false
 		}
 		c.Lost = true
@@ -163,7 +220,7 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 	if err := g.validate(); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := m.now()
 	err := m.editClaims(ctx, func(rec *holders) bool {
 		if _, ok := rec.Claims[m.opts.Name]; ok {
 			return false
@@ -228,9 +285,11 @@ func (m *Semaphore) casHolders(ctx context.Context, rec holders, index uint64, e
 // transaction. It returns ErrNoClaim when there is no claim to take.
 //
 // The claim is renewed as a grant's would be: Since is now, Until a lease
-// from now, Note is note. Hold.Lapsed says whether it had stopped counting
-// (marked lost, or past its lease with its session gone): another may have
-// been granted in its place, so its holder must move nothing forward.
+// from now, Note is note; a waiter that watched it orphaned starts again.
+// So a process whose session ended while it lived (a liveness blip) and
+// that reclaims at once never loses its slot. Hold.Lapsed says whether it
+// had stopped counting (reported lost): another may have been granted in
+// its place, so its holder must move nothing forward.
 func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*api.TxnOp) (*Hold, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
@@ -261,8 +320,8 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	if busy {
 		return nil, errors.New("lockstep: this contender already holds a slot; release it first")
 	}
-	now := time.Now()
-	lapsed := !c.counts(snap.live, now)
+	now := m.now()
+	lapsed := !c.counts()
 	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC()}
 	c = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}

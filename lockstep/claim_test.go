@@ -128,29 +128,46 @@ func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
 	}
 }
 
+// A claim counts until it is reported lost, whatever its times say; an
+// orphaned claim of another name is lost only once this contender has
+// watched it orphaned, unchanged, for its lease, on its own clock.
 func TestClaimBudget(t *testing.T) {
 	now := time.Now()
 	live := map[string]Entry{"s-live": {Name: "a"}}
+	lease := func(since time.Time) Claim {
+		return Claim{Session: "s-dead", Since: since, Until: since.Add(time.Minute)}
+	}
 	cases := []struct {
-		name   string
-		claims map[string]Claim
-		busy   int
-		lost   string
+		name    string
+		claims  map[string]Claim
+		watched time.Duration // how long ago the contender first saw them; 0: never before
+		busy    int
+		lost    string
 	}{
-		{"live holder without a claim", nil, 1, ""},
-		{"live claim counts once", map[string]Claim{"a": {Session: "s-live", Until: now.Add(-time.Hour)}}, 1, ""},
-		{"dead claim within its lease", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(time.Minute)}}, 2, ""},
-		{"dead claim past its lease", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(-time.Second)}}, 1, "b"},
-		{"reported lost", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(-time.Second), Lost: true}}, 1, ""},
-		{"own expired claim is not reported", map[string]Claim{"self": {Session: "s-dead", Until: now.Add(-time.Second)}}, 1, ""},
+		{"live holder without a claim", nil, 0, 1, ""},
+		{"live claim counts once", map[string]Claim{"a": {Session: "s-live", Until: now.Add(-time.Hour)}}, 0, 1, ""},
+		{"dead claim just seen", map[string]Claim{"b": lease(now)}, 0, 2, ""},
+		{"dead claim past its Until, just seen: no clock of another host ends it", map[string]Claim{"b": lease(now.Add(-time.Hour))}, 0, 2, ""},
+		{"dead claim watched for less than its lease", map[string]Claim{"b": lease(now)}, 59 * time.Second, 2, ""},
+		{"dead claim watched for its lease", map[string]Claim{"b": lease(now)}, time.Minute, 2, "b"},
+		{"reported lost", map[string]Claim{"b": {Session: "s-dead", Until: now.Add(-time.Second), Lost: true}}, time.Hour, 1, ""},
+		{"own orphaned claim is not reported", map[string]Claim{"self": lease(now)}, time.Hour, 2, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := &snapshot{live: live, holders: holders{Claims: tc.claims}}
-			busy, lost, _ := snap.budget("self", now)
+			busy, orphans := snap.budget("self")
 			if len(busy) != tc.busy {
 				t.Errorf("busy = %v, want %d", busy, tc.busy)
 			}
+			clock := now
+			m := &Semaphore{now: func() time.Time { return clock }, orphans: map[string]orphanSeen{}}
+			if tc.watched > 0 {
+				clock = now.Add(-tc.watched)
+				m.judge(orphans)
+				clock = now
+			}
+			lost, _ := m.judge(orphans)
 			got := ""
 			if lost != nil {
 				got = lost.Name
@@ -159,6 +176,24 @@ func TestClaimBudget(t *testing.T) {
 				t.Errorf("lost = %q, want %q", got, tc.lost)
 			}
 		})
+	}
+}
+
+// A claim written again while it is watched (reclaimed by its node's new
+// session, say) is watched anew: the time it was orphaned before counts
+// for nothing.
+func TestClaimWatchStartsAgainOnAWrite(t *testing.T) {
+	now := time.Now()
+	clock := now
+	m := &Semaphore{now: func() time.Time { return clock }, orphans: map[string]orphanSeen{}}
+	first := Claim{Session: "s1", Since: now, Until: now.Add(time.Minute)}
+	m.judge(map[string]Claim{"b": first})
+	clock = now.Add(50 * time.Second)
+	again := Claim{Session: "s2", Since: clock, Until: clock.Add(time.Minute)}
+	m.judge(map[string]Claim{"b": again})
+	clock = now.Add(70 * time.Second)
+	if lost, wake := m.judge(map[string]Claim{"b": again}); lost != nil || wake != 40*time.Second {
+		t.Fatalf("lost %v, wake %s: want none, and 40s left of the new claim's watch", lost, wake)
 	}
 }
 

@@ -34,13 +34,17 @@
 // a grant writes a Claim for the contender's Name into the holders record,
 // which outlives the session: a holder killed mid-step, a dead host, a
 // partition, a lost release all leave it, and it keeps counting against K
-// while its session is live or until the lease runs out. The name's next
-// process takes it back with Reclaim, ahead of the line and whatever the
-// gate, and releases it when its step is resolved. A waiter that finds an
-// expired claim at the head of the line gets a *LostError, reports it (a
+// until it is released or reported lost, whatever any clock says. The
+// name's next process takes it back with Reclaim, ahead of the line and
+// whatever the gate, which renews it, and releases it when its step is
+// resolved. A waiter at the head of the line that has itself watched a
+// claim be orphaned (its session gone) and unchanged for the claim's whole
+// lease, on its own monotonic clock, gets a *LostError, reports it (a
 // failure of that node's, say) and calls MarkLost: only then does the
-// claim stop counting. ClaimDown claims a slot, whatever the count, for a
-// name that is down already, so that it is served first.
+// claim stop counting. The lease is judged on that one clock: the skew
+// between hosts cannot shorten it, and a waiter that starts again starts
+// its watch again, later, never sooner. ClaimDown claims a slot, whatever
+// the count, for a name that is down already, so that it is served first.
 //
 // KV layout under the semaphore prefix P:
 //

@@ -11,16 +11,16 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 )
 
-// A contender's own claim that no longer counts (its lease ran out, or it
-// was reported lost) is no pass past a full budget: at K = 1, with n2
-// holding, n1 waits, whatever its old claim says. Only a claim of its own
-// that still counts is taken over by its grant, which then adds no node.
+// A contender's own claim that no longer counts (it was reported lost) is
+// no pass past a full budget: at K = 1, with n2 holding, n1 waits,
+// whatever its old claim says. Only a claim of its own that still counts
+// is taken over by its grant, which then adds no node. (A claim past its
+// Until counts until it is reported lost: no clock ends it.)
 func TestOwnStaleClaimIsNoPassPastK(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		lost bool
 	}{
-		{"lease run out", false},
 		{"reported lost", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

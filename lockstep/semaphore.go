@@ -61,6 +61,12 @@ type Semaphore struct {
 	// reply lost (take failed to reach Consul).
 	unsure bool
 
+	// now reads this contender's clock: time.Now, or a test's.
+	now func() time.Time
+	// orphans are the orphaned claims of other names that this contender
+	// watches at the head of the line (judge).
+	orphans map[string]orphanSeen
+
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any
 }
@@ -81,7 +87,8 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	return &Semaphore{c: c, s: s, opts: opts, key: opts.Prefix + contenderPrefix + s.ID(),
-		hkey: opts.Prefix + holderPrefix + s.ID(), log: opts.Logger.With("contender", opts.Name)}, nil
+		hkey: opts.Prefix + holderPrefix + s.ID(), log: opts.Logger.With("contender", opts.Name),
+		now: time.Now, orphans: map[string]orphanSeen{}}, nil
 }
 
 // Acquire waits in line until a slot is free and the gate is open, and takes

@@ -165,10 +165,10 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		if _, holds := snap.live[m.s.ID()]; holds {
 			return m.adopt(ctx, g, ops)
 		}
-		now := time.Now()
-		busy, lost, wake := snap.budget(m.opts.Name, now)
+		busy, orphans := snap.budget(m.opts.Name)
+		lost, wake := m.judge(orphans)
 		// Our own claim, counted already, is taken over by our grant: it
-		// adds no node. One that no longer counts (lapsed, lost) takes
+		// adds no node. One that no longer counts (reported lost) takes
 		// nothing, so we wait as anyone would.
 		ours := slices.Contains(busy, m.opts.Name)
 		var down int
@@ -188,11 +188,11 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			index, wait = snap.index, UnavailablePoll
 			continue
 		case len(busy) >= g.limit() && !ours:
-			// A dead holder's claim ends with its lease, which no write
-			// marks: wake then to count again.
+			// No write marks the end of an orphaned claim's watch: wake
+			// then to judge it again.
 			index, wait = snap.index, m.opts.WaitTime
-			if !wake.IsZero() {
-				wait = min(wait, wake.Sub(now)+10*time.Millisecond)
+			if wake > 0 {
+				wait = min(wait, wake+10*time.Millisecond)
 			}
 			r.reset()
 			continue
@@ -257,7 +257,7 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	if snap.bad != nil {
 		m.log.Warn("overwriting the holders record", "error", snap.bad)
 	}
-	rec := m.granted(snap, g, m.note, time.Now())
+	rec := m.granted(snap, g, m.note, m.now())
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err

@@ -50,8 +50,8 @@ func claimNote(r *coordinator.Removal, now time.Time) string {
 		return "its claim on a slot was already reported lost and no longer counts against max_parallel"
 	case r.ClaimCounts:
 		return fmt.Sprintf("its claim on a slot still counts against max_parallel, as the node may be half replaced: "+
-			"it ends when the node releases it or, with its agent gone, when its lease runs out in %s and the next node in line records it lost",
-			max(r.Claim.Until.Sub(now), 0).Round(time.Second))
+			"it ends when the node releases it or, with its agent gone, when a node in line has seen it gone for its lease (%s, so not within %s) and records it lost",
+			r.Claim.Until.Sub(r.Claim.Since).Round(time.Second), max(r.Claim.Until.Sub(now), 0).Round(time.Second))
 	}
 	return "its claim on a slot no longer counts against max_parallel (its lease ran out); the next node in line records it lost"
 }

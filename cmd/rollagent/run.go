@@ -22,7 +22,7 @@ type RunCmd struct {
 	ReplaceCmd  []string          `name:"replace-cmd" sep:"none" help:"exec runtime: command (and args, repeat the flag) that installs ROLLAGENT_SPEC."`
 	HealthCmd   []string          `name:"health-cmd" sep:"none" help:"exec runtime: command that exits 0 while the workload is healthy."`
 	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
-	HookTimeout time.Duration     `name:"hook-timeout" default:"10m" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot for this + healthy_deadline + 30s."`
+	HookTimeout time.Duration     `name:"hook-timeout" default:"10m" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot until a node in line has seen it gone for this + 2 x healthy_deadline + 40s."`
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
 	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive, 3s to 30s: a dead agent's node is seen down about one TTL after it dies."`
 	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`

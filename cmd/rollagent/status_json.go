@@ -94,13 +94,15 @@ type holderJSON struct {
 }
 
 // claimJSON is a node's claim on a slot whose process is gone: the node
-// still counts against max_parallel until it is back or Until passes.
+// still counts against max_parallel until it is back, or until a node in
+// line that saw it gone for its whole lease (Until less Since) reports it
+// lost.
 type claimJSON struct {
 	Name  string    `json:"name"`
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
-	// Counts is false once Until passed, or Lost: then it no longer holds
-	// the rollout back.
+	// Counts is false once Lost: then it no longer holds the rollout back.
+	// No clock ends it: Until is only the earliest it may be reported.
 	Counts bool `json:"counts"`
 	// Lost says a waiter recorded the node failed as lost.
 	Lost bool `json:"lost"`

@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// DefaultPrepareTimeout bounds Runtime.Prepare (an image pull) when it
+// runs under the node's slot, for a runtime that does not say
+// (PrepareTimeout): nothing unbounded may run inside a hold, as the
+// node's lease must outlast all of it (Agent.lease). A pull cut off there
+// is not lost: the next look pulls again before it takes a slot, with no
+// bound, and Docker keeps the layers it has.
+const DefaultPrepareTimeout = 2 * time.Minute
+
+// fenceFresh is how long a passed fence vouches for the destructive call
+// right after it. A process paused after its fence (SIGSTOP, a frozen VM)
+// for longer than its session's TTL plus its claim's lease may find its
+// slot given to another node by the time it runs again: so a step whose
+// fence took longer than this to come back, or was followed by a pause
+// before the call, is fenced again. It is far less than the shortest
+// session TTL (MinSessionTTL), which is far less than any lease.
+const fenceFresh = 500 * time.Millisecond
+
+// refences bounds how many times in a row a step is fenced again because
+// its fence came back later than fenceFresh (a slow Consul): then the
+// step is stopped, the node keeps its slot, and its next look goes on.
+const refences = 3
+
+// whileHeld returns ctx, cancelled with lockstep.ErrSessionLost as soon as
+// the hold is lost: for the waits under the slot that change nothing (a
+// health check, a pull). A process whose session ended while it lived (a
+// liveness blip) must not go on waiting under a slot it may be losing: it
+// stops, and its next look makes a new session and reclaims its claim,
+// which renews it, well within the lease that waiters start counting only
+// once they see the session gone.
+func (t *turn) whileHeld(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-t.hold.Lost():
+			cancel(lockstep.ErrSessionLost)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// lost says the hold is gone (Hold.Lost).
+func (t *turn) lost() bool {
+	select {
+	case <-t.hold.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// verifyHeld is Agent.verify for as long as the slot is held; lost says it
+// was cut off because the hold was lost, and err is then not the
+// workload's.
+func (t *turn) verifyHeld(ctx context.Context, sha string) (lost bool, err error) {
+	vctx, cancel := t.whileHeld(ctx)
+	defer cancel()
+	err = t.a.verify(vctx, t.gs.Spec, sha)
+	return err != nil && t.lost(), err
+}
+
+// prepareHeld is Runtime.Prepare under the slot: bounded, and cut off if
+// the hold is lost.
+func (t *turn) prepareHeld(ctx context.Context, sha string) (lost bool, err error) {
+	pctx, cancel := t.whileHeld(ctx)
+	defer cancel()
+	pctx, cancelT := context.WithTimeout(pctx, t.a.prepareTimeout())
+	defer cancelT()
+	err = t.a.cfg.Runtime.Prepare(pctx, t.gs.Spec, sha)
+	return err != nil && t.lost(), err
+}
+
+// execPrepareTimeout bounds the exec runtime's Prepare, a write of the
+// spec to a local file: with the default, a pull's bound, it would add two
+// minutes to every exec node's lease for nothing.
+const execPrepareTimeout = 10 * time.Second
+
+// PrepareTimeout bounds Prepare under the node's slot.
+func (e *Exec) PrepareTimeout() time.Duration { return execPrepareTimeout }
+
+// prepareTimeout bounds Runtime.Prepare under the slot.
+func (a *Agent) prepareTimeout() time.Duration {
+	if b, ok := a.cfg.Runtime.(interface{ PrepareTimeout() time.Duration }); ok {
+		return b.PrepareTimeout()
+	}
+	return DefaultPrepareTimeout
+}
+
+// holdBound is the longest that one hold can keep working on the node
+// without Consul, as a holder cut off from it does: verifying what an
+// interrupted step left, pulling the next release, replacing and
+// verifying it, each within its own bound.
+func (a *Agent) holdBound(spec *hashspec.Spec) time.Duration {
+	hd := hashspec.DefaultHealthyDeadline.Std()
+	if spec != nil {
+		hd = spec.Update.HealthyDeadline.Std()
+	}
+	return hd + a.prepareTimeout() + a.stepTimeout() + hd
+}
