@@ -17,7 +17,3 @@ func WithSettleTimeout(c Config, d time.Duration) Config {
 	c.settleTimeout = d
 	return c
 }
-
-// GrantFence is how long after the grant its first step counts the grant
-// as its fence, for a test that holds the grant's reply back longer.
-const GrantFence = grantFence

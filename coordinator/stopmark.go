@@ -39,5 +39,6 @@ func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState,
 // SamePublished says whether a and b say the same of a node, whatever
 // their times.
 func SamePublished(a, b NodeState) bool {
-	return a.Node == b.Node && a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error
+	return a.Node == b.Node && a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error &&
+		a.Fenced == b.Fenced
 }
