@@ -91,7 +91,7 @@ bench-lockstep: consul
 	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./lockstep/
 
 bench-agent: consul
-	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" AGENT_BENCH_MD="$(CURDIR)/BENCHMARKS.md" $(GO) test -run '^$$' -bench 'BenchmarkAgent(Failover|Cancel|Idle)' -benchtime 1x -timeout 30m ./agent/
+	ROLLAGENT_CONSUL="$$(scripts/consul.sh)" AGENT_BENCH_MD="$(CURDIR)/BENCHMARKS.md" $(GO) test -run '^$$' -bench 'BenchmarkAgent(Failover|Cancel|Idle|FenceGap)' -benchtime 1x -timeout 30m ./agent/
 
 # Each fleet case runs this many times, round the list of cases, and the
 # report gives its median: one run on a noisy machine can be 50% off.

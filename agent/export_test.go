@@ -26,6 +26,3 @@ func WithLeaseGrace(c Config, d time.Duration) Config {
 	return c
 }
 
-// GrantFence is how long after the grant its first step counts the grant
-// as its fence, for a test that holds the grant's reply back longer.
-const GrantFence = grantFence

@@ -12,12 +12,6 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// grantFence is how soon after the grant the first destructive step may
-// count the grant as its fence: the grant checked the gate and the session
-// and wrote the step's record, so a fence of its own at once would check
-// the same again and cost a round trip between two nodes' turns.
-const grantFence = time.Second
-
 // verifyRecordAfter is how long a health check runs before the node's
 // "verifying" record is written. A check that passes sooner goes straight
 // from "replacing" to "converged": the record would be true for a moment
@@ -69,6 +63,17 @@ func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, check checkFunc,
 		case <-time.After(wait):
 		}
 	}
+}
+
+// stepGap reports the fence-to-step gap of a step: from its fence's
+// transaction returning OK to the runtime being let take the step, which
+// it issues next. A CANCEL that Consul applies after the fence cannot stop
+// the step in that gap; README's "Guarantees and limits" gives it.
+func (a *Agent) stepGap(step string, d time.Duration) {
+	if m, ok := a.cfg.Metrics.(FenceGapMetrics); ok {
+		m.FenceGap(d)
+	}
+	a.log.Debug("fence-to-step gap", "step", step, "gap", d)
 }
 
 // checkFunc is Hold.Fence or Hold.Check.

@@ -46,9 +46,10 @@ func TestDelayedGrantReplyFencesFirstStep(t *testing.T) {
 		defer cancel()
 		_, err := st.Cancel(ctx, group, v2, "a CANCEL while the grant's reply is held back", "test")
 		cancelled <- err
-		// Held back past the grant's window, counted from now, after the
-		// grant was applied: from when it was sent, it is longer still.
-		time.Sleep(agent.GrantFence + 500*time.Millisecond)
+		// Held back past the second for which the grant used to count as
+		// the first step's fence (issue 25 did away with that window: no
+		// step counts the grant as its fence).
+		time.Sleep(1500 * time.Millisecond)
 		return nil
 	})
 	commitRecording(t, st, group, "v2", "")

@@ -19,3 +19,11 @@ func (nopMetrics) SlotWait(time.Duration) {}
 func (nopMetrics) SlotHold(time.Duration) {}
 func (nopMetrics) Converged(bool)         {}
 func (nopMetrics) ConsulError()           {}
+
+// FenceGapMetrics is implemented by a Metrics that also takes the
+// fence-to-step gap of each destructive step: from its fence's transaction
+// returning OK to the runtime being let take the step. It is a separate
+// interface so that a Metrics written before it still works.
+type FenceGapMetrics interface {
+	FenceGap(d time.Duration)
+}

@@ -176,7 +176,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	}
 	held := time.Now()
 	a.log.Info("slot held", "reclaimed", plan != PlanContend, "waited", waited.Round(time.Millisecond))
-	t := &turn{a: a, hold: hold, gs: gs, l: l, granted: start, byGrant: plan == PlanContend}
+	t := &turn{a: a, hold: hold, gs: gs, l: l, granted: start, prepared: plan == PlanContend}
 	result := t.run(ctx)
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(result))
@@ -231,8 +231,8 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 // acquire waits for a slot. The node's "waiting" record goes in with its
 // place in line, and its "replacing" record with the grant: two writes
 // that need no round trip of their own.
-// sent is set to when the grant was sent: the grant fences the first step
-// for grantFence from then, not from when its reply was read.
+// sent is set to when the grant was sent: the claim's lease counts from
+// then (turn.inLease), not from when its reply was read.
 func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look, sent *time.Time) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
 	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}

@@ -38,10 +38,13 @@ type turn struct {
 	hold *lockstep.Hold
 	gs   *coordinator.GroupState
 	l    Look
-	// granted is when the grant was sent; byGrant says the grant fenced
-	// the first step (a reclaim checks no gate, so its first step fences).
-	granted time.Time
-	byGrant bool
+	// granted is when the grant was sent. prepared says Prepare ran for
+	// Desired before the slot was taken (reconcile does, for a turn won in
+	// line that replaces at once).
+	granted  time.Time
+	prepared bool
+	// fenced is when the last fence's transaction returned OK.
+	fenced time.Time
 	// stopping ends when the agent is asked to stop: a step cut off then
 	// is not left for a next look that will not come.
 	stopping context.Context
@@ -137,9 +140,8 @@ func (t *turn) verify(ctx context.Context) result {
 	}
 	// The look that won this slot by contending verified first, so it
 	// prepared nothing for Desired (reconcile prepares only a step that
-	// replaces at once), and the grant is long past: replace must prepare
-	// and fence each step itself, as after a reclaim.
-	t.byGrant = false
+	// replaces at once): replace must prepare, as after a reclaim.
+	t.prepared = false
 	return t.replace(ctx)
 }
 
@@ -149,7 +151,7 @@ func (t *turn) verify(ctx context.Context) result {
 // under the gate as it is then.
 func (t *turn) replace(ctx context.Context) result {
 	rt, sha := t.a.cfg.Runtime, t.l.Desired
-	if !t.byGrant {
+	if !t.prepared {
 		// Not prepared before a place in line was taken: reclaimed, or
 		// going on from a verified step.
 		if lost, err := t.prepareHeld(ctx, sha); lost {
@@ -158,15 +160,16 @@ func (t *turn) replace(ctx context.Context) result {
 			return t.release(ctx, t.a.pub.state(t.l.SHA, sha, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
 		}
 	}
-	first := t.byGrant
+	// Every step is fenced, the first too: the grant checked the gate as
+	// of the grant, and a CANCEL applied between it and the step must stop
+	// the step. What a CANCEL cannot stop is the gap from a fence to the
+	// runtime's call, measured here.
 	step := func(ctx context.Context, name string) error {
-		if first && time.Since(t.granted) < grantFence {
-			first = false
-			t.a.log.Info("fenced by the grant", "step", name)
-			return nil
+		if err := t.step(ctx, t.l.SHA, name); err != nil {
+			return err
 		}
-		first = false
-		return t.step(ctx, t.l.SHA, name)
+		t.a.stepGap(name, time.Since(t.fenced))
+		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
 	err := rt.Replace(rctx, t.gs.Spec, sha, step)
@@ -307,27 +310,32 @@ func (t *turn) undoDown(ctx context.Context) result {
 // held fences the end or the undo of a step, with the node's record as it
 // is: the slot and the gate, as for every destructive step.
 func (t *turn) held(ctx context.Context, name string) error {
-	return t.check(ctx, t.l.SHA, name, t.hold.Fence, "fenced")
+	return t.step(ctx, t.l.SHA, name)
 }
 
 // carryOn checks the slot alone, whatever the gate says, for the one step
 // that may run behind a closed gate: an undo this process began behind a
-// passed fence and could not finish (Agent.undoing).
+// passed fence and could not finish (Agent.undoing). It passes no gate, so
+// the record names no fenced step.
 func (t *turn) carryOn(ctx context.Context, name string) error {
-	return t.check(ctx, t.l.SHA, name, t.hold.Check, "checked the slot")
+	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "")
+	return t.check(ctx, n, name, t.hold.Check, "checked the slot")
 }
 
-// step fences a destructive step, writing the node's record for sha.
+// step fences a destructive step, writing the node's record for sha, which
+// names the step: `cancel` and `status` tell from it that the node passed
+// a gate.
 func (t *turn) step(ctx context.Context, sha, name string) error {
-	return t.check(ctx, sha, name, t.hold.Fence, "fenced")
+	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
+	n.Fenced = name
+	return t.check(ctx, n, name, t.hold.Fence, "fenced")
 }
 
-// check runs check, bounded and retried as Agent.fence does, with the
-// node's "replacing" record for sha. A check that came back later than
-// fenceFresh after it was sent is run again: the step follows at once, and
-// what the check proved must still be true then.
-func (t *turn) check(ctx context.Context, sha, name string, check checkFunc, done string) error {
-	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
+// check runs check, bounded and retried as Agent.fence does, with n, the
+// node's "replacing" record. A check that came back later than fenceFresh
+// after it was sent is run again: the step follows at once, and what the
+// check proved must still be true then.
+func (t *turn) check(ctx context.Context, n coordinator.NodeState, name string, check checkFunc, done string) error {
 	op, err := t.a.cfg.Store.NodeOp(t.a.cfg.Group, n)
 	if err != nil {
 		return err
@@ -346,6 +354,7 @@ func (t *turn) check(ctx context.Context, sha, name string, check checkFunc, don
 		}
 		t.a.log.Warn("the fence came back too late to vouch for the step: fencing again", "step", name, "took", took)
 	}
+	t.fenced = time.Now()
 	t.a.log.Info(done, "step", name)
 	t.a.pub.published(ctx, n)
 	return nil

@@ -108,6 +108,11 @@ type NodeState struct {
 	// It maps a host that goes down to the node even once the node's
 	// service left the catalog with a clean stop (Store.Down).
 	ConsulNode string `json:"consul_node,omitempty"`
+	// Fenced names the destructive step that the fence which wrote this
+	// record let the node take, and is written by such a fence alone: a
+	// "replacing" record without it (the grant's, a reclaim's, a check
+	// before an undo) says the node has passed no gate toward Desired.
+	Fenced string `json:"fenced,omitempty"`
 	// Stopped is when the agent last stopped cleanly, written just before
 	// it leaves Consul's catalog: a node gone from the catalog counts
 	// toward progress until LostAfter past this (or past Since, if later),

@@ -52,6 +52,7 @@ type GroupState struct {
 	// byKey is every pair read, for the records of a SHA other than the
 	// desired one: the failure counter, the failures a failure counts on.
 	byKey map[string]*api.KVPair
+	k     Keys // the group's keys, to look a record up in byKey
 }
 
 // Read lists the group's tree once and decodes it.
@@ -79,7 +80,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	byKey := map[string]*api.KVPair{}
 	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{},
-		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, convergedSHA: map[string]Converged{}, byKey: byKey}
+		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, convergedSHA: map[string]Converged{}, byKey: byKey, k: k}
 	for _, p := range pairs {
 		byKey[p.Key] = p
 		g.parsePair(k, p)

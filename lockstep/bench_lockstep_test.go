@@ -14,8 +14,9 @@ import (
 )
 
 // benchLockstepHandoff runs n in-process contenders, each with its own
-// Session, that acquire once (the grant writes the turn's first record, as
-// a fence would), hold benchHoldTime and release.
+// Session, that acquire once (the grant writes the turn's first record),
+// fence their first step as rollagent does, hold benchHoldTime and
+// release.
 func benchLockstepHandoff(b *testing.B, srv *consultest.Server, n int) *benchResult {
 	c, ctr, closeIdle := benchClient(b, srv.HTTPAddr)
 	defer closeIdle()
@@ -47,8 +48,9 @@ func benchNoteErrors(ctx context.Context, b *testing.B, r *benchResult, errs []e
 }
 
 // lockstepTurn is one contender: its own session, one Acquire whose grant
-// writes the turn's record (what a Fence before the first step would
-// write), the work, and Release.
+// writes the turn's record, a Fence before the work (rollagent fences its
+// first step like every other: the grant is no step's fence), the work,
+// and Release.
 func lockstepTurn(ctx context.Context, c *api.Client, g Gate, prefix, who string) (benchHold, error) {
 	var hd benchHold
 	s, err := NewSession(ctx, c, SessionOptions{})
@@ -70,7 +72,10 @@ func lockstepTurn(ctx context.Context, c *api.Client, g Gate, prefix, who string
 		return hd, err
 	}
 	hd.acq = time.Now()
-	hd.start = hd.acq
+	if _, err := h.Fence(ctx, step); err != nil {
+		return hd, err
+	}
+	hd.start = time.Now()
 	time.Sleep(benchHoldTime)
 	hd.end = time.Now()
 	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)

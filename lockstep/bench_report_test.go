@@ -102,8 +102,8 @@ func (r *benchReport) markdown() string {
 			x.system, x.n, x.hold, p50, ms(quantile(x.gaps, 0.99)), ms(quantile(x.acqGaps, 0.5)), x.wall.Seconds(),
 			all, coord, x.overlap, vsCLI, vsSem, reqSem, note)
 	}
-	fmt.Fprintf(&sb, "\nHandoff: one holder's end → the next holder may act. lockstep's grant is its first fence "+
-		"and writes the turn's first record, so its holder acts when Acquire returns. A row with fewer than %d "+
+	fmt.Fprintf(&sb, "\nHandoff: one holder's end → the next holder may act. lockstep's holder acts once Acquire "+
+		"and a Fence of its first step have returned (the grant is no step's fence), one round trip more than the others. A row with fewer than %d "+
 		"handoffs per run is repeated in rounds of fresh contenders (N=10: %d rounds).\n", benchMinHandoffs, benchRounds(10))
 	sb.WriteString("\nRequests by class per row (coord = KV and txn; live = TTL passes and session renewals; " +
 		"setup = sessions and checks made and destroyed, agent reads):\n\n")

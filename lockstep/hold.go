@@ -130,8 +130,10 @@ func (h *Hold) watch(ctx context.Context) {
 
 // Fence runs ops only if the gate is still open and this hold is still
 // held, all in one transaction. Call it right before every destructive step,
-// with the step's own bookkeeping writes as ops; a step taken right after
-// Acquire may instead pass them to Acquire, whose grant is a fence. The error is ErrSuperseded,
+// with the step's own bookkeeping writes as ops, the first step's too:
+// Acquire's grant checks the same, but only as of its own transaction, and
+// whatever runs between it and the step widens the window that a CANCEL
+// applied meanwhile cannot close. The error is ErrSuperseded,
 // one wrapping ErrCancelled, ErrSessionLost, ErrNotHeld, a *TxnError for a
 // failed op of the caller's, or a Consul error; on any of them nothing was
 // written.

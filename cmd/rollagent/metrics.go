@@ -17,14 +17,18 @@ import (
 	"github.com/rollagent/rollagent/agent"
 )
 
-// promMetrics implements agent.Metrics with Prometheus collectors.
+// promMetrics implements agent.Metrics with Prometheus collectors, and
+// agent.FenceGapMetrics.
 type promMetrics struct {
 	replacements *prometheus.CounterVec
 	slotWait     prometheus.Histogram
 	slotHold     prometheus.Histogram
+	fenceGap     prometheus.Histogram
 	converged    prometheus.Gauge
 	consulErrors prometheus.Counter
 }
+
+var _ agent.FenceGapMetrics = (*promMetrics)(nil)
 
 func newPromMetrics(reg prometheus.Registerer, group, node string) *promMetrics {
 	labels := prometheus.Labels{"group": group, "node": node}
@@ -35,18 +39,22 @@ func newPromMetrics(reg prometheus.Registerer, group, node string) *promMetrics 
 			Help: "Time spent waiting for a replacement slot.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.01, 3, 12)}),
 		slotHold: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollagent_slot_hold_seconds",
 			Help: "Time a replacement slot was held.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.1, 2.5, 10)}),
+		fenceGap: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollagent_fence_to_step_seconds",
+			Help:        "Time from a fence's transaction returning OK to the runtime being let take its destructive step: what a CANCEL cannot stop.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
 		converged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rollagent_current_sha_matches_desired",
 			Help: "1 when this node runs the desired SHA.", ConstLabels: labels}),
 		consulErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollagent_consul_errors_total",
 			Help: "Errors talking to Consul.", ConstLabels: labels}),
 	}
-	reg.MustRegister(m.replacements, m.slotWait, m.slotHold, m.converged, m.consulErrors)
+	reg.MustRegister(m.replacements, m.slotWait, m.slotHold, m.fenceGap, m.converged, m.consulErrors)
 	return m
 }
 
 func (m *promMetrics) Replacement(result string) { m.replacements.WithLabelValues(result).Inc() }
 func (m *promMetrics) SlotWait(d time.Duration)  { m.slotWait.Observe(d.Seconds()) }
 func (m *promMetrics) SlotHold(d time.Duration)  { m.slotHold.Observe(d.Seconds()) }
+func (m *promMetrics) FenceGap(d time.Duration)  { m.fenceGap.Observe(d.Seconds()) }
 func (m *promMetrics) ConsulError()              { m.consulErrors.Inc() }
 func (m *promMetrics) Converged(ok bool) {
 	if ok {

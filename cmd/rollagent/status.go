@@ -203,6 +203,9 @@ func printTable(out io.Writer, s statusJSON) error {
 	fmt.Fprintf(out, "group %s  desired %s  committed %s by %s\n", s.Group, short(s.Desired.SHA),
 		ago(s.Desired.CommittedAt, s.At), cell(s.Desired.Author))
 	fmt.Fprintln(out, gateLine(s.Gate))
+	for _, f := range s.Gate.PassedFence {
+		fmt.Fprintf(out, "  %s %s\n", cell(f.Node), mayFinish(f.State, f.Step))
+	}
 	fmt.Fprintln(out, progressLine(s.Progress))
 	printStall(out, s)
 	for _, h := range s.Holders {

@@ -44,6 +44,19 @@ type gateJSON struct {
 	SHA    string                `json:"sha,omitempty"`
 	// MaxParallel is the policy's K, while the gate is closed too.
 	MaxParallel int `json:"max_parallel"`
+	// PassedFence are, under a CANCEL, the nodes that may still finish a
+	// step toward the cancelled SHA (coordinator.GroupState.PassedFence).
+	PassedFence []fencedJSON `json:"passed_fence"`
+}
+
+// fencedJSON is a node that passed a fence toward a cancelled SHA before
+// the CANCEL.
+type fencedJSON struct {
+	Node  string                 `json:"node"`
+	SHA   string                 `json:"sha"`
+	State coordinator.NodeStatus `json:"state"`          // replacing or verifying
+	Step  string                 `json:"step,omitempty"` // what its fence let it do; absent when verifying
+	Since time.Time              `json:"since"`
 }
 
 type progressJSON struct {
@@ -118,7 +131,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 	sum := gs.Summary(now, o.LostAfter)
 	v := sum.Gate
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
-		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel},
+		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems)}
@@ -157,6 +170,18 @@ func nodeRows(sum coordinator.Summary) []nodeJSON {
 		out = append(out, n)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+func passedFence(gs *coordinator.GroupState) []fencedJSON {
+	out := []fencedJSON{}
+	for _, n := range gs.PassedFence() {
+		f := fencedJSON{Node: n.Node, SHA: n.SHA, State: n.State, Since: n.Since}
+		if n.State == coordinator.StateReplacing {
+			f.Step = n.Fenced
+		}
+		out = append(out, f)
+	}
 	return out
 }
 

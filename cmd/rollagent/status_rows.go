@@ -18,6 +18,16 @@ func gateLine(g gateJSON) string {
 	return fmt.Sprintf("gate %s  max_parallel %d", gate, g.MaxParallel)
 }
 
+// mayFinish says what a node that passed a fence toward a cancelled SHA
+// may still do: finish the step that fence let through, or, verifying,
+// converge on the SHA (a step's end needs its slot, not an open gate).
+func mayFinish(state coordinator.NodeStatus, step string) string {
+	if state == coordinator.StateVerifying || step == "" {
+		return "is verifying its new workload and may still converge on it"
+	}
+	return fmt.Sprintf("had passed its fence before the CANCEL and may still finish its step %q", cell(step))
+}
+
 // progressLine counts the nodes that count, converged first, then every
 // other standing that has a node, so that the counts add up to the rows:
 // a lost node is named apart, as it no longer counts.

@@ -86,7 +86,7 @@ func TestStatusJSONSchema(t *testing.T) {
 	for _, tt := range []struct{ path, got, want string }{
 		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,nodes,orphaned_claims,problems,progress,schema,slot_budget,stall,unavailable,waiting_for_slot"},
 		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
-		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,reason,sha,state"},
+		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,passed_fence,reason,sha,state"},
 		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
 		{"progress.by_state", sortedKeys(doc["progress"].(map[string]any)["by_state"]),
 			"behind,cancelled,converged,down,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
@@ -104,6 +104,9 @@ func TestStatusJSONSchema(t *testing.T) {
 		if _, ok := doc[list].([]any); !ok {
 			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
 		}
+	}
+	if _, ok := doc["gate"].(map[string]any)["passed_fence"].([]any); !ok {
+		t.Errorf("gate.passed_fence is %v, want a list (empty, not null)", doc["gate"])
 	}
 	if _, ok := doc["slot_budget"].(map[string]any)["used_by"].([]any); !ok {
 		t.Errorf("slot_budget.used_by is %v, want a list (empty, not null)", doc["slot_budget"])
