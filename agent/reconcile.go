@@ -145,7 +145,6 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	g := gs.LockGate(a.keys)
 	g.Lease = a.lease(gs.Spec)
 	begin := time.Now()
-	start := begin // the grant's time, once sent
 	var hold *lockstep.Hold
 	if plan == PlanClaimDown {
 		if err := m.ClaimDown(ctx, g, coordinator.ClaimNote(gs.Desired)); err != nil {
@@ -158,7 +157,6 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		hold, err = m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
 		if err == nil {
 			l.Lapsed, l.Reclaimed = hold.Lapsed(), true
-			start = time.Now()
 		}
 		if err == nil && plan == PlanClaimDown {
 			// Read again right before the step: a workload healthy again
@@ -167,7 +165,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 			l.readHealth(ctx, a.health)
 		}
 	} else {
-		hold, err = a.acquire(ctx, m, g, gs, l, &start)
+		hold, err = a.acquire(ctx, m, g, gs, l)
 	}
 	waited := time.Since(begin)
 	a.cfg.Metrics.SlotWait(waited)
@@ -176,7 +174,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	}
 	held := time.Now()
 	a.log.Info("slot held", "reclaimed", plan != PlanContend, "waited", waited.Round(time.Millisecond))
-	t := &turn{a: a, hold: hold, gs: gs, l: l, granted: start, prepared: plan == PlanContend}
+	t := &turn{a: a, hold: hold, gs: gs, l: l, prepared: plan == PlanContend}
 	result := t.run(ctx)
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(result))
@@ -231,9 +229,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 // acquire waits for a slot. The node's "waiting" record goes in with its
 // place in line, and its "replacing" record with the grant: two writes
 // that need no round trip of their own.
-// sent is set to when the grant was sent: the claim's lease counts from
-// then (turn.inLease), not from when its reply was read.
-func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look, sent *time.Time) (*lockstep.Hold, error) {
+func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
 	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}
 	if waiting := a.pub.state(l.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
@@ -245,7 +241,6 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	var claim coordinator.NodeState
 	w.Grant = func() api.TxnOps {
 		claim = a.pub.state(l.SHA, sha, coordinator.StateReplacing, "")
-		*sent = time.Now()
 		return a.nodeOps(claim)
 	}
 	wctx, stop := context.WithCancelCause(ctx)

@@ -38,10 +38,8 @@ type turn struct {
 	hold *lockstep.Hold
 	gs   *coordinator.GroupState
 	l    Look
-	// granted is when the grant was sent. prepared says Prepare ran for
-	// Desired before the slot was taken (reconcile does, for a turn won in
-	// line that replaces at once).
-	granted  time.Time
+	// prepared says Prepare ran for Desired before the slot was taken
+	// (reconcile does, for a turn won in line that replaces at once).
 	prepared bool
 	// fenced is when the last fence's transaction returned OK.
 	fenced time.Time
