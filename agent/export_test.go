@@ -25,4 +25,3 @@ func WithLeaseGrace(c Config, d time.Duration) Config {
 	c.leaseGrace = d
 	return c
 }
-
