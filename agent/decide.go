@@ -98,6 +98,11 @@ func decide(l Look) Decision {
 		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens"}
 	case (l.Leftover || l.Unverified) && l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
+	case (l.Leftover || l.Unverified) && l.Down:
+		// Down with its step unresolved: in line, the head would count it
+		// and wait on it while it waits behind the head. It uses one of K
+		// already, so it claims its slot and resolves the step first.
+		return Decision{Plan: PlanClaimDown}
 	case l.Leftover || l.Unverified:
 		return Decision{Plan: PlanContend}
 	case l.SHA == l.Desired && l.Down:

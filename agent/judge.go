@@ -23,8 +23,9 @@ const (
 	HealthUp Health = iota
 	// HealthFailing: not healthy now, and no sustained signal yet that it
 	// is down: a container Docker still counts as starting, a health hook
-	// that has failed for less than DownAfter. Its check says warning,
-	// which does not count against max_parallel.
+	// that has failed for less than DownAfter. Its check says warning:
+	// the node counts against max_parallel (Store.Down), as it is not
+	// healthy by the runtime's own status, but it does not jump the line.
 	HealthFailing
 	// HealthDown: down by a sustained signal. Its check says critical, and
 	// the node counts against max_parallel (Store.Down); behind, it claims

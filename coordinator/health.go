@@ -35,8 +35,9 @@ const (
 	DownAgentStopped DownReason = "agent_stopped"
 	// DownAgent: a check of its agent (liveness, session) is critical.
 	DownAgent DownReason = "agent_not_answering"
-	// DownWorkload: its workload check is critical and its record shows a
-	// workload deployed (sha not ""): it served, and does not now.
+	// DownWorkload: its workload check is not passing (critical, or
+	// warning) and its record shows a workload deployed (sha not ""): it
+	// served, and does not now.
 	DownWorkload DownReason = "workload_down"
 )
 
@@ -79,8 +80,12 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //     unknown): its agent is stopped, so nothing vouches for its workload,
 //     until its agent is back or `node rm` removes its record. A Consul
 //     node gone from the catalog (`consul force-leave -prune`) drops out;
-//   - a node whose workload check is critical while its record shows a
-//     workload deployed. One with nothing deployed (a first deploy) was
+//   - a node whose workload check is not passing (critical, or warning:
+//     Docker's health still starting after a restart, a health hook that
+//     failed for less than DownAfter) while its record shows a workload
+//     deployed: it is not healthy by the runtime's own status, whether or
+//     not that is a sustained signal yet. One with nothing deployed (a
+//     first deploy) was
 //     never available and is not counted, or every node of a first deploy
 //     would wait on the others.
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
@@ -91,7 +96,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 	var checks api.HealthChecks
 	var cerr error
 	var wg sync.WaitGroup
-	wg.Go(func() { checks, cerr = s.criticalChecks(ctx, group) })
+	wg.Go(func() { checks, cerr = s.failingChecks(ctx, group) })
 	recs, err := s.nodeRecords(ctx, k)
 	wg.Wait()
 	if err != nil {
@@ -106,10 +111,14 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 		n, ok := strings.CutPrefix(c.ServiceID, svc+"-")
 		switch {
 		case c.CheckID == "serfHealth":
-			hosts[c.Node] = true
+			if c.Status == api.HealthCritical {
+				hosts[c.Node] = true
+			}
 		case !ok:
 		case c.CheckID != WorkloadCheckID(group, n):
-			down.add(n, DownAgent)
+			if c.Status == api.HealthCritical {
+				down.add(n, DownAgent)
+			}
 		case recs[n] != nil && recs[n].SHA != "":
 			down.add(n, DownWorkload)
 		}
@@ -141,11 +150,12 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 	return down, nil
 }
 
-// criticalChecks are the critical checks of group's service and the
-// critical serfHealth checks.
-func (s *Store) criticalChecks(ctx context.Context, group string) (api.HealthChecks, error) {
-	q := (&api.QueryOptions{Filter: fmt.Sprintf(`ServiceName == %q or CheckID == "serfHealth"`, ServiceName(group))}).WithContext(ctx)
-	checks, _, err := s.c.Health().State(api.HealthCritical, q)
+// failingChecks are the checks of group's service and the serfHealth
+// checks that are not passing: critical, or warning, which only a workload
+// check says (not healthy now, and not yet down by a sustained signal).
+func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChecks, error) {
+	q := (&api.QueryOptions{Filter: fmt.Sprintf(`(ServiceName == %q or CheckID == "serfHealth") and Status != "passing"`, ServiceName(group))}).WithContext(ctx)
+	checks, _, err := s.c.Health().State(api.HealthAny, q)
 	if err != nil {
 		return nil, consulError(s.c, err)
 	}

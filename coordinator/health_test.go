@@ -138,7 +138,8 @@ func waitUnavailable(t *testing.T, st *coordinator.Store, want []string, bound t
 // health checks, its catalog and the nodes' records: a node whose agent
 // stopped cleanly (its service deregistered) counts while its host is in
 // the catalog, and as host_down once the host is gone, until the host is
-// forced to leave; a workload down counts once something was deployed.
+// forced to leave; a workload not healthy (critical, or warning while it
+// starts) counts once something was deployed.
 func TestDownReasons(t *testing.T) {
 	srv := consultest.NewDev(t)
 	host := consultest.NewClients(t, srv, 1, "")[0]
@@ -166,6 +167,8 @@ func TestDownReasons(t *testing.T) {
 	}
 	reg("crashed", api.HealthCritical)
 	put(coordinator.NodeState{Node: "crashed", SHA: sha})
+	reg("starting", api.HealthWarning) // restarted, Docker's health still starting
+	put(coordinator.NodeState{Node: "starting", SHA: sha})
 	reg("first", api.HealthCritical) // a first deploy: nothing ran yet
 	put(coordinator.NodeState{Node: "first"})
 	reg("back", api.HealthPassing) // stopped once, registered again
@@ -174,7 +177,7 @@ func TestDownReasons(t *testing.T) {
 	put(coordinator.NodeState{Node: "left", SHA: sha, ConsulNode: "pruned-long-ago", Stopped: &stopped})
 	put(coordinator.NodeState{Node: "old", SHA: sha, Stopped: &stopped}) // its agent never said its Consul node
 
-	want := map[string]coordinator.DownReason{"crashed": coordinator.DownWorkload,
+	want := map[string]coordinator.DownReason{"crashed": coordinator.DownWorkload, "starting": coordinator.DownWorkload,
 		"rebooting": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped}
 	waitDown(t, st, want, 10*time.Second)
 	host.Kill()
