@@ -20,8 +20,8 @@ const DefaultPrepareTimeout = 2 * time.Minute
 // right after it. A process paused after its fence (SIGSTOP, a frozen VM)
 // for longer than its session's TTL plus its claim's lease may find its
 // slot given to another node by the time it runs again: so a step whose
-// fence took longer than this to come back, or was followed by a pause
-// before the call, is fenced again. It is far less than the shortest
+// fence took longer than this to come back is fenced again. A pause after
+// the fence came back, before the call, is the window no check can close. It is far less than the shortest
 // session TTL (MinSessionTTL), which is far less than any lease.
 const fenceFresh = 500 * time.Millisecond
 

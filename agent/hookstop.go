@@ -6,16 +6,17 @@ import (
 )
 
 // stopSignalWait bounds how long a turn whose hook died by a signal the
-// agent did not send waits for the agent's own stop signal. The stops
-// that kill hooks (systemd's KillMode=control-group, a kill of the agent's
-// whole process group) signal every process in one pass, so the agent's
-// signal follows its hook's within milliseconds.
+// agent did not send waits for the agent's own stop signal. A stop that
+// kills hooks (systemd's KillMode=control-group, which the shipped unit
+// no longer uses; hooks run in process groups of their own) signals every
+// process of the unit in one pass, so the agent's signal follows its
+// hook's within milliseconds.
 const stopSignalWait = time.Second
 
 // cutOffByStop says the replace step's failure, err, is the agent's stop
 // cutting it off, as a kill of the agent mid-hook does: the hook ended
 // while the agent stops, the stop's signal having reached the hook too
-// (systemd's KillMode=control-group, a kill of the agent's process group)
+// (systemd's KillMode=control-group)
 // and the hook having caught it or died of it; or a signal the agent did
 // not send killed the hook, and the agent's own stop follows. Such a step
 // is undone and counts no failure. A release that is really bad fails

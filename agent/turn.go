@@ -59,7 +59,11 @@ func (t *turn) run(ctx context.Context) result {
 		state, why := t.keepReason()
 		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", why)
 		why += "; the workload is down, so the node keeps its slot"
-		if !t.l.Open {
+		switch {
+		case t.l.Open:
+		case t.l.ClosedState == coordinator.StatePaused:
+			why += " until `rollagent resume`, or a new commit, opens the gate to recover under"
+		default:
 			why += " until a new commit (`rollagent rollback`, say) opens a gate to recover under"
 		}
 		return t.keep(ctx, state, why)

@@ -9,9 +9,9 @@ package coordinator
 //     applied before the CANCEL's (a lower ModifyIndex): the destructive
 //     call that fence let through may still run, for the fence-to-step
 //     gap and the call's own length; or
-//   - verifying toward the SHA: its new workload runs, and a node that
-//     verifies it finishes its step under its slot, with no gate to pass.
-//     That record is written a second into the health check, whenever the
+//   - verifying toward the SHA: its new workload runs, and the node may
+//     end on it: a CANCEL stops the drop of its old workload (fenced by
+//     the gate), not the workload that passed its verification. That record is written a second into the health check, whenever the
 //     fence before the start was, so its index says nothing.
 //
 // A "replacing" record without Fenced is the grant's or a reclaim's: the

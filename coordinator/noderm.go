@@ -81,8 +81,8 @@ func holding(h *lockstep.Holders, node string) bool {
 // Only the record goes. A failure record of the node stays: it is part of
 // the count that paused the rollout, which `resume` lifts. A claim on a
 // slot stays too: it belongs to lockstep and ends as every claim does, by
-// the node's release or, once its lease runs out, when the next waiter
-// marks it lost; until then it counts against max_parallel, since a node
+// the node's release or when the next waiter, having watched it orphaned
+// for its whole lease, marks it lost; until then it counts against max_parallel, since a node
 // left half replaced is down. Removal.Claim names it.
 //
 // The removal's event (EventNodeRemoved, by and reason) is logged in the

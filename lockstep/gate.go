@@ -27,11 +27,13 @@ type Gate struct {
 	// Limit is K, how many may hold a slot at once.
 	// Optional, defaults to DefaultLimit.
 	Limit int
-	// Lease is how long after the grant a node's claim on its slot keeps
-	// counting against K once the session that took it is gone: a process
-	// that dies mid-step leaves its node down until it returns, or until
-	// the step could not have lasted longer anyway. Make it the step's own
-	// deadline. Optional, defaults to 0: the claim ends with its session.
+	// Lease is how long a waiter must itself have watched a node's claim
+	// orphaned (its session gone, the claim unchanged) before it reports
+	// it lost; until then, or until the node releases, the claim counts
+	// against K: a process that dies mid-step leaves its node down until
+	// it returns, or until the step could not have lasted longer anyway.
+	// Make it the longest one hold can run. Optional, defaults to 0: the
+	// grant writes no claim, and the slot ends with its session.
 	Lease time.Duration
 }
 

@@ -187,7 +187,7 @@ func (h *Hold) isReleased() bool {
 // works whether or not the gate is still open, and retries Consul errors
 // with backoff, DefaultReleaseAttempts times at most, until ctx ends. If
 // it fails, the holder key goes with the Session; a claim (Gate.Lease)
-// stays until Reclaim takes it back or its lease runs out.
+// stays until Reclaim takes it back or a waiter reports it lost.
 //
 // ops go into the same transaction, which saves the last step's own write a
 // round trip of its own. They are not fenced (a release must work once the
@@ -296,9 +296,10 @@ func (h *Hold) Drop() {
 }
 
 // Check runs ops only while this hold is still held, whatever the gate
-// says now, in one transaction: for undoing a step the holder took, which
-// must go on under the node's slot when a CANCEL closed the gate. Its
-// errors are Fence's, less the gate's.
+// says now, in one transaction: for the one step that may go on behind a
+// closed gate, the end of a step its holder began behind a passed Fence
+// (an undo that the runtime failed, say). Its errors are Fence's, less
+// the gate's.
 func (h *Hold) Check(ctx context.Context, ops ...*api.TxnOp) (*api.TxnResponse, error) {
 	return h.fenced(ctx, nil, ops)
 }
