@@ -399,6 +399,13 @@ func (t *turn) keep(ctx context.Context, state coordinator.NodeStatus, why strin
 // and the next look, soon, reclaims and releases it: a release is never
 // given up while the agent lives.
 func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) result {
+	if t.stopping != nil && t.stopping.Err() != nil {
+		// The agent stops (a reboot, say): the release frees the slot and
+		// marks the node stopped in one write, so it counts as down
+		// (Store.Down) before the next node can be granted.
+		now := time.Now().UTC()
+		n.Stopped = &now
+	}
 	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
 	defer cancel()
 	if err := t.hold.Release(rctx, t.a.nodeOps(n)...); err != nil {

@@ -75,19 +75,18 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //   - a node whose host is down: serfHealth critical on the Consul node its
 //     record names (consul_node), registered or not, or on which its
 //     service instance is;
-//   - a node whose record carries the stop mark of a clean stop and that is
-//     not registered while its Consul node is still in the catalog (or
-//     unknown): its agent is stopped, so nothing vouches for its workload,
-//     until its agent is back or `node rm` removes its record. A Consul
+//   - a node whose record carries the stop mark of a clean stop while its
+//     Consul node is still in the catalog (or unknown): its agent is
+//     stopped, or stopping, so nothing vouches for its workload until its
+//     agent is back or `node rm` removes its record. A Consul
 //     node gone from the catalog (`consul force-leave -prune`) drops out;
 //   - a node whose workload check is not passing (critical, or warning:
 //     Docker's health still starting after a restart, a health hook that
 //     failed for less than DownAfter) while its record shows a workload
 //     deployed: it is not healthy by the runtime's own status, whether or
 //     not that is a sustained signal yet. One with nothing deployed (a
-//     first deploy) was
-//     never available and is not counted, or every node of a first deploy
-//     would wait on the others.
+//     first deploy) was never available and is not counted, or every node
+//     of a first deploy would wait on the others.
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -132,19 +131,18 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			stopped[name] = r
 		}
 	}
-	if len(hosts) == 0 && len(stopped) == 0 {
-		return down, nil
-	}
-	inst, err := s.instances(ctx, svc)
-	if err != nil {
-		return nil, err
-	}
-	for n, node := range inst {
-		if hosts[node] {
-			down.add(n, DownHost)
+	if len(hosts) > 0 {
+		inst, err := s.instances(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		for n, node := range inst {
+			if hosts[node] {
+				down.add(n, DownHost)
+			}
 		}
 	}
-	if err := s.stoppedDown(ctx, stopped, inst, down); err != nil {
+	if err := s.stoppedDown(ctx, stopped, down); err != nil {
 		return nil, err
 	}
 	return down, nil
@@ -179,13 +177,14 @@ func (s *Store) nodeRecords(ctx context.Context, k Keys) (map[string]*NodeState,
 	return out, nil
 }
 
-// stoppedDown adds to down the nodes of stopped that are not registered
-// while their Consul node is in the catalog, or not known.
-func (s *Store) stoppedDown(ctx context.Context, stopped map[string]*NodeState, registered map[string]string, down downSet) error {
+// stoppedDown adds to down the nodes of stopped whose Consul node is in
+// the catalog, or not known. Registered or not: an agent that stops writes
+// its mark (into its release, when it holds a slot) before its service
+// leaves the catalog, and one that starts again writes its record without
+// the mark at its first look, so the mark alone says the agent is not
+// there to vouch for its workload, with no gap between the two.
+func (s *Store) stoppedDown(ctx context.Context, stopped map[string]*NodeState, down downSet) error {
 	for name, r := range stopped {
-		if _, ok := registered[name]; ok {
-			continue // its agent is back: its checks say
-		}
 		if r.ConsulNode != "" {
 			n, _, err := s.c.Catalog().Node(r.ConsulNode, (&api.QueryOptions{}).WithContext(ctx))
 			if err != nil {

@@ -171,14 +171,16 @@ func TestDownReasons(t *testing.T) {
 	put(coordinator.NodeState{Node: "starting", SHA: sha})
 	reg("first", api.HealthCritical) // a first deploy: nothing ran yet
 	put(coordinator.NodeState{Node: "first"})
-	reg("back", api.HealthPassing) // stopped once, registered again
-	put(coordinator.NodeState{Node: "back", SHA: sha, Stopped: &stopped})
+	reg("back", api.HealthPassing) // stopped once, back: its record rewritten
+	put(coordinator.NodeState{Node: "back", SHA: sha})
+	reg("stopping", api.HealthPassing) // marked, its service not gone yet
+	put(coordinator.NodeState{Node: "stopping", SHA: sha, Stopped: &stopped})
 	put(coordinator.NodeState{Node: "rebooting", SHA: sha, ConsulNode: host.Name, Stopped: &stopped})
 	put(coordinator.NodeState{Node: "left", SHA: sha, ConsulNode: "pruned-long-ago", Stopped: &stopped})
 	put(coordinator.NodeState{Node: "old", SHA: sha, Stopped: &stopped}) // its agent never said its Consul node
 
 	want := map[string]coordinator.DownReason{"crashed": coordinator.DownWorkload, "starting": coordinator.DownWorkload,
-		"rebooting": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped}
+		"rebooting": coordinator.DownAgentStopped, "stopping": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped}
 	waitDown(t, st, want, 10*time.Second)
 	host.Kill()
 	want["rebooting"] = coordinator.DownHost
