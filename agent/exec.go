@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,10 @@ type Exec struct {
 	DownAfter time.Duration
 
 	history downHistory // of the runs Health judged
+	// running is the process group of the replace hook this process runs
+	// now, 0 when none: a group the state file names that is not this one
+	// was left by an agent killed mid-hook (see Healthy).
+	running atomic.Int64
 }
 
 type execState struct {
@@ -144,6 +149,7 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 		return err
 	}
 	err = e.run(ctx, hookReplace, sha, e.saveHook(&st))
+	e.running.Store(0)
 	st.Hook = 0
 	if err != nil {
 		_ = e.save(st) // its group is gone: nothing is left to kill
@@ -158,6 +164,7 @@ func (e *Exec) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step S
 func (e *Exec) saveHook(st *execState) func(int) error {
 	return func(pgid int) error {
 		st.Hook = pgid
+		e.running.Store(int64(pgid))
 		return e.save(*st)
 	}
 }
@@ -166,17 +173,24 @@ func (e *Exec) saveHook(st *execState) func(int) error {
 // names one whose group still runs with this node's hooks' environment:
 // the group's ID may since have gone to another process.
 func (e *Exec) killLeft(st execState) error {
-	if st.Hook <= 0 {
-		return nil
-	}
-	env := [][]byte{[]byte("ROLLAGENT_GROUP=" + e.Group), []byte("ROLLAGENT_NODE=" + e.Node)}
-	if !groupHasEnv(st.Hook, env) {
+	if !e.leftRunning(st) {
 		return nil
 	}
 	if err := reapGroup(st.Hook); err != nil {
 		return fmt.Errorf("the replace hook left running by the previous agent: %w", err)
 	}
 	return nil
+}
+
+// leftRunning says st names a replace hook that still runs, with this
+// node's hooks' environment (the group's ID may since have gone to another
+// process), and that this process does not run: an agent killed mid-hook
+// left it.
+func (e *Exec) leftRunning(st execState) bool {
+	if st.Hook <= 0 || int64(st.Hook) == e.running.Load() {
+		return false
+	}
+	return groupHasEnv(st.Hook, [][]byte{[]byte("ROLLAGENT_GROUP=" + e.Group), []byte("ROLLAGENT_NODE=" + e.Node)})
 }
 
 // hook names which of the two hooks a run is.
@@ -329,9 +343,16 @@ func (e *Exec) Health(ctx context.Context) (Health, string) {
 	return e.history.judge(ok, time.Now(), cmp.Or(e.DownAfter, DefaultDownAfter)), why
 }
 
-// Healthy runs the health hook once.
+// Healthy runs the health hook once. A replace hook that a killed agent
+// left running makes the workload unhealthy whatever the health hook says:
+// it may change what runs at any moment, so the node must not release its
+// slot (under a closed gate) nor count as verified until an undo, under
+// the slot, has killed it (Restore).
 func (e *Exec) Healthy(ctx context.Context) (bool, string) {
 	st, _ := e.load()
+	if e.leftRunning(st) {
+		return false, fmt.Sprintf("the replace hook a killed agent left (process group %d) still runs", st.Hook)
+	}
 	sha := st.Pending
 	if sha == "" {
 		sha = st.SHA
