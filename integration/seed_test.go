@@ -51,10 +51,11 @@ func (c *cluster) seed(t *testing.T) {
 		time.Since(start).Round(100*time.Millisecond))
 }
 
-// holderLost kills the holder's node for good. Its claim lasts until the
-// lease (grant + healthy_deadline + grace) runs out; then the node is
-// recorded failed with a reason naming it, and failure_action=pause closes
-// the gate. No other manager is taken down meanwhile.
+// holderLost kills the holder's node for good. Its claim counts until the
+// next node in line has watched it orphaned for its whole lease; then the
+// node is recorded failed with a reason naming it, and failure_action=pause
+// closes the gate. No other manager is taken down meanwhile. Revived under
+// the pause, it moves nothing until the operator resumes.
 func (c *cluster) holderLost(t *testing.T) {
 	mon := c.monitor()
 	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
@@ -73,6 +74,15 @@ func (c *cluster) holderLost(t *testing.T) {
 	}
 	c.checkLost(t, sha, victim, granted, f)
 	c.reviveNode(victim)
+	// Under the pause nothing destructive runs, the victim's undo included
+	// (README, "Nothing moves after a CANCEL"): back, it keeps its slot
+	// while down. The operator's resume opens the gate, and only then is it
+	// made whole, under that slot.
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if _, err := c.store().Resume(ctx, mgrs); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
 	c.waitFor(2*time.Minute, "every manager serving one healthy workload again", func() bool {
 		ws := c.workloads(mgrs)
 		for _, n := range managers {
