@@ -75,11 +75,12 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //   - a node whose host is down: serfHealth critical on the Consul node its
 //     record names (consul_node), registered or not, or on which its
 //     service instance is;
-//   - a node whose record carries the stop mark of a clean stop while its
-//     Consul node is still in the catalog (or unknown): its agent is
-//     stopped, or stopping, so nothing vouches for its workload until its
-//     agent is back or `node rm` removes its record. A Consul
-//     node gone from the catalog (`consul force-leave -prune`) drops out;
+//   - a node with a workload deployed whose record carries the stop mark
+//     of a clean stop while its Consul node is still in the catalog (or
+//     unknown): its agent is stopped, or stopping, so nothing vouches for
+//     its workload until its agent is back or `node rm` removes its
+//     record. A Consul node gone from the catalog (`consul force-leave
+//     -prune`) drops out;
 //   - a node whose workload check is not passing (critical, or warning:
 //     Docker's health still starting after a restart, a health hook that
 //     failed for less than DownAfter) while its record shows a workload
@@ -127,7 +128,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 		if r.ConsulNode != "" && hosts[r.ConsulNode] {
 			down.add(name, DownHost)
 		}
-		if r.Stopped != nil {
+		if r.Stopped != nil && r.SHA != "" { // nothing deployed: never available
 			stopped[name] = r
 		}
 	}

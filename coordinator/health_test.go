@@ -171,7 +171,8 @@ func TestDownReasons(t *testing.T) {
 	put(coordinator.NodeState{Node: "starting", SHA: sha})
 	reg("first", api.HealthCritical) // a first deploy: nothing ran yet
 	put(coordinator.NodeState{Node: "first"})
-	reg("back", api.HealthPassing) // stopped once, back: its record rewritten
+	put(coordinator.NodeState{Node: "never", Stopped: &stopped}) // stopped before its first deploy
+	reg("back", api.HealthPassing)                               // stopped once, back: its record rewritten
 	put(coordinator.NodeState{Node: "back", SHA: sha})
 	reg("stopping", api.HealthPassing) // marked, its service not gone yet
 	put(coordinator.NodeState{Node: "stopping", SHA: sha, Stopped: &stopped})
