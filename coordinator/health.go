@@ -30,8 +30,7 @@ const (
 	// consul_node, or its service instance's) has serfHealth critical.
 	DownHost DownReason = "host_down"
 	// DownAgentStopped: its agent stopped cleanly (its record's stop mark)
-	// and has not registered again, while its Consul node is still in the
-	// catalog: nothing vouches for its workload.
+	// and is not back: nothing vouches for its workload.
 	DownAgentStopped DownReason = "agent_stopped"
 	// DownAgent: a check of its agent (liveness, session) is critical.
 	DownAgent DownReason = "agent_not_answering"
@@ -76,11 +75,15 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //     record names (consul_node), registered or not, or on which its
 //     service instance is;
 //   - a node with a workload deployed whose record carries the stop mark
-//     of a clean stop while its Consul node is still in the catalog (or
-//     unknown): its agent is stopped, or stopping, so nothing vouches for
-//     its workload until its agent is back or `node rm` removes its
-//     record. A Consul node gone from the catalog (`consul force-leave
-//     -prune`) drops out;
+//     of a clean stop: its agent is stopped, or stopping, so nothing
+//     vouches for its workload until its agent is back (it writes its
+//     record without the mark) or `node rm` removes the record; registered
+//     or not, and whatever the catalog says of its host: a reboot's Consul
+//     agent leaves the catalog gracefully as the host goes down, just as
+//     `consul force-leave -prune` takes a dead one out. An agent writes
+//     its mark (into its release, when it holds a slot) before its service
+//     leaves the catalog, and one that starts again writes its record
+//     without it at its first look, so there is no gap between the two;
 //   - a node whose workload check is not passing (critical, or warning:
 //     Docker's health still starting after a restart, a health hook that
 //     failed for less than DownAfter) while its record shows a workload
@@ -123,13 +126,12 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			down.add(n, DownWorkload)
 		}
 	}
-	stopped := map[string]*NodeState{}
 	for name, r := range recs {
 		if r.ConsulNode != "" && hosts[r.ConsulNode] {
 			down.add(name, DownHost)
 		}
 		if r.Stopped != nil && r.SHA != "" { // nothing deployed: never available
-			stopped[name] = r
+			down.add(name, DownAgentStopped)
 		}
 	}
 	if len(hosts) > 0 {
@@ -142,9 +144,6 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 				down.add(n, DownHost)
 			}
 		}
-	}
-	if err := s.stoppedDown(ctx, stopped, down); err != nil {
-		return nil, err
 	}
 	return down, nil
 }
@@ -176,28 +175,6 @@ func (s *Store) nodeRecords(ctx context.Context, k Keys) (map[string]*NodeState,
 		}
 	}
 	return out, nil
-}
-
-// stoppedDown adds to down the nodes of stopped whose Consul node is in
-// the catalog, or not known. Registered or not: an agent that stops writes
-// its mark (into its release, when it holds a slot) before its service
-// leaves the catalog, and one that starts again writes its record without
-// the mark at its first look, so the mark alone says the agent is not
-// there to vouch for its workload, with no gap between the two.
-func (s *Store) stoppedDown(ctx context.Context, stopped map[string]*NodeState, down downSet) error {
-	for name, r := range stopped {
-		if r.ConsulNode != "" {
-			n, _, err := s.c.Catalog().Node(r.ConsulNode, (&api.QueryOptions{}).WithContext(ctx))
-			if err != nil {
-				return consulError(s.c, err)
-			}
-			if n == nil || n.Node == nil {
-				continue // forced to leave, or reaped: it left
-			}
-		}
-		down.add(name, DownAgentStopped)
-	}
-	return nil
 }
 
 // instances maps each node of the group's service in Consul's catalog to

@@ -136,10 +136,10 @@ func waitUnavailable(t *testing.T, st *coordinator.Store, want []string, bound t
 
 // Down names every node that counts as down, and why, from Consul's
 // health checks, its catalog and the nodes' records: a node whose agent
-// stopped cleanly (its service deregistered) counts while its host is in
-// the catalog, and as host_down once the host is gone, until the host is
-// forced to leave; a workload not healthy (critical, or warning while it
-// starts) counts once something was deployed.
+// stopped cleanly counts until its agent is back, as host_down while its
+// host is down, and still once its host left the catalog (a reboot's
+// graceful leave, a forced one); a workload not healthy (critical, or
+// warning while it starts) counts once something was deployed.
 func TestDownReasons(t *testing.T) {
 	srv := consultest.NewDev(t)
 	host := consultest.NewClients(t, srv, 1, "")[0]
@@ -177,11 +177,14 @@ func TestDownReasons(t *testing.T) {
 	reg("stopping", api.HealthPassing) // marked, its service not gone yet
 	put(coordinator.NodeState{Node: "stopping", SHA: sha, Stopped: &stopped})
 	put(coordinator.NodeState{Node: "rebooting", SHA: sha, ConsulNode: host.Name, Stopped: &stopped})
-	put(coordinator.NodeState{Node: "left", SHA: sha, ConsulNode: "pruned-long-ago", Stopped: &stopped})
+	// Its host left the catalog as it went down (a reboot's graceful
+	// leave): still nothing vouches for its workload.
+	put(coordinator.NodeState{Node: "left", SHA: sha, ConsulNode: "left-the-catalog", Stopped: &stopped})
 	put(coordinator.NodeState{Node: "old", SHA: sha, Stopped: &stopped}) // its agent never said its Consul node
 
 	want := map[string]coordinator.DownReason{"crashed": coordinator.DownWorkload, "starting": coordinator.DownWorkload,
-		"rebooting": coordinator.DownAgentStopped, "stopping": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped}
+		"rebooting": coordinator.DownAgentStopped, "stopping": coordinator.DownAgentStopped, "old": coordinator.DownAgentStopped,
+		"left": coordinator.DownAgentStopped}
 	waitDown(t, st, want, 10*time.Second)
 	host.Kill()
 	want["rebooting"] = coordinator.DownHost
@@ -189,7 +192,7 @@ func TestDownReasons(t *testing.T) {
 	if err := c.Agent().ForceLeavePrune(host.Name); err != nil {
 		t.Fatal(err)
 	}
-	delete(want, "rebooting")
+	want["rebooting"] = coordinator.DownAgentStopped // out of the catalog, not back
 	waitDown(t, st, want, time.Minute)
 }
 
