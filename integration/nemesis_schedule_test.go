@@ -64,10 +64,12 @@ const (
 )
 
 // agentLease is the lease of the claim of a node whose process stopped
-// answering (agent.lease): the Docker runtime's step bound (30s), the
-// healthy_deadline of every nemesis spec (testHealthyDeadline) and the
-// agent's 30s of grace. A pause-agent lasts longer.
-const agentLease = 30*time.Second + testHealthyDeadline + 30*time.Second
+// answering (agent.lease): all one hold may run with the Docker runtime,
+// its step bound (30s), twice the healthy_deadline of every nemesis spec
+// (testHealthyDeadline), the pull's bound under a slot (2m) and the
+// agent's 30s of grace. A pause-agent lasts longer, so it outlasts the
+// lease only in runs longer than the 3 minutes test-integration gives.
+const agentLease = 30*time.Second + 2*testHealthyDeadline + 2*time.Minute + 30*time.Second
 
 // ends pairs each kind of fault with the event that ends it.
 var ends = map[string]string{
