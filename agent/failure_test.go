@@ -40,21 +40,31 @@ func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
 	f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	f.holderName() // the rollout has started
 	f.cancel()
-	// The holder may finish the step it fenced before the cancel; after
-	// that, nothing may move.
-	f.waitFor(30*time.Second, "no slot holder", func() bool {
+	// The holder may finish the step it fenced before the cancel, leaving
+	// its old container set aside (its drop is fenced by the gate). A step
+	// the CANCEL cut off between two calls (old container set aside, new
+	// one not started) leaves its node down, keeping its slot: under a
+	// closed gate nothing destructive runs, an undo included (README).
+	// After that, nothing may move.
+	f.waitFor(30*time.Second, "the holder's step to end", func() bool {
 		gs := f.state()
-		return gs.Holders != nil && len(gs.Holders.Holding) == 0
-	})
-	// The holder's old container may stay set aside: its drop is fenced
-	// by the gate, which the CANCEL closed.
-	f.waitFor(30*time.Second, "every node healthy", func() bool {
-		for _, w := range f.workloads() {
-			if !w.Healthy || len(w.IDs) > 2 {
+		ws := f.workloads()
+		for _, n := range gs.Nodes {
+			claimed := false
+			if gs.Holders != nil {
+				_, claimed = gs.Holders.ClaimOf(n.Node)
+			}
+			w := ws[n.Node]
+			switch {
+			case len(w.IDs) > 2:
+				return false
+			case w.Healthy && !claimed:
+			case !w.Healthy && claimed && n.State == coordinator.StateCancelled:
+			default:
 				return false
 			}
 		}
-		return true
+		return len(gs.Nodes) == len(ns)
 	})
 	before := f.containerIDs()
 	for _, n := range ns {
