@@ -61,7 +61,7 @@ func BenchmarkAgentFenceGap(b *testing.B) {
 	for i := range fenceGapRollouts {
 		sha := benchCommit(b, st, group, fmt.Sprintf("v%d", i))
 		fleettest.WaitFor(b, time.Minute, fmt.Sprintf("n1 converged on v%d", i), func() bool {
-			n := benchNodeState(b, st, group, "n1")
+			n := nodeState(b, st, group, "n1")
 			return n != nil && n.State == coordinator.StateConverged && n.SHA == sha
 		})
 	}
@@ -94,20 +94,4 @@ func benchCommit(b *testing.B, st *coordinator.Store, group, release string) str
 		b.Fatal(err)
 	}
 	return r.SHA
-}
-
-func benchNodeState(b *testing.B, st *coordinator.Store, group, node string) *coordinator.NodeState {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := st.Read(ctx, group, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range gs.Nodes {
-		if gs.Nodes[i].Node == node {
-			return &gs.Nodes[i]
-		}
-	}
-	return nil
 }

@@ -219,7 +219,7 @@ func commitRecording(t *testing.T, st *coordinator.Store, group, release, extra 
 }
 
 // nodeState returns node's published record, or nil.
-func nodeState(t *testing.T, st *coordinator.Store, group, node string) *coordinator.NodeState {
+func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordinator.NodeState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
