@@ -59,16 +59,7 @@ func TestARebootingNodeCounts(t *testing.T) {
 	}
 	back := time.Now()
 	startAgent(t, coordinator.NewStore(host.Client(), ""), group, "n3", rt3, agent.Allow{})
-	for _, n := range []string{"n1", "n2", "n3"} {
-		waitNode(t, st, group, n, "converged on v2", func(n *coordinator.NodeState) bool {
-			return n.SHA == v2 && n.State == coordinator.StateConverged
-		})
-	}
-	for n, rt := range rts {
-		if first := rt.replaces()[0]; first.Before(back) {
-			t.Fatalf("%s was replaced at %s, before n3's host was back", n, first.Format(time.StampMilli))
-		}
-	}
+	convergedAfter(t, st, group, v2, rts, back, "n3's host was back")
 }
 
 // A node converged on the desired SHA whose workload then crashes counts
@@ -110,14 +101,22 @@ func TestAConvergedNodeWhoseWorkloadCrashedCounts(t *testing.T) {
 
 	healed := time.Now()
 	rt3.setSick(nil)
+	convergedAfter(t, st, group, v2, rts, healed, "n3 was healthy again")
+}
+
+// convergedAfter waits for n1, n2 and n3 to converge on sha, and fails if
+// any node of rts was first replaced before since (when the event named
+// by what happened).
+func convergedAfter(t *testing.T, st *coordinator.Store, group, sha string, rts map[string]*scriptedRuntime, since time.Time, what string) {
+	t.Helper()
 	for _, n := range []string{"n1", "n2", "n3"} {
-		waitNode(t, st, group, n, "converged on v2", func(n *coordinator.NodeState) bool {
-			return n.SHA == v2 && n.State == coordinator.StateConverged
+		waitNode(t, st, group, n, "converged on "+sha, func(n *coordinator.NodeState) bool {
+			return n.SHA == sha && n.State == coordinator.StateConverged
 		})
 	}
 	for n, rt := range rts {
-		if first := rt.replaces()[0]; first.Before(healed) {
-			t.Fatalf("%s was replaced at %s, before n3 was healthy again", n, first.Format(time.StampMilli))
+		if first := rt.replaces()[0]; first.Before(since) {
+			t.Fatalf("%s was replaced at %s, before %s", n, first.Format(time.StampMilli), what)
 		}
 	}
 }
