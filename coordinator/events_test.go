@@ -83,7 +83,7 @@ func TestEveryActionIsLogged(t *testing.T) {
 		{"a node converges on v2, which a record of its own is not logged", func() error {
 			return st.PutNode(ctx, "web", NodeState{Node: "n1", SHA: s2, Desired: s2, State: StateConverged, Since: time.Now()})
 		}, nil},
-		{"rollback", func() error { _, err := st.Rollback(ctx, "web", "", "op@h"); return err },
+		{"rollback", func() error { _, err := st.Rollback(ctx, "web", s1, "op@h"); return err },
 			[]Event{{Kind: EventRollback, By: "op@h", SHA: s1, From: s2, Reason: "rollback to"}}},
 		{"cancel", func() error { _, err := st.Cancel(ctx, "web", "", "bad image", "op@h"); return err },
 			[]Event{{Kind: EventCancel, By: "op@h", SHA: s1, Reason: "bad image"}}},
@@ -146,7 +146,7 @@ func TestRollbackKeepsTheFirstHistoryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, st, "web", release(t, "v2", "pause", 1))
-	if _, err := st.Rollback(testCtx(t), "web", "", "someone-else"); err != nil {
+	if _, err := st.Rollback(testCtx(t), "web", s1, "someone-else"); err != nil {
 		t.Fatal(err)
 	}
 	after, _, err := c.KV().Get(k.History(s1), nil)

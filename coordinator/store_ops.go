@@ -62,17 +62,18 @@ func resumeReason(g *GroupState) string {
 }
 
 // Rollback commits the spec of an earlier SHA again: to, or by default the
-// SHA that was desired before the current one.
+// one failure_action=rollback would choose, the latest SHA that converged
+// on every node (rollbackTarget). The SHA desired before the current one
+// is not a safe default: it may be a tag typo that never ran anywhere.
 func (s *Store) Rollback(ctx context.Context, group, to, author string) (*CommitResult, error) {
 	st, err := s.Read(ctx, group, nil)
 	if err != nil {
 		return nil, err
 	}
 	if to == "" {
-		if st.Desired == nil || st.Desired.Previous == "" {
-			return nil, fmt.Errorf("group %s has no previous SHA to roll back to; name one with --to", group)
+		if to, err = st.defaultRollback(group); err != nil {
+			return nil, err
 		}
-		to = st.Desired.Previous
 	}
 	for i := range st.History {
 		if h := &st.History[i]; h.SHA == to || (len(to) >= 7 && len(to) < len(h.SHA) && h.SHA[:len(to)] == to) {
@@ -80,4 +81,16 @@ func (s *Store) Rollback(ctx context.Context, group, to, author string) (*Commit
 		}
 	}
 	return nil, fmt.Errorf("SHA %s is not in the history of group %s", to, group)
+}
+
+// defaultRollback is the SHA a rollback with no --to goes to.
+func (g *GroupState) defaultRollback(group string) (string, error) {
+	if g.Desired == nil {
+		return "", fmt.Errorf("group %s has nothing committed to roll back from", group)
+	}
+	if to := g.rollbackTarget(g.k, g.Desired.SHA); to != "" {
+		return to, nil
+	}
+	return "", fmt.Errorf("group %s has no earlier SHA that converged on every node (and was not "+
+		"cancelled, paused or failed since) to roll back to; name one with --to (rollagent history --shas lists them)", group)
 }

@@ -81,11 +81,27 @@ func TestResumeLiftsPauseOnly(t *testing.T) {
 	}
 }
 
-func TestRollbackRecommitsPrevious(t *testing.T) {
+// A rollback with no --to goes where failure_action=rollback would: the
+// latest SHA that converged, past a previous one that never ran anywhere
+// (a tag typo), and refuses when no SHA converged.
+func TestRollbackDefaultsToLatestConverged(t *testing.T) {
 	ctx := testCtx(t)
-	st := NewStore(consultest.NewDev(t).Client(), "")
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
 	r1, _ := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
 	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 2), "me", "commit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Rollback(ctx, "web", "", "me"); err == nil || !strings.Contains(err.Error(), "--to") {
+		t.Fatalf("rollback with nothing converged: %v, want a refusal naming --to", err)
+	}
+	k, _ := st.Keys("web")
+	b, _ := json.Marshal(Converged{SHA: r1.SHA, At: time.Now().UTC(), Nodes: 3})
+	if _, err := c.KV().Put(&api.KVPair{Key: k.Converged(r1.SHA), Value: b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	typo, _ := st.Commit(ctx, "web", specWith(t, "pause", 1, 3), "me", "commit")
+	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 4), "me", "commit"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := st.Rollback(ctx, "web", "", "me")
@@ -93,10 +109,10 @@ func TestRollbackRecommitsPrevious(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _ := st.Read(ctx, "web", nil)
-	if res.SHA != r1.SHA || g.Desired.SHA != r1.SHA || !strings.HasPrefix(g.Desired.Reason, "rollback") {
-		t.Fatalf("rollback: %+v desired %+v", res, g.Desired)
+	if res.SHA != r1.SHA || g.Desired.SHA != r1.SHA || g.Desired.Previous == typo.SHA || !strings.HasPrefix(g.Desired.Reason, "rollback") {
+		t.Fatalf("rollback went to %s (previous %s), want the converged %s", ShortSHA(res.SHA), ShortSHA(typo.SHA), ShortSHA(r1.SHA))
 	}
-	if len(g.History) != 2 {
-		t.Fatalf("history has %d entries, want 2 (a rollback adds none)", len(g.History))
+	if len(g.History) != 4 {
+		t.Fatalf("history has %d entries, want 4 (a rollback adds none)", len(g.History))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func tokenWith(t *testing.T, c *api.Client, name, rules string) string {
 	return tok.SecretID
 }
 
-// rolloutOf commits two specs to group as root and pauses the second, so
+// rolloutOf commits two specs to group as root, records the first as
+// converged (where a rollback with no --to goes) and pauses the second, so
 // that commit, cancel, resume and rollback would each write.
 func rolloutOf(t *testing.T, srv *consultest.Server, group string) {
 	t.Helper()
@@ -40,6 +42,10 @@ func rolloutOf(t *testing.T, srv *consultest.Server, group string) {
 		t.Fatal(err)
 	}
 	k, _ := st.Keys(group)
+	conv, _ := json.Marshal(coordinator.Converged{SHA: gs.Desired.Previous, At: time.Now().UTC(), Nodes: 1})
+	if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.Converged(gs.Desired.Previous), Value: conv}, nil); err != nil {
+		t.Fatal(err)
+	}
 	p := `{"sha":"` + gs.Desired.SHA + `","failures":1,"reason":"test","at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`
 	if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.Pause(gs.Desired.SHA), Value: []byte(p)}, nil); err != nil {
 		t.Fatal(err)

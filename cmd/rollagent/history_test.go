@@ -20,9 +20,12 @@ func TestHistoryShowsEvents(t *testing.T) {
 	for _, args := range [][]string{
 		{"commit", "web", "-f", "testdata/web.hcl", "--author=alice"},
 		{"commit", "web", "-f", "testdata/web-v2.json", "--author=bob"},
-		{"rollback", "web"},
+		{"rollback", "web", "--to", "first"}, // nothing converged: the default refuses
 		{"cancel", "web", "--reason", "bad image"},
 	} {
+		if args[0] == "rollback" {
+			args[3] = shas[0]
+		}
 		code, out, errs := runCLI(t, srv.HTTPAddr, args...)
 		if code != 0 {
 			t.Fatalf("%v: %s", args, errs)

@@ -30,7 +30,7 @@ func (c *ResumeCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 // RollbackCmd re-commits an earlier spec.
 type RollbackCmd struct {
 	Group string `arg:"" help:"Group name."`
-	To    string `help:"SHA (or a prefix of 7 or more) to roll back to; default the previous one."`
+	To    string `help:"SHA (or a prefix of 7 or more) to roll back to; default the latest SHA that converged on every node, as failure_action=rollback chooses."`
 }
 
 // Run re-commits.
