@@ -49,7 +49,8 @@ func (a Allow) Check(spec *hashspec.Spec) error {
 			return fmt.Errorf("spec bind-mounts %s, which is outside --allow-bind %v", v.Source, a.BindPrefixes)
 		}
 	}
-	return nil
+	binds := specBinds(c.Volumes, "spec")
+	return checkNesting(binds, binds)
 }
 
 // bindAllowed says whether real, a resolved path, lies under a prefix,
