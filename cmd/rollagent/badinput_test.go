@@ -196,6 +196,23 @@ func TestBadSessionTTLIsRefused(t *testing.T) {
 	}
 }
 
+// A malformed --allow-volume or --allow-network pattern is refused before
+// the agent touches KV, not taken to match nothing.
+func TestBadAllowPatternIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"volume", "--allow-volume=web-[", `--allow-volume "web-[": not a pattern`},
+		{"network", "--allow-network=[]", `--allow-network "[]": not a pattern`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
+		})
+	}
+}
+
 // stdinFrom makes path the process's stdin for the test.
 func stdinFrom(t *testing.T, path string) {
 	t.Helper()
