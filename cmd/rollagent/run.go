@@ -14,6 +14,10 @@ import (
 	"github.com/rollagent/rollagent/agent"
 )
 
+// maxHookTimeout bounds --hook-timeout like a spec's durations: it is a
+// term of the node's lease.
+const maxHookTimeout = 24 * time.Hour
+
 // RunCmd runs the agent for one node of one group.
 type RunCmd struct {
 	Group       string            `required:"" help:"Group this node belongs to."`
@@ -99,6 +103,9 @@ func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
 		}
 		if c.HookTimeout <= 0 {
 			return nil, fmt.Errorf("--hook-timeout %s: must be positive", c.HookTimeout)
+		}
+		if c.HookTimeout > maxHookTimeout {
+			return nil, fmt.Errorf("--hook-timeout %s: must be at most %s", c.HookTimeout, maxHookTimeout)
 		}
 		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
 			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout}, nil
