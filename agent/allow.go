@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -20,6 +21,56 @@ type Allow struct {
 	HostPID     bool
 	// BindPrefixes are host paths under which bind mounts are allowed.
 	BindPrefixes []string
+	// Volumes and Networks are patterns (path.Match) of the named Docker
+	// volumes and networks a spec may use. Names are the daemon's, shared
+	// by every group on the host: with none allowed by default, one
+	// group's spec cannot mount another's data or join its network.
+	Volumes  []string
+	Networks []string
+}
+
+// Validate reports a malformed pattern, before any spec is judged by it.
+func (a Allow) Validate() error {
+	for _, f := range []struct {
+		flag     string
+		patterns []string
+	}{{"--allow-volume", a.Volumes}, {"--allow-network", a.Networks}} {
+		for _, p := range f.patterns {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				return fmt.Errorf("%s %q: not a pattern such as \"web-*\"", f.flag, p)
+			}
+		}
+	}
+	return nil
+}
+
+// matchAny says whether name matches one of patterns.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNamed refuses named volumes and networks that no pattern allows.
+func (a Allow) checkNamed(c *hashspec.Container) error {
+	switch c.NetworkMode {
+	case "", "bridge", "none", "host":
+	default:
+		if !matchAny(a.Networks, c.NetworkMode) {
+			return fmt.Errorf("spec joins the Docker network %q, which no --allow-network pattern %v matches; start the agent with --allow-network %s to permit it",
+				c.NetworkMode, a.Networks, c.NetworkMode)
+		}
+	}
+	for _, v := range c.Volumes {
+		if v.Type == "volume" && !matchAny(a.Volumes, v.Source) {
+			return fmt.Errorf("spec mounts the Docker volume %q, which no --allow-volume pattern %v matches; start the agent with --allow-volume %s to permit it",
+				v.Source, a.Volumes, v.Source)
+		}
+	}
+	return nil
 }
 
 // Check refuses a spec that asks for more than the host allows, naming the
@@ -33,6 +84,9 @@ func (a Allow) Check(spec *hashspec.Spec) error {
 		return fmt.Errorf("spec asks for the host network; start the agent with --allow-host-network to permit it")
 	case c.PIDMode == "host" && !a.HostPID:
 		return fmt.Errorf("spec asks for the host PID namespace; start the agent with --allow-host-pid to permit it")
+	}
+	if err := a.checkNamed(&c); err != nil {
+		return err
 	}
 	for _, v := range c.Volumes {
 		if v.Type != "bind" {
@@ -49,7 +103,8 @@ func (a Allow) Check(spec *hashspec.Spec) error {
 			return fmt.Errorf("spec bind-mounts %s, which is outside --allow-bind %v", v.Source, a.BindPrefixes)
 		}
 	}
-	return nil
+	binds := specBinds(c.Volumes, "spec")
+	return checkNesting(binds, binds)
 }
 
 // bindAllowed says whether real, a resolved path, lies under a prefix,

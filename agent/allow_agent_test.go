@@ -27,6 +27,10 @@ func TestAgentRefusesPrivilegedSpecsWithoutTheFlag(t *testing.T) {
 		{"host pid", `,"pid_mode":"host"`, "--allow-host-pid", agent.Allow{HostPID: true}},
 		{"bind outside the allow-list", `,"volumes":[{"type":"bind","source":"/etc","target":"/data"}]`,
 			"outside --allow-bind", agent.Allow{BindPrefixes: []string{"/etc"}}},
+		{"another group's volume", `,"volumes":[{"type":"volume","source":"db-data","target":"/data"}]`,
+			"--allow-volume db-data", agent.Allow{Volumes: []string{"db-*"}}},
+		{"another group's network", `,"network_mode":"db-internal"`,
+			"--allow-network db-internal", agent.Allow{Networks: []string{"db-*"}}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,11 +59,17 @@ func TestAgentRefusesPrivilegedSpecsWithoutTheFlag(t *testing.T) {
 
 // allBut allows everything a spec can ask for except what want allows.
 func allBut(want agent.Allow) agent.Allow {
-	all := agent.Allow{Privileged: !want.Privileged, HostNetwork: !want.HostNetwork, HostPID: !want.HostPID}
+	all := agent.Allow{Privileged: !want.Privileged, HostNetwork: !want.HostNetwork, HostPID: !want.HostPID,
+		BindPrefixes: []string{"/"}, Volumes: []string{"*"}, Networks: []string{"*"}}
 	if len(want.BindPrefixes) > 0 {
 		all.BindPrefixes = []string{"/srv", "/var/lib/app"}
-	} else {
-		all.BindPrefixes = []string{"/"}
+	}
+	// Patterns for other groups' names only: the one the spec uses is not.
+	if len(want.Volumes) > 0 {
+		all.Volumes = []string{"web-*"}
+	}
+	if len(want.Networks) > 0 {
+		all.Networks = []string{"web-*"}
 	}
 	return all
 }

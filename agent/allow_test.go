@@ -67,6 +67,9 @@ func TestAllowCheck(t *testing.T) {
 	bind := func(src string) hashspec.Container {
 		return hashspec.Container{Volumes: []hashspec.Volume{{Type: "bind", Source: src, Target: "/data"}}}
 	}
+	volume := func(name string) hashspec.Container {
+		return hashspec.Container{Volumes: []hashspec.Volume{{Type: "volume", Source: name, Target: "/cache"}}}
+	}
 	prefixes := Allow{BindPrefixes: []string{"/srv", "/var/lib/app/"}}
 	tests := []struct {
 		name    string
@@ -96,8 +99,16 @@ func TestAllowCheck(t *testing.T) {
 		{"bind of the parent of a prefix", prefixes, bind("/var/lib"), "/var/lib"},
 		{"bind of the root", prefixes, bind("/"), "outside --allow-bind"},
 		{"root prefix allows every bind", Allow{BindPrefixes: []string{"/"}}, bind("/etc"), ""},
-		{"named volume needs no prefix", Allow{}, hashspec.Container{
-			Volumes: []hashspec.Volume{{Type: "volume", Source: "cache", Target: "/cache"}}}, ""},
+		{"named volume refused by default", Allow{}, volume("cache"), `--allow-volume cache`},
+		{"another group's volume refused", Allow{Volumes: []string{"web-*"}}, volume("db-data"), `"db-data"`},
+		{"named volume allowed by a pattern", Allow{Volumes: []string{"db-*", "web-*"}}, volume("web-cache"), ""},
+		{"volume pattern allows only volumes", Allow{Networks: []string{"*"}}, volume("cache"), "--allow-volume"},
+		{"bind prefixes allow no volume", Allow{BindPrefixes: []string{"/"}}, volume("cache"), "--allow-volume"},
+		{"named network refused by default", Allow{}, hashspec.Container{NetworkMode: "db-internal"}, "--allow-network db-internal"},
+		{"another group's network refused", Allow{Networks: []string{"web-*"}}, hashspec.Container{NetworkMode: "db-internal"}, `"db-internal"`},
+		{"named network allowed by a pattern", Allow{Networks: []string{"web-*"}}, hashspec.Container{NetworkMode: "web-internal"}, ""},
+		{"none network needs nothing", Allow{}, hashspec.Container{NetworkMode: "none"}, ""},
+		{"network pattern allows only networks", Allow{Volumes: []string{"*"}}, hashspec.Container{NetworkMode: "db"}, "--allow-network"},
 		{"second volume refused", prefixes, hashspec.Container{Volumes: []hashspec.Volume{
 			{Type: "bind", Source: "/srv/a", Target: "/a"}, {Type: "bind", Source: "/home", Target: "/b"}}}, "/home"},
 	}
@@ -112,6 +123,27 @@ func TestAllowCheck(t *testing.T) {
 				t.Fatalf("Check allowed it, want an error mentioning %q", tt.wantErr)
 			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
 				t.Fatalf("Check = %v, want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestAllowValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		allow   Allow
+		wantErr string
+	}{
+		{"nothing", Allow{}, ""},
+		{"patterns", Allow{Volumes: []string{"web-*", "cache"}, Networks: []string{"web-?"}}, ""},
+		{"bad volume pattern", Allow{Volumes: []string{"web-["}}, "--allow-volume"},
+		{"empty network pattern", Allow{Networks: []string{""}}, "--allow-network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.allow.Validate()
+			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tt.wantErr)
 			}
 		})
 	}

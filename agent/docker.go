@@ -119,8 +119,13 @@ func (d *Docker) Inspect(ctx context.Context) (Observed, error) {
 	return o, nil
 }
 
-// Prepare makes sure the image is present, pulling it if it is not.
+// Prepare refuses bind mounts that another container could redirect (see
+// checkHostMounts) and makes sure the image is present, pulling it if it
+// is not.
 func (d *Docker) Prepare(ctx context.Context, spec *hashspec.Spec, _ string) error {
+	if err := d.checkHostMounts(ctx, spec, ""); err != nil {
+		return err
+	}
 	ref := spec.Container.Image
 	if _, err := d.api.ImageInspect(ctx, ref); err == nil {
 		return nil

@@ -51,6 +51,10 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 	if err != nil {
 		return d.dockerErr("create container", err)
 	}
+	if err := d.checkHostMounts(ctx, spec, created.ID); err != nil {
+		rmErr := d.api.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
+		return errors.Join(err, d.dockerErr("remove refused container", rmErr))
+	}
 	d.log.Info("starting new container", "id", created.ID[:12], "image", spec.Container.Image)
 	return d.dockerErr("start container", d.api.ContainerStart(ctx, created.ID, container.StartOptions{}))
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/rollagent/rollagent/hashspec"
@@ -105,5 +106,19 @@ func (a *Agent) holdBound(spec *hashspec.Spec) time.Duration {
 	if spec != nil {
 		hd = spec.Update.HealthyDeadline.Std()
 	}
-	return hd + a.prepareTimeout() + a.stepTimeout() + hd
+	return addBounds(hd, a.prepareTimeout(), a.stepTimeout(), hd)
+}
+
+// addBounds adds durations, stopping at the largest one instead of
+// wrapping: a lease that wrapped negative would make a grant write no
+// claim at all. Validated specs and flags keep far below it anyway.
+func addBounds(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d > 0 && sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
 }

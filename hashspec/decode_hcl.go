@@ -79,6 +79,11 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 	if diags.HasErrors() {
 		return nil, idx.diagErrors(filename, data, diags)
 	}
+	if body, ok := file.Body.(*hclsyntax.Body); ok {
+		if err := checkHCLText(body, data, filename, idx); err != nil {
+			return nil, err
+		}
+	}
 	var hf hclFile
 	// A nil EvalContext: spec files are data, so variables and functions
 	// are rejected rather than resolved against anything.

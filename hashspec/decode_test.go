@@ -76,7 +76,44 @@ func TestDecodeHCLErrors(t *testing.T) {
 		{"healthcheck duration", FormatHCL, "container {\n healthcheck {\n  timeout = \"5 s\"\n }\n}", "container.healthcheck.timeout", "invalid duration"},
 		{"syntax error", FormatHCL, "container {\n image = \n}", "container", "spec.hcl:2"},
 		{"duplicate nested attribute", FormatHCL, "container {\n image = \"a\"\n image = \"b\"\n}", "container.image", "spec.hcl:3"},
+		{"duplicate env key", FormatHCL, "container {\n env = {\n  A = \"1\"\n  A = \"2\"\n }\n}", "container.env.A", "spec.hcl:4: container.env.A: duplicate key"},
+		{"duplicate label key, quoted once", FormatHCL, "container {\n labels = { team = \"a\", \"team\" = \"b\" }\n}", "container.labels.team", "duplicate key"},
+		{"decomposed text", FormatHCL, "container {\n image = \"x\"\n env = { A = \"cafe\u0301\" }\n}", "container.env", "spec.hcl:3"},
+		{"decomposed escape", FormatHCL, "container {\n env = { A = \"cafe\\u0301\" }\n}", "container.env", "normalization form C"},
+		{"decomposed bind source", FormatHCL, "container {\n volume {\n  type = \"bind\"\n  source = \"/srv/cafe\u0301\"\n }\n}",
+			"container.volumes[0].source", "spec.hcl:4"},
 	})
+}
+
+// One spec in JSON and in HCL means the same in both: text that HCL would
+// compose to NFC is refused by both, with the field named, and its
+// composed form is accepted by both with one SHA.
+func TestFormatsAgreeOnUnicodeForms(t *testing.T) {
+	spec := func(format Format, source string) []byte {
+		if format == FormatJSON {
+			return []byte(`{"container": {"image": "x", "volumes": [{"type": "bind", "source": "` + source + `", "target": "/d"}]}}`)
+		}
+		return []byte("container {\n image = \"x\"\n volume {\n  type = \"bind\"\n  source = \"" + source + "\"\n  target = \"/d\"\n }\n}\n")
+	}
+	const nfd, nfc = "/srv/cafe\u0301", "/srv/caf\u00e9"
+	shas := map[Format]string{}
+	for _, format := range []Format{FormatJSON, FormatHCL} {
+		t.Run(format.String(), func(t *testing.T) {
+			_, _, err := Load(spec(format, nfd), format, "spec")
+			if err == nil || !strings.Contains(err.Error(), "normalization form C") {
+				t.Fatalf("decomposed bind source: Load = %v, want it refused", err)
+			}
+			wantField(t, err, "container.volumes[0].source")
+			_, sha, err := Load(spec(format, nfc), format, "spec")
+			if err != nil {
+				t.Fatalf("composed bind source: %v", err)
+			}
+			shas[format] = sha
+		})
+	}
+	if shas[FormatJSON] != shas[FormatHCL] {
+		t.Fatalf("one spec, two SHAs: %v", shas)
+	}
 }
 
 // Explicit zeros where the default is non-zero are mistakes; they must

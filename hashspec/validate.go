@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distribution/reference"
+	"golang.org/x/text/unicode/norm"
 )
 
 var (
@@ -32,6 +33,12 @@ var (
 // Docker rejects healthcheck durations below 1ms; catching that here
 // fails the spec once instead of on every node.
 const minHealthDuration = Duration(time.Millisecond)
+
+// MaxDuration bounds every duration of a spec. A day is far beyond any
+// real wait for health or probe interval, and it keeps what agents derive
+// from them (a node's lease: twice healthy_deadline plus the agent's own
+// bounds) far from overflowing, which would leave a grant with no claim.
+const MaxDuration = Duration(24 * time.Hour)
 
 // checker accumulates every problem so Validate can report them all.
 type checker struct{ errs []*FieldError }
@@ -151,13 +158,17 @@ func (c *checker) oneOf(field, v string, allowed []string) {
 
 // textProblem reports strings that cannot be passed to Docker or encoded
 // unambiguously: invalid UTF-8 would be mangled to U+FFFD by JSON, so two
-// different specs could share a SHA.
+// different specs could share a SHA; text not in NFC would be composed by
+// HCL and not by JSON (see decode_hcl_text.go).
 func textProblem(s string) string {
 	if !utf8.ValidString(s) {
 		return "must be valid UTF-8"
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return "must not contain NUL bytes"
+	}
+	if !norm.NFC.IsNormalString(s) {
+		return nfcMsg
 	}
 	return ""
 }
@@ -172,13 +183,15 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // checkPositive reports a duration that must be > 0 (and, for Docker
-// healthchecks, at least min).
+// healthchecks, at least min), and at most MaxDuration.
 func (c *checker) checkPositive(field string, d, minimum Duration) {
 	switch {
 	case d <= 0:
 		c.add(field, "must be greater than 0, got %s", d)
 	case d < minimum:
 		c.add(field, "must be at least %s, got %s", minimum, d)
+	case d > MaxDuration:
+		c.add(field, "must be at most %s, got %s", MaxDuration, d)
 	}
 }
 
@@ -287,10 +300,13 @@ func (c *checker) healthcheck(h *Healthcheck) {
 	c.checkPositive(f+".interval", h.Interval, minHealthDuration)
 	c.checkPositive(f+".timeout", h.Timeout, minHealthDuration)
 	c.atLeast(f+".retries", h.Retries, 1)
-	if h.StartPeriod < 0 {
-		c.add(f+".start_period", "must not be negative, got %s", h.StartPeriod)
-	} else if h.StartPeriod > 0 && h.StartPeriod < minHealthDuration {
-		c.add(f+".start_period", "must be 0 or at least %s, got %s", minHealthDuration, h.StartPeriod)
+	switch sp := h.StartPeriod; {
+	case sp < 0:
+		c.add(f+".start_period", "must not be negative, got %s", sp)
+	case sp > 0 && sp < minHealthDuration:
+		c.add(f+".start_period", "must be 0 or at least %s, got %s", minHealthDuration, sp)
+	case sp > MaxDuration:
+		c.add(f+".start_period", "must be at most %s, got %s", MaxDuration, sp)
 	}
 }
 
@@ -323,7 +339,9 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.atLeast(pathMaxParallel, u.MaxParallel, 1)
 	c.checkPositive(pathMinHealthyTime, u.MinHealthyTime, 0)
 	c.checkPositive(pathHealthyDeadline, u.HealthyDeadline, 0)
-	if u.MinHealthyTime > 0 && u.HealthyDeadline > 0 && u.HealthyDeadline <= u.MinHealthyTime {
+	// Only a min_healthy_time in range is compared: one over MaxDuration
+	// has its own error, and no deadline could be after it.
+	if u.MinHealthyTime > 0 && u.MinHealthyTime <= MaxDuration && u.HealthyDeadline > 0 && u.HealthyDeadline <= u.MinHealthyTime {
 		c.add(pathHealthyDeadline, "must be greater than min_healthy_time (%s), got %s", u.MinHealthyTime, u.HealthyDeadline)
 	}
 	c.oneOf("update.failure_action", u.FailureAction, failureActions)

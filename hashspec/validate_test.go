@@ -117,6 +117,9 @@ func TestValidateHealthcheck(t *testing.T) {
 		{"retries zero", hc(func(h *Healthcheck) { h.Retries = 0 }), f + "retries"},
 		{"start period negative", hc(func(h *Healthcheck) { h.StartPeriod = dur("-1s") }), f + "start_period"},
 		{"start period tiny", hc(func(h *Healthcheck) { h.StartPeriod = 1 }), f + "start_period"},
+		{"interval over a day", hc(func(h *Healthcheck) { h.Interval = MaxDuration + 1 }), f + "interval"},
+		{"timeout absurd", hc(func(h *Healthcheck) { h.Timeout = dur("2562047h47m") }), f + "timeout"},
+		{"start period over a day", hc(func(h *Healthcheck) { h.StartPeriod = dur("25h") }), f + "start_period"},
 	})
 }
 
@@ -131,11 +134,33 @@ func TestValidateUpdate(t *testing.T) {
 		{"min healthy negative", up(func(u *Update) { u.MinHealthyTime = dur("-5s") }), "update.min_healthy_time"},
 		{"deadline zero", up(func(u *Update) { u.HealthyDeadline = 0 }), "update.healthy_deadline"},
 		{"deadline not after min", up(func(u *Update) { u.HealthyDeadline = u.MinHealthyTime }), "update.healthy_deadline"},
+		{"deadline absurd", up(func(u *Update) { u.HealthyDeadline = dur("2562047h47m") }), "update.healthy_deadline"},
+		{"deadline just over a day", up(func(u *Update) { u.HealthyDeadline = MaxDuration + 1 }), "update.healthy_deadline"},
+		{"min healthy over a day", up(func(u *Update) {
+			u.MinHealthyTime, u.HealthyDeadline = dur("25h"), MaxDuration
+		}), "update.min_healthy_time"},
 		{"failure action unknown", up(func(u *Update) { u.FailureAction = "explode" }), "update.failure_action"},
 		{"max failures zero", up(func(u *Update) { u.MaxFailures = 0 }), "update.max_failures"},
 		{"order unknown", up(func(u *Update) { u.Order = "sideways" }), "update.order"},
 		{"start-first with host port", up(func(u *Update) { u.Order = OrderStartFirst }), "update.order"},
 	})
+}
+
+// The largest durations a spec may hold are accepted, with a clear error
+// one past them.
+func TestDurationBounds(t *testing.T) {
+	s := validSpec()
+	s.Update.MinHealthyTime, s.Update.HealthyDeadline = MaxDuration-1, MaxDuration
+	s.Container.Healthcheck.Interval, s.Container.Healthcheck.Timeout = MaxDuration, MaxDuration
+	s.Container.Healthcheck.StartPeriod = MaxDuration
+	if err := s.Validate(); err != nil {
+		t.Fatalf("durations of at most %s refused: %v", MaxDuration, err)
+	}
+	s.Update.HealthyDeadline = dur("2562047h47m")
+	want := "update.healthy_deadline: must be at most 24h0m0s, got 2562047h47m0s"
+	if err := s.Validate(); err == nil || err.Error() != want {
+		t.Fatalf("Validate = %v, want %q", err, want)
+	}
 }
 
 // One Validate call must report every problem, not just the first.

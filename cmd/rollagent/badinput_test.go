@@ -93,6 +93,15 @@ func TestBadSpecIsRefusedAndKVUnchanged(t *testing.T) {
 		{"env value with newline in HCL", "s.hcl", "container {\n image = \"x:1\"\n env = { FOO = \"a\\nb\" }\n}\n", "container.env.FOO"},
 		{"env value with NUL in HCL", "s.hcl", "container {\n image = \"x:1\"\n env = { FOO = \"a\\u0000b\" }\n}\n", "container.env.FOO"},
 		{"empty file", "s.json", "", "empty input"},
+		{"absurd healthy_deadline", "s.hcl", "container {\n image = \"x:1\"\n}\nupdate {\n healthy_deadline = \"2562047h47m\"\n}\n",
+			"update.healthy_deadline: must be at most 24h0m0s"},
+		{"absurd healthcheck interval", "s.json", `{"container": {"image": "x:1", "healthcheck": {"test": ["NONE"], "interval": "9000h"}}}`,
+			"container.healthcheck.interval: must be at most 24h0m0s"},
+		{"env key twice in HCL", "s.hcl", "container {\n image = \"x:1\"\n env = {\n  A = \"1\"\n  A = \"2\"\n }\n}\n", "container.env.A: duplicate key"},
+		{"decomposed bind source in JSON", "s.json", `{"container": {"image": "x:1", "volumes": [{"type": "bind", "source": "/srv/cafe\u0301", "target": "/d"}]}}`,
+			"container.volumes[0].source: must be in Unicode normalization form C"},
+		{"decomposed bind source in HCL", "s.hcl", "container {\n image = \"x:1\"\n volume {\n  type = \"bind\"\n  source = \"/srv/cafe\u0301\"\n  target = \"/d\"\n }\n}\n",
+			"container.volumes[0].source: must be in Unicode normalization form C"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +174,7 @@ func TestBadHookTimeoutIsRefused(t *testing.T) {
 		{"zero", "--hook-timeout=0s", "--hook-timeout 0s: must be positive"},
 		{"negative", "--hook-timeout=-1m", "--hook-timeout -1m0s: must be positive"},
 		{"not a duration", "--hook-timeout=soon", "--hook-timeout"},
+		{"over a day", "--hook-timeout=2562047h", "--hook-timeout 2562047h0m0s: must be at most 24h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+t.TempDir(),
@@ -192,6 +202,23 @@ func TestBadSessionTTLIsRefused(t *testing.T) {
 			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 				t.Fatalf("run wrote into its state dir: %v", entries)
 			}
+		})
+	}
+}
+
+// A malformed --allow-volume or --allow-network pattern is refused before
+// the agent touches KV, not taken to match nothing.
+func TestBadAllowPatternIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"volume", "--allow-volume=web-[", `--allow-volume "web-[": not a pattern`},
+		{"network", "--allow-network=[]", `--allow-network "[]": not a pattern`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
 		})
 	}
 }

@@ -14,6 +14,10 @@ import (
 	"github.com/rollagent/rollagent/agent"
 )
 
+// maxHookTimeout bounds --hook-timeout like a spec's durations: it is a
+// term of the node's lease.
+const maxHookTimeout = 24 * time.Hour
+
 // RunCmd runs the agent for one node of one group.
 type RunCmd struct {
 	Group       string            `required:"" help:"Group this node belongs to."`
@@ -32,12 +36,19 @@ type RunCmd struct {
 	AllowHostNetwork bool     `name:"allow-host-network" help:"Allow specs that ask for the host network."`
 	AllowHostPID     bool     `name:"allow-host-pid" help:"Allow specs that ask for the host PID namespace."`
 	AllowBind        []string `name:"allow-bind" help:"Host path prefixes specs may bind-mount (repeatable)."`
+	AllowVolume      []string `name:"allow-volume" help:"Patterns of the named Docker volumes specs may mount, e.g. 'web-*' (repeatable; none by default)."`
+	AllowNetwork     []string `name:"allow-network" help:"Patterns of the Docker networks specs may join besides bridge and none, e.g. 'web-*' (repeatable; none by default)."`
 }
 
 // Run runs the agent until interrupted.
 func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 	if err := agent.CheckSessionTTL(c.SessionTTL); err != nil {
 		return fmt.Errorf("--session-ttl %s: must be between %s and %s", c.SessionTTL, agent.MinSessionTTL, agent.MaxSessionTTL)
+	}
+	allow := agent.Allow{Privileged: c.AllowPrivileged, HostNetwork: c.AllowHostNetwork, HostPID: c.AllowHostPID,
+		BindPrefixes: c.AllowBind, Volumes: c.AllowVolume, Networks: c.AllowNetwork}
+	if err := allow.Validate(); err != nil {
+		return err
 	}
 	if c.Node == "" {
 		h, err := os.Hostname()
@@ -73,7 +84,7 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 		return err
 	}
 	a, err := agent.New(agent.Config{Group: c.Group, Node: c.Node, Store: st, Runtime: rt, SessionTTL: c.SessionTTL,
-		Allow:  agent.Allow{Privileged: c.AllowPrivileged, HostNetwork: c.AllowHostNetwork, HostPID: c.AllowHostPID, BindPrefixes: c.AllowBind},
+		Allow:  allow,
 		Logger: log.Named("agent"), Metrics: metrics,
 		HealthURL: urls.Health, AliveURL: urls.Alive})
 	if err != nil {
@@ -92,6 +103,9 @@ func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
 		}
 		if c.HookTimeout <= 0 {
 			return nil, fmt.Errorf("--hook-timeout %s: must be positive", c.HookTimeout)
+		}
+		if c.HookTimeout > maxHookTimeout {
+			return nil, fmt.Errorf("--hook-timeout %s: must be at most %s", c.HookTimeout, maxHookTimeout)
 		}
 		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
 			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout}, nil
