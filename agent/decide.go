@@ -13,11 +13,13 @@ type Look struct {
 	Unreadable bool
 	// Desired is the desired SHA, "" when nothing is committed.
 	Desired string
-	// Open is the gate for Desired; Closed says why it is not, as the
-	// node's state (cancelled, paused or waiting) and a reason.
+	// Open is the gate for Desired; ClosedState and Reason say why it is
+	// not, as the node's state (cancelled, paused or waiting) and a
+	// reason, and Opens what opens it (coordinator.Verdict).
 	Open        bool
 	ClosedState coordinator.NodeStatus
 	Reason      string
+	Opens       string
 	// Refused is why this node will not move to Desired although the gate
 	// is open: a failure of its own recorded for it, or a spec its host
 	// does not allow. "" when none.

@@ -61,7 +61,7 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	if gs.Desired != nil {
 		l.Desired = gs.Desired.SHA
 	}
-	l.ClosedState = closedState(gs, v)
+	l.ClosedState, l.Opens = v.Node, v.Opens
 	if v.Open {
 		l.Refused = a.refused(gs)
 	}
@@ -98,17 +98,6 @@ func (l *Look) readHealth(ctx context.Context, j HealthJudge) {
 	var h Health
 	h, l.Why = j.Health(ctx)
 	l.Healthy, l.Down = h == HealthUp, h == HealthDown
-}
-
-// closedState is the node state that says why the gate is closed.
-func closedState(gs *coordinator.GroupState, v coordinator.Verdict) coordinator.NodeStatus {
-	switch {
-	case gs.Cancel != nil:
-		return coordinator.StateCancelled
-	case gs.Pause != nil || (!v.Open && gs.Spec != nil && len(gs.Failures) > 0):
-		return coordinator.StatePaused
-	}
-	return coordinator.StateWaiting
 }
 
 // refused says why this node will not move to the desired SHA although

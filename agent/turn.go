@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,12 +60,8 @@ func (t *turn) run(ctx context.Context) result {
 		state, why := t.keepReason()
 		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", why)
 		why += "; the workload is down, so the node keeps its slot"
-		switch {
-		case t.l.Open:
-		case t.l.ClosedState == coordinator.StatePaused:
-			why += " until `rollagent resume`, or a new commit, opens the gate to recover under"
-		default:
-			why += " until a new commit (`rollagent rollback`, say) opens a gate to recover under"
+		if !t.l.Open {
+			why += " until " + cmp.Or(t.l.Opens, coordinator.NewCommitOpens) + " to recover under"
 		}
 		return t.keep(ctx, state, why)
 	case StepVerify:

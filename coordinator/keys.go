@@ -77,4 +77,5 @@ func (k Keys) EventsPrefix() string { return k.root + "events/" }
 func (k Keys) Slot() string { return k.root + "slot/" }
 
 // Closing lists the keys whose existence closes the gate for sha.
-func (k Keys) Closing(sha string) []string { return []string{k.Cancel(sha), k.Pause(sha)} }
+// They come from the gate's KeyRules.
+func (k Keys) Closing(sha string) []string { return closingKeys(k, sha) }

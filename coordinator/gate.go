@@ -1,0 +1,158 @@
+package coordinator
+
+import (
+	"cmp"
+	"time"
+
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// Verdict is the gate's answer for the desired SHA.
+type Verdict struct {
+	Open   bool
+	State  GateState
+	Reason string // why it is closed, or "open"
+	SHA    string
+	Limit  int // K while the gate is open, 0 while closed: what a grant may use
+	// MaxParallel is the policy's K, from the desired spec, open or closed;
+	// 0 only when there is no readable spec.
+	MaxParallel int
+	// Node is the state a node behind the desired SHA publishes while
+	// the gate is closed (StateWaiting while it is open).
+	Node NodeStatus
+	// Opens says what opens a closed gate, for a node that keeps its slot
+	// while down: a phrase (see Closed.Opens).
+	Opens string
+}
+
+// GateState is the kind of verdict, for scripts and metrics; Reason says
+// the same for a person, with the details.
+type GateState string
+
+// GateOpen is the state of an open gate; every other GateState is the
+// State of a Rule.
+const GateOpen GateState = "open"
+
+// GateInput is what the gate is evaluated on: the group's state as read
+// and the time of the look. Rules that need more of Consul than its KV
+// (a check's health) get it here, read by whoever evaluates.
+type GateInput struct {
+	Group *GroupState
+	Now   time.Time
+}
+
+// A Rule is one reason the gate may be closed for the desired SHA. Rules
+// are evaluated in the order of Rules; the first that closes the gate
+// gives the verdict. A rule reads only what GateInput holds, so every
+// agent, `status`, the stall diagnosis and the exporter reach the same
+// verdict from the same state.
+type Rule interface {
+	// State is the GateState the rule closes the gate with.
+	State() GateState
+	// Close says why the gate is closed, or ok=false when the rule lets
+	// it open.
+	Close(in GateInput) (c Closed, ok bool)
+}
+
+// Closed is a rule's verdict on a gate it closes.
+type Closed struct {
+	Reason string
+	// Node is the node state it shows; optional, defaults to StateWaiting.
+	Node NodeStatus
+	// Opens says what opens the gate again, as a phrase that ends in
+	// "opens the gate"; optional, defaults to NewCommitOpens.
+	Opens string
+}
+
+// NewCommitOpens is what opens any closed gate: a new SHA has a gate of
+// its own.
+const NewCommitOpens = "a new commit (`rollagent rollback`, say) opens a gate"
+
+// KeyRule is a Rule whose closing is a key that exists: Consul checks it
+// in the transaction that grants a slot and in every fence, so the rule
+// holds to the moment of the step, not only to the moment of the look.
+// The agent reads the keys with the rest of its group's records.
+type KeyRule interface {
+	Rule
+	// Keys are the keys of group k whose existence closes the gate for sha.
+	Keys(k Keys, sha string) []string
+}
+
+// Rules are the gate's rules, in the order they are evaluated. Adding a
+// rule means a type in a file of its own, and a line here.
+var Rules = []Rule{
+	unreadableRule{},
+	uncommittedRule{},
+	specMissingRule{},
+	cancelRule{},
+	pauseRule{},
+	failureBudgetRule{},
+}
+
+// GateStates lists every GateState, for exporters that show each one.
+var GateStates = gateStates(Rules)
+
+func gateStates(rules []Rule) []GateState {
+	out := []GateState{GateOpen}
+	for _, r := range rules {
+		if s := r.State(); s != GateOpen && !containsState(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func containsState(ss []GateState, s GateState) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Evaluate is the gate's verdict on in: whether a node behind the desired
+// SHA may take a slot now. No process owns the decision.
+func Evaluate(in GateInput) Verdict {
+	g := in.Group
+	v := Verdict{Node: StateWaiting}
+	if g.Desired != nil {
+		v.SHA = g.Desired.SHA
+	}
+	if g.Spec != nil {
+		v.MaxParallel = g.Spec.Update.MaxParallel
+	}
+	for _, r := range Rules {
+		if c, closed := r.Close(in); closed {
+			v.State, v.Reason, v.Opens = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens)
+			if c.Node != "" {
+				v.Node = c.Node
+			}
+			return v
+		}
+	}
+	v.Open, v.State, v.Reason, v.Limit = true, GateOpen, "open", v.MaxParallel
+	return v
+}
+
+// Gate is Evaluate of g now.
+func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: time.Now()}) }
+
+// closingKeys are the keys of the rules that close by a key, for sha.
+func closingKeys(k Keys, sha string) []string {
+	var out []string
+	for _, r := range Rules {
+		if kr, ok := r.(KeyRule); ok {
+			out = append(out, kr.Keys(k, sha)...)
+		}
+	}
+	return out
+}
+
+// LockGate is the lockstep gate for the desired SHA, checked by Consul in
+// the transaction that grants the slot and in every fence.
+func (g *GroupState) LockGate(k Keys) lockstep.Gate {
+	v := g.Gate()
+	return lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
+		Closed: k.Closing(v.SHA), Limit: v.Limit}
+}

@@ -1,0 +1,48 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// GatePaused: failures paused the desired SHA.
+const GatePaused GateState = "paused"
+
+// resumeOpens is what lifts a failure pause.
+const resumeOpens = "`rollagent resume`, or a new commit, opens the gate"
+
+// pauseRule closes the gate while a pause record exists for the desired
+// SHA: the failure that reached max_failures under failure_action=pause
+// wrote it.
+type pauseRule struct{}
+
+func (pauseRule) State() GateState { return GatePaused }
+
+func (pauseRule) Keys(k Keys, sha string) []string { return []string{k.Pause(sha)} }
+
+func (pauseRule) Close(in GateInput) (Closed, bool) {
+	p := in.Group.Pause
+	if p == nil {
+		return Closed{}, false
+	}
+	return Closed{Reason: fmt.Sprintf("paused after %d failure(s): %s", p.Failures, p.Reason),
+		Node: StatePaused, Opens: resumeOpens}, true
+}
+
+// failureBudgetRule closes the gate once the desired SHA's failures reach
+// max_failures under failure_action=pause, before (or without) the pause
+// record: the count, not the record, is what the policy is about.
+type failureBudgetRule struct{}
+
+func (failureBudgetRule) State() GateState { return GatePaused }
+
+func (failureBudgetRule) Close(in GateInput) (Closed, bool) {
+	g := in.Group
+	u := g.Spec.Update
+	if u.FailureAction != hashspec.FailurePause || len(g.Failures) < u.MaxFailures {
+		return Closed{}, false
+	}
+	return Closed{Reason: fmt.Sprintf("paused: %d failure(s) reached max_failures=%d", len(g.Failures), u.MaxFailures),
+		Node: StatePaused, Opens: resumeOpens}, true
+}
