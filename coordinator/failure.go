@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -33,7 +34,7 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // RecordFailureBy is RecordFailure, logged as written by by: the agent of
 // another node reports a node lost while replacing.
 func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, nil)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: wallclock.Now().UTC()}, nil)
 }
 
 // RecordLost records that node never came back from the step its claim on
@@ -48,7 +49,7 @@ func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, si
 		return ActionNone, nil
 	}
 	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, earlier)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: wallclock.Now().UTC()}, earlier)
 }
 
 // ClaimNote is the note of a node's claim on a slot for a step toward d:
@@ -158,7 +159,7 @@ func (g *GroupState) desiredCheckOp(k Keys) *api.TxnOp {
 // failCountOp writes sha's counter, CAS-ed at the index read (or only if
 // it is absent), which every failure write moves.
 func (g *GroupState) failCountOp(k Keys, sha string, count int) *api.TxnOp {
-	c := FailCount{SHA: sha, Failures: count, Writes: 1, At: time.Now().UTC()}
+	c := FailCount{SHA: sha, Failures: count, Writes: 1, At: wallclock.Now().UTC()}
 	var index uint64
 	if p := g.byKey[k.FailCount(sha)]; p != nil {
 		index = p.ModifyIndex
@@ -195,7 +196,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
 	pause := func(reason string) (Action, api.TxnOps, *Event) {
 		ops := g.pauseOps(k, count, reason)
-		return ActionPause, ops, &Event{Kind: EventPause, At: time.Now().UTC(), SHA: sha, Reason: reason}
+		return ActionPause, ops, &Event{Kind: EventPause, At: wallclock.Now().UTC(), SHA: sha, Reason: reason}
 	}
 	switch OnFailure(g.Spec, count) {
 	case ActionPause:
@@ -205,7 +206,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
 		}
-		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
+		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent",
 			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
 		ev := &Event{Kind: EventAutoRollback, At: d.CommittedAt, SHA: to, From: sha, Reason: d.Reason}
 		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d), ev
@@ -217,7 +218,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 // which closes every open gate for it and wakes the waiters.
 func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 	sha := g.Desired.SHA
-	p := Pause{SHA: sha, Failures: count, At: time.Now().UTC(), Reason: reason}
+	p := Pause{SHA: sha, Failures: count, At: wallclock.Now().UTC(), Reason: reason}
 	return lockstep.CloseOps(g.DesiredPair, k.Pause(sha), mustJSON(p))
 }
 

@@ -45,7 +45,8 @@ type cluster struct {
 	clients map[string]*api.Client // by server, see api
 	booted  map[string][]string    // killed node -> workload containers its boot starts
 
-	reg *pullRegistry // the nemesis's image registry, started on first use
+	reg   *pullRegistry // the nemesis's image registry, started on first use
+	pulls *pulls        // the nemesis's commits from it
 
 	nemesisGen int // nemesis commits so far, over every seed of the run: each a SHA of its own
 }
