@@ -34,7 +34,7 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // RecordFailureBy is RecordFailure, logged as written by by: the agent of
 // another node reports a node lost while replacing.
 func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: wallclock.Now().UTC()}, nil)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, nil)
 }
 
 // RecordLost records that node never came back from the step its claim on
@@ -49,7 +49,7 @@ func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, si
 		return ActionNone, nil
 	}
 	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: wallclock.Now().UTC()}, earlier)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, earlier)
 }
 
 // ClaimNote is the note of a node's claim on a slot for a step toward d:
@@ -231,36 +231,42 @@ func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 // only ever desired, such as a tag typo whose pull failed on every node,
 // which counts no failure, is never gone back to.
 func (g *GroupState) rollbackTarget(k Keys, failing string) string {
-	var to Converged
-	for sha, c := range g.convergedSHA {
-		if sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, c.At) {
+	var to string
+	var toIndex uint64
+	for sha := range g.convergedSHA {
+		p := g.byKey[k.Converged(sha)]
+		if p == nil || sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, p.ModifyIndex) {
 			continue
 		}
-		if to.SHA == "" || c.At.After(to.At) {
-			to = c
+		if to == "" || p.ModifyIndex > toIndex {
+			to, toIndex = sha, p.ModifyIndex
 		}
 	}
-	return to.SHA
+	return to
 }
 
-// troubledSince says whether sha has a pause or a failure recorded after
-// at, or one that does not decode. Both belong to its latest commit, which
-// clears those of the one before.
-func (g *GroupState) troubledSince(k Keys, sha string, at time.Time) bool {
+// troubledSince says whether sha has a pause or a failure written after
+// Consul's index, or one that does not decode. Both belong to its latest
+// commit, which clears those of the one before. Consul's order, not the
+// records' times: those are on the clocks of the hosts that wrote them (a
+// failure on its agent's, the converged record on a committer's), and a
+// failure written by an agent whose clock is behind would pass for one
+// from before the SHA converged.
+func (g *GroupState) troubledSince(k Keys, sha string, index uint64) bool {
 	if !g.pausedSHA[sha] && !g.failedSHA[sha] {
 		return false
 	}
 	troubled := false
 	if p := g.byKey[k.Pause(sha)]; p != nil {
 		var ps Pause
-		troubled = decode(p.Key, p.Value, &ps) != nil || ps.At.IsZero() || !ps.At.Before(at)
+		troubled = decode(p.Key, p.Value, &ps) != nil || p.ModifyIndex > index
 	}
-	fs := g.failuresOf(k, sha, func(err error) bool {
-		troubled = troubled || err != nil
-		return err == nil
-	})
-	for _, f := range fs {
-		troubled = troubled || f.At.IsZero() || !f.At.Before(at)
+	prefix := k.FailuresPrefix(sha)
+	for key, p := range g.byKey {
+		if strings.HasPrefix(key, prefix) {
+			var f Failure
+			troubled = troubled || decode(p.Key, p.Value, &f) != nil || p.ModifyIndex > index
+		}
 	}
 	return troubled
 }

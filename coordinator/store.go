@@ -34,6 +34,16 @@ type Store struct {
 	prefix string
 	addr   string // for errors; see SetAddress
 	events int    // the event log's limit; 0 means DefaultEventLimit
+	// now reads the wall clock of what this Store writes (wallclock.Now),
+	// or a test's: a host whose clock is off.
+	now func() time.Time
+}
+
+func (s *Store) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return wallclock.Now()
 }
 
 // NewStore returns a Store under prefix. Optional prefix, defaults to
