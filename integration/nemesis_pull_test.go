@@ -97,6 +97,8 @@ func (ck *checker) checkPull(g string, gs *coordinator.GroupState) {
 	}
 	if !gs.Gate().Open || ck.n.c.converged(g, ck.n.nodesOf(g), sha) {
 		p.judged[sha] = true
+		ck.n.t.Logf("(e) %s: %s, pulled through a stall, %.0fs after the registry answered: gate %q, converged %v (%d pulls met a stall so far)",
+			g, coordinator.ShortSHA(sha), now.Sub(end).Seconds(), gs.Gate().Reason, gs.Gate().Open, ck.n.c.registry().stalled.Load())
 		return
 	}
 	if now.Sub(end) < pullProgress {
