@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -85,7 +86,7 @@ func (p *publisher) checkID() string   { return coordinator.WorkloadCheckID(p.gr
 func (p *publisher) state(sha, desired string, state coordinator.NodeStatus, errText string) coordinator.NodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: time.Now().UTC(),
+	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
 		ConsulNode: p.consulNode}
 	if coordinator.SamePublished(p.last, n) {
 		n.Since = p.last.Since
@@ -423,7 +424,7 @@ func (p *publisher) markStopped() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	marked, err := p.store.MarkStopped(ctx, p.group, n, time.Now())
+	marked, err := p.store.MarkStopped(ctx, p.group, n, wallclock.Now())
 	switch {
 	case err != nil:
 		p.log.Warn("could not record this clean stop in the node's record", "error", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -400,7 +401,7 @@ func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) r
 		// The agent stops (a reboot, say): the release frees the slot and
 		// marks the node stopped in one write, so it counts as down
 		// (Store.Down) before the next node can be granted.
-		now := time.Now().UTC()
+		now := wallclock.Now().UTC()
 		n.Stopped = &now
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)

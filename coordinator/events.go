@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 // DefaultEventLimit bounds a group's event log: after an append, the writer
@@ -102,11 +103,11 @@ type EventLog struct {
 func eventOps(k Keys, evs ...Event) api.TxnOps {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	id := fmt.Sprintf("%020d-%s", time.Now().UnixNano(), hex.EncodeToString(b[:]))
+	id := fmt.Sprintf("%020d-%s", wallclock.Now().UnixNano(), hex.EncodeToString(b[:]))
 	ops := make(api.TxnOps, 0, len(evs))
 	for i, e := range evs {
 		if e.At.IsZero() {
-			e.At = time.Now().UTC()
+			e.At = wallclock.Now().UTC()
 		}
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Index: 0,
 			Key: k.Event(fmt.Sprintf("%s-%d", id, i)), Value: mustJSON(e)}})
@@ -124,7 +125,7 @@ func (s *Store) EventOp(group string, e Event) (*api.TxnOp, error) {
 		return nil, err
 	}
 	if e.At.IsZero() {
-		e.At = time.Now().UTC()
+		e.At = wallclock.Now().UTC()
 	}
 	if err := e.check(); err != nil {
 		return nil, fmt.Errorf("event: %w", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -33,7 +34,7 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // RecordFailureBy is RecordFailure, logged as written by by: the agent of
 // another node reports a node lost while replacing.
 func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, nil)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, nil)
 }
 
 // RecordLost records that node never came back from the step its claim on
@@ -48,7 +49,7 @@ func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, si
 		return ActionNone, nil
 	}
 	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: time.Now().UTC()}, earlier)
+	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, earlier)
 }
 
 // ClaimNote is the note of a node's claim on a slot for a step toward d:
@@ -158,7 +159,7 @@ func (g *GroupState) desiredCheckOp(k Keys) *api.TxnOp {
 // failCountOp writes sha's counter, CAS-ed at the index read (or only if
 // it is absent), which every failure write moves.
 func (g *GroupState) failCountOp(k Keys, sha string, count int) *api.TxnOp {
-	c := FailCount{SHA: sha, Failures: count, Writes: 1, At: time.Now().UTC()}
+	c := FailCount{SHA: sha, Failures: count, Writes: 1, At: wallclock.Now().UTC()}
 	var index uint64
 	if p := g.byKey[k.FailCount(sha)]; p != nil {
 		index = p.ModifyIndex
@@ -195,7 +196,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
 	pause := func(reason string) (Action, api.TxnOps, *Event) {
 		ops := g.pauseOps(k, count, reason)
-		return ActionPause, ops, &Event{Kind: EventPause, At: time.Now().UTC(), SHA: sha, Reason: reason}
+		return ActionPause, ops, &Event{Kind: EventPause, At: wallclock.Now().UTC(), SHA: sha, Reason: reason}
 	}
 	switch OnFailure(g.Spec, count) {
 	case ActionPause:
@@ -205,7 +206,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
 		}
-		d := Desired{SHA: to, Previous: sha, CommittedAt: time.Now().UTC(), Author: "rollagent",
+		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent",
 			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
 		ev := &Event{Kind: EventAutoRollback, At: d.CommittedAt, SHA: to, From: sha, Reason: d.Reason}
 		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d), ev
@@ -217,7 +218,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 // which closes every open gate for it and wakes the waiters.
 func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 	sha := g.Desired.SHA
-	p := Pause{SHA: sha, Failures: count, At: time.Now().UTC(), Reason: reason}
+	p := Pause{SHA: sha, Failures: count, At: wallclock.Now().UTC(), Reason: reason}
 	return lockstep.CloseOps(g.DesiredPair, k.Pause(sha), mustJSON(p))
 }
 
@@ -230,36 +231,42 @@ func (g *GroupState) pauseOps(k Keys, count int, reason string) api.TxnOps {
 // only ever desired, such as a tag typo whose pull failed on every node,
 // which counts no failure, is never gone back to.
 func (g *GroupState) rollbackTarget(k Keys, failing string) string {
-	var to Converged
-	for sha, c := range g.convergedSHA {
-		if sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, c.At) {
+	var to string
+	var toIndex uint64
+	for sha := range g.convergedSHA {
+		p := g.byKey[k.Converged(sha)]
+		if p == nil || sha == failing || !g.inHistory(sha) || g.cancelledSHA[sha] || g.troubledSince(k, sha, p.ModifyIndex) {
 			continue
 		}
-		if to.SHA == "" || c.At.After(to.At) {
-			to = c
+		if to == "" || p.ModifyIndex > toIndex {
+			to, toIndex = sha, p.ModifyIndex
 		}
 	}
-	return to.SHA
+	return to
 }
 
-// troubledSince says whether sha has a pause or a failure recorded after
-// at, or one that does not decode. Both belong to its latest commit, which
-// clears those of the one before.
-func (g *GroupState) troubledSince(k Keys, sha string, at time.Time) bool {
+// troubledSince says whether sha has a pause or a failure written after
+// Consul's index, or one that does not decode. Both belong to its latest
+// commit, which clears those of the one before. Consul's order, not the
+// records' times: those are on the clocks of the hosts that wrote them (a
+// failure on its agent's, the converged record on a committer's), and a
+// failure written by an agent whose clock is behind would pass for one
+// from before the SHA converged.
+func (g *GroupState) troubledSince(k Keys, sha string, index uint64) bool {
 	if !g.pausedSHA[sha] && !g.failedSHA[sha] {
 		return false
 	}
 	troubled := false
 	if p := g.byKey[k.Pause(sha)]; p != nil {
 		var ps Pause
-		troubled = decode(p.Key, p.Value, &ps) != nil || ps.At.IsZero() || !ps.At.Before(at)
+		troubled = decode(p.Key, p.Value, &ps) != nil || p.ModifyIndex > index
 	}
-	fs := g.failuresOf(k, sha, func(err error) bool {
-		troubled = troubled || err != nil
-		return err == nil
-	})
-	for _, f := range fs {
-		troubled = troubled || f.At.IsZero() || !f.At.Before(at)
+	prefix := k.FailuresPrefix(sha)
+	for key, p := range g.byKey {
+		if strings.HasPrefix(key, prefix) {
+			var f Failure
+			troubled = troubled || decode(p.Key, p.Value, &f) != nil || p.ModifyIndex > index
+		}
 	}
 	return troubled
 }

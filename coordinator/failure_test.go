@@ -264,6 +264,20 @@ func TestAutomaticRollbackTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// n1 fails, and n2's agent, whose clock is 10 minutes behind the
+	// committer's, records it lost (RecordFailureBy): the failure's time
+	// is before the converged record's, though it came after it.
+	failBehind := func(t *testing.T, group string) {
+		sha := read(t, st, group).Desired.SHA
+		if err := st.PutNode(testCtx(t), group, NodeState{Node: "n1", SHA: sha, Desired: sha, State: StateFailed, Since: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		st.now = func() time.Time { return time.Now().Add(-10 * time.Minute) }
+		defer func() { st.now = nil }()
+		if _, err := st.RecordFailureBy(testCtx(t), group, AgentBy("n2"), "n1", sha, "n1 lost while replacing"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pauseByHand := func(t *testing.T, group string) {
 		k, _ := st.Keys(group)
 		sha := read(t, st, group).Desired.SHA
@@ -296,6 +310,8 @@ func TestAutomaticRollbackTarget(t *testing.T) {
 		{"the latest converged, not the previous", []step{commitTag("a"), converged, commitTag("b"), converged, rollbackTo("a")}, "b"},
 		{"past one that converged, then failed when committed again", []step{commitTag("a"), converged, commitTag("b"), converged,
 			rollbackTo("a"), fail, commitTag("c")}, "b"},
+		{"past the latest converged, failed since on a host whose clock is behind", []step{commitTag("b"), converged, commitTag("a"), converged,
+			commitTag("c"), rollbackTo("a"), failBehind, commitTag("d")}, "b"},
 		{"none: first commit", nil, ""},
 		{"none: nothing ever converged", []step{commitTag("a"), commitTag("b")}, ""},
 		{"none: only a cancelled one", []step{commitTag("a"), cancel}, ""},

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"time"
 
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -136,7 +137,7 @@ func Evaluate(in GateInput) Verdict {
 }
 
 // Gate is Evaluate of g now.
-func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: time.Now()}) }
+func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: wallclock.Now()}) }
 
 // closingKeys are the keys of the rules that close by a key, for sha.
 func closingKeys(k Keys, sha string) []string {

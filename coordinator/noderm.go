@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -104,7 +105,7 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 		return nil, fmt.Errorf("node %s of group %s: %w", node, group, ErrNoSuchNode)
 	}
 	registered, rerr := s.Registered(ctx, group)
-	now := time.Now()
+	now := wallclock.Now()
 	r := &Removal{Group: group, Node: node, At: now.UTC(), Alive: NodeAlive(group, node, registered, gs.Holders, now)}
 	if len(r.Alive) > 0 && !force {
 		msg := strings.Join(r.Alive, "; ")

@@ -1,9 +1,8 @@
 package coordinator
 
 import (
-	"time"
-
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 // Action is what a failure to reach a SHA leads to.
@@ -42,7 +41,9 @@ type Progress struct {
 
 // Progress is Summary at the current time with the default grace, from
 // what g holds (no node is lost unless g.Registered was filled).
-func (g *GroupState) Progress() Progress { return g.Summary(time.Now(), DefaultLostAfter).Progress() }
+func (g *GroupState) Progress() Progress {
+	return g.Summary(wallclock.Now(), DefaultLostAfter).Progress()
+}
 
 // Progress is s's counts of the nodes that count; Other is the rest of
 // them, in none of the fields.

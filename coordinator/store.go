@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -33,6 +34,16 @@ type Store struct {
 	prefix string
 	addr   string // for errors; see SetAddress
 	events int    // the event log's limit; 0 means DefaultEventLimit
+	// now reads the wall clock of what this Store writes (wallclock.Now),
+	// or a test's: a host whose clock is off.
+	now func() time.Time
+}
+
+func (s *Store) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return wallclock.Now()
 }
 
 // NewStore returns a Store under prefix. Optional prefix, defaults to
@@ -199,7 +210,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 		}
 		res.Previous = cur.SHA
 	}
-	now := time.Now().UTC()
+	now := wallclock.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
 	ops := desiredOps(k, index, d)
 	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
@@ -331,7 +342,7 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if err != nil {
 			return &CancelResult{SHA: cur.SHA}, err
 		}
-		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
+		rec := Cancel{SHA: cur.SHA, Reason: reason, At: wallclock.Now().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
 		ops = append(ops, eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)

@@ -207,3 +207,17 @@ func TestCheckCommitSize(t *testing.T) {
 		t.Fatalf("MaxCommitBytes %d base64-encoded does not fit Consul's 512 KiB transaction", MaxCommitBytes)
 	}
 }
+
+// An image in a registry named by host and port, as a private registry or
+// a loopback one is, is valid (the nemesis pulls from one).
+func TestValidateImageWithRegistryPort(t *testing.T) {
+	for _, img := range []string{"127.0.0.1:5000/demo/app:gen-1", "registry.example:443/app@sha256:" + strings.Repeat("a", 64), "localhost:5000/app"} {
+		t.Run(img, func(t *testing.T) {
+			s := validSpec()
+			s.Container.Image = img
+			if err := s.Validate(); err != nil {
+				t.Fatalf("%q: %v", img, err)
+			}
+		})
+	}
+}

@@ -45,6 +45,9 @@ type cluster struct {
 	clients map[string]*api.Client // by server, see api
 	booted  map[string][]string    // killed node -> workload containers its boot starts
 
+	reg   *pullRegistry // the nemesis's image registry, started on first use
+	pulls *pulls        // the nemesis's commits from it
+
 	nemesisGen int // nemesis commits so far, over every seed of the run: each a SHA of its own
 }
 
@@ -61,7 +64,8 @@ func newCluster(t *testing.T) *cluster {
 	t.Cleanup(c.removeImages) // registered first, so it runs after the containers are gone
 	dockertest.Cleanup(t, cli)
 	c.consul = c.buildImage("consul", bin)
-	c.agent = c.buildImage("rollagent", dockertest.BuildBinary(t, "./cmd/rollagent"))
+	// With the test clock: the nemesis skews each host's (nemesis_skew_test.go).
+	c.agent = c.buildImage("rollagent", dockertest.BuildBinaryTags(t, "./cmd/rollagent", testClockTag))
 	c.netName = c.prefix + "-net"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -93,6 +93,7 @@ func (ck *checker) sample(g string) {
 	ck.checkCancel(g, ws, gs)
 	ck.checkFailures(g, gs)
 	ck.checkRollback(g, gs)
+	ck.checkPull(g, gs)
 }
 
 // noteGate puts changes of desired and of the gate on the timeline.

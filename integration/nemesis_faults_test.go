@@ -398,6 +398,9 @@ func (n *nemesis) healAll() {
 		n.step(e)
 	}
 	n.step(event{kind: opStartSrv})
+	if n.c.reg != nil {
+		n.c.reg.heal()
+	}
 }
 
 // healOrder heals the network before the hosts, the hosts before agents.

@@ -24,7 +24,7 @@ const typoImage = "rollagent-it/demoapp:typo"
 // timeline: the nemesis goes on, and the invariants judge the product.
 func (n *nemesis) apply(e event) error {
 	switch e.kind {
-	case opCommit, opCommitBad, opCommitSlow, opCommitTypo:
+	case opCommit, opCommitBad, opCommitSlow, opCommitTypo, opCommitPull:
 		return n.commit(e)
 	case opCancel:
 		return n.cancel(e.group)
@@ -55,6 +55,7 @@ func (n *nemesis) commit(e event) error {
 	gen := n.c.nemesisGen
 	release := []string{"v1", "v2", "v3"}[gen%3]
 	image, env := n.c.releases.Image(release, nil), map[string]string{"NEMESIS_GEN": strconv.Itoa(gen)}
+	var stallEnd time.Time
 	switch e.kind {
 	case opCommitBad:
 		release = "bad"
@@ -64,6 +65,12 @@ func (n *nemesis) commit(e event) error {
 		env["DEMOAPP_UNHEALTHY_FOR"] = slowFor
 	case opCommitTypo:
 		release, image = "typo", typoImage
+	case opCommitPull:
+		var err error
+		release += "-pulled"
+		if image, stallEnd, err = n.pulled(image, gen, e.stall); err != nil {
+			return err
+		}
 	}
 	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: image,
 		MaxParallel: n.k(e.group), FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline,
@@ -79,6 +86,9 @@ func (n *nemesis) commit(e event) error {
 	n.committed[res.SHA] = true
 	n.mu.Unlock()
 	n.note("committed %s to %s: %s", release, e.group, coordinator.ShortSHA(res.SHA))
+	if e.kind == opCommitPull {
+		n.pullCommitted(res.SHA, stallEnd)
+	}
 	return nil
 }
 

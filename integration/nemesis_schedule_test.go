@@ -13,10 +13,11 @@ import (
 type event struct {
 	at     time.Duration
 	kind   string
-	group  string // control operations
-	node   string // node faults
-	action string // commits: failure_action
-	maxF   int    // commits: max_failures
+	group  string        // control operations
+	node   string        // node faults
+	action string        // commits: failure_action
+	maxF   int           // commits: max_failures
+	stall  time.Duration // commit-slowpull: how long the registry stalls its pulls
 }
 
 func (e event) String() string {
@@ -30,6 +31,9 @@ func (e event) String() string {
 	if e.action != "" {
 		s += fmt.Sprintf(" (failure_action=%s max_failures=%d)", e.action, e.maxF)
 	}
+	if e.stall > 0 {
+		s += fmt.Sprintf(" (registry stalls %s)", e.stall)
+	}
 	return s
 }
 
@@ -39,8 +43,9 @@ func (e event) String() string {
 const (
 	opCommit     = "commit"
 	opCommitBad  = "commit-bad"
-	opCommitSlow = "commit-slow" // a good release slow to turn healthy: a long verify inside the hold
-	opCommitTypo = "commit-typo" // an image that is nowhere: every node's prepare fails, no failure counted
+	opCommitSlow = "commit-slow"     // a good release slow to turn healthy: a long verify inside the hold
+	opCommitTypo = "commit-typo"     // an image that is nowhere: every node's prepare fails, no failure counted
+	opCommitPull = "commit-slowpull" // a good release in a registry that stalls its pulls (nemesis_registry_test.go)
 	opCancel     = "cancel"
 	opRollback   = "rollback"
 	opResume     = "resume"
@@ -106,7 +111,7 @@ func (p *planner) between(lo, hi int) time.Duration {
 }
 
 func (p *planner) draw(at, d time.Duration) {
-	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo,
+	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo, opCommitPull,
 		opCancel, opCancel, opRollback, opResume, opResume,
 		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opKillNode, opKillNode, opReboot, opReboot,
 		opCrash, opCrash, opWedge, opWedge, opPartition, opKillLeader}
@@ -116,6 +121,8 @@ func (p *planner) draw(at, d time.Duration) {
 	switch kind {
 	case opCommit, opCommitBad, opCommitSlow:
 		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2)})
+	case opCommitPull:
+		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2), stall: p.stallFor()})
 	case opCommitTypo:
 		// A bad release with failure_action=rollback soon after: where
 		// the rollback goes is the point (issue 25, item 8).

@@ -115,6 +115,7 @@ func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) strin
 		c.releases.Image(r, nil)
 	}
 	c.releases.Image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"})
+	n.skewClocks()
 	nodes := append(append([]string{}, managers...), workers...)
 	sched := schedule(seed, dur, []string{mgrs, wkrs}, nodes)
 	var plan []string

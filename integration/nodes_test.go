@@ -26,12 +26,19 @@ func (c *cluster) addNode(node, group string) {
 		"-client=127.0.0.1", "-dns-port=-1", "-grpc-port=-1"}, c.joinArgs()...)
 	c.run(c.clientName(node), &container.Config{Image: c.consul, Cmd: cmd, Labels: dockertest.Labels()}, &container.HostConfig{}, true)
 	c.waitNodeHealthy(node)
+	c.runAgent(node, group, nil)
+	c.nodes[node] = group
+}
+
+// runAgent starts rollagent for node in its Consul client's network
+// namespace, with env (the nemesis gives each a clock skew).
+func (c *cluster) runAgent(node, group string, env []string) {
+	c.t.Helper()
 	agentCmd := []string{"--consul-addr=127.0.0.1:8500", "--log-level=debug", "run", "--group=" + group, "--node=" + node,
 		"--label=" + dockertest.Label + "=" + dockertest.RunID()}
 	host := &container.HostConfig{NetworkMode: container.NetworkMode("container:" + c.clientName(node)),
 		Binds: []string{"/var/run/docker.sock:/var/run/docker.sock"}}
-	c.run(c.agentName(node), &container.Config{Image: c.agent, Cmd: agentCmd, Labels: dockertest.Labels()}, host, false)
-	c.nodes[node] = group
+	c.run(c.agentName(node), &container.Config{Image: c.agent, Cmd: agentCmd, Env: env, Labels: dockertest.Labels()}, host, false)
 }
 
 func (c *cluster) waitNodeHealthy(node string) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 const (
@@ -88,7 +89,7 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 	}
 	return &Semaphore{c: c, s: s, opts: opts, key: opts.Prefix + contenderPrefix + s.ID(),
 		hkey: opts.Prefix + holderPrefix + s.ID(), log: opts.Logger.With("contender", opts.Name),
-		now: time.Now, orphans: map[string]orphanSeen{}}, nil
+		now: wallclock.Now, orphans: map[string]orphanSeen{}}, nil
 }
 
 // Acquire waits in line until a slot is free and the gate is open, and takes
@@ -195,7 +196,7 @@ func (m *Semaphore) giveBack(g Gate) {
 }
 
 func (m *Semaphore) entry(state string) []byte {
-	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: time.Now().UTC()})
+	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: wallclock.Now().UTC()})
 	return b
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 // ExporterCmd serves the metrics of whole groups, for alerting. One process
@@ -80,7 +81,7 @@ func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) err
 // ends; wait returns once every follower has stopped.
 func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, addr string,
 	opts exporterOptions, log hclog.Logger) (net.Addr, func(), error) {
-	col := newGroupCollector(groups, time.Now)
+	col := newGroupCollector(groups, wallclock.Now)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()

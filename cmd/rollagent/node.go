@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 // NodeCmd groups the commands on one node of a group.
@@ -37,7 +38,7 @@ func (c *NodeRmCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 		fmt.Fprintf(out, "warning: forced although %s; a live agent publishes its record again\n", a)
 	}
 	if r.Claim != nil {
-		fmt.Fprintln(out, claimNote(r, time.Now()))
+		fmt.Fprintln(out, claimNote(r, wallclock.Now()))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
 // StatusCmd shows a group's rollout.
@@ -41,7 +42,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 			return err
 		}
 		withUnavailable(ctx, st, gs)
-		return c.print(out, gs, time.Now())
+		return c.print(out, gs, wallclock.Now())
 	}
 	return c.watch(ctx, st, out)
 }
@@ -73,20 +74,20 @@ func (c *StatusCmd) watch(ctx context.Context, st *coordinator.Store, out io.Wri
 			if !coordinator.IsTransient(err) {
 				return err
 			}
-			outage.fail(err, time.Now())
+			outage.fail(err, wallclock.Now())
 		case last = <-states:
 			outage = outageState{}
 		case <-tick.C:
 			// A stall starts with no change in KV, only time passing:
 			// it is an event a script must see, like a change.
-			if last == nil && outage.err == nil || c.Output == "json" && c.timed(last, time.Now()) == stalled {
+			if last == nil && outage.err == nil || c.Output == "json" && c.timed(last, wallclock.Now()) == stalled {
 				continue
 			}
 		}
 		if err := c.redraw(out, last, outage); err != nil {
 			return err
 		}
-		stalled = c.timed(last, time.Now())
+		stalled = c.timed(last, wallclock.Now())
 	}
 }
 
@@ -165,18 +166,18 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (c *StatusCmd) redraw(out io.Writer, gs *coordinator.GroupState, outage outageState) error {
 	if c.Output == "json" && outage.err != nil {
-		return c.printOutageJSON(out, gs, outage, time.Now())
+		return c.printOutageJSON(out, gs, outage, wallclock.Now())
 	}
 	if c.Output == "table" {
 		fmt.Fprint(out, "\x1b[H\x1b[2J")
 	}
 	if gs != nil {
-		if err := c.print(out, gs, time.Now()); err != nil {
+		if err := c.print(out, gs, wallclock.Now()); err != nil {
 			return err
 		}
 	}
 	if outage.err != nil {
-		_, err := fmt.Fprintln(out, outage.line(time.Now()))
+		_, err := fmt.Fprintln(out, outage.line(wallclock.Now()))
 		return err
 	}
 	return nil

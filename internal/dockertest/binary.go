@@ -38,11 +38,18 @@ var (
 // removes those over an hour old.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
-	v, _ := binaries.LoadOrStore(pkg, &builtBinary{})
+	return BuildBinaryTags(t, pkg)
+}
+
+// BuildBinaryTags is BuildBinary with build tags (a test build's own, as
+// rollagent_testclock).
+func BuildBinaryTags(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
+	v, _ := binaries.LoadOrStore(pkg+" "+strings.Join(tags, ","), &builtBinary{})
 	b := v.(*builtBinary)
 	b.once.Do(func() {
 		start := time.Now()
-		b.path, b.err = buildBinary(pkg)
+		b.path, b.err = buildBinary(pkg, tags)
 		if b.err == nil {
 			t.Logf("built %s in %s", pkg, time.Since(start).Round(time.Millisecond))
 		}
@@ -53,7 +60,7 @@ func BuildBinary(t testing.TB, pkg string) string {
 	return b.path
 }
 
-func buildBinary(pkg string) (string, error) {
+func buildBinary(pkg string, tags []string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
@@ -73,7 +80,7 @@ func buildBinary(pkg string) (string, error) {
 	// `go test` puts its own GOROOT/bin first on PATH, so this is the same
 	// toolchain. GOOS=linux because the daemon runs linux containers even
 	// when the client is a Mac.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-tags="+strings.Join(tags, ","), "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if msg, err := cmd.CombinedOutput(); err != nil {
