@@ -105,7 +105,7 @@ func closedState(gs *coordinator.GroupState, v coordinator.Verdict) coordinator.
 	switch {
 	case gs.Cancel != nil:
 		return coordinator.StateCancelled
-	case gs.Pause != nil || (!v.Open && gs.Spec != nil && len(gs.Failures) > 0):
+	case gs.OperatorPause != nil || gs.Pause != nil || (!v.Open && gs.Spec != nil && len(gs.Failures) > 0):
 		return coordinator.StatePaused
 	}
 	return coordinator.StateWaiting

@@ -32,7 +32,7 @@ const (
 	EventAutoRollback EventKind = "auto-rollback" // an agent's failure_action=rollback
 	EventCancel       EventKind = "cancel"        // rollagent cancel
 	EventResume       EventKind = "resume"        // rollagent resume
-	EventPause        EventKind = "pause"         // an agent's failure reached max_failures
+	EventPause        EventKind = "pause"         // rollagent pause, or an agent's failure reached max_failures
 	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
 	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
 )

@@ -189,7 +189,7 @@ const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA i
 // and those after it find the pause, or desired moved by the rollback.
 // The event it returns, if any, logs the action.
 func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps, *Event) {
-	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.OperatorPause != nil || g.Pause != nil {
 		return ActionNone, nil, nil
 	}
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
@@ -254,6 +254,9 @@ func (g *GroupState) troubledSince(k Keys, sha string, at time.Time) bool {
 		var ps Pause
 		troubled = decode(p.Key, p.Value, &ps) != nil || ps.At.IsZero() || !ps.At.Before(at)
 	}
+	// An operator's pause stands until an operator lifts it, whenever it
+	// was written: the agent's rollback, which may not lift it, passes over.
+	troubled = troubled || g.byKey[k.OperatorPause(sha)] != nil
 	fs := g.failuresOf(k, sha, func(err error) bool {
 		troubled = troubled || err != nil
 		return err == nil

@@ -40,10 +40,25 @@ func (k Keys) History(sha string) string { return k.root + "history/" + sha }
 // HistoryPrefix lists every committed spec.
 func (k Keys) HistoryPrefix() string { return k.root + "history/" }
 
-// Cancel is the CANCEL record for sha; while it exists nothing moves for sha.
-func (k Keys) Cancel(sha string) string { return k.root + "cancel/" + sha }
+// BrakesPrefix holds the brakes only an operator may set or release: the
+// agent's policy reads it and writes nothing under it, so a node's token
+// can neither lift a CANCEL or an operator's pause nor forge one.
+func (k Keys) BrakesPrefix() string { return k.root + "brakes/" }
 
-// Pause is written when sha reached max_failures under failure_action=pause.
+// Cancel is the CANCEL record for sha; while it exists nothing moves for sha.
+func (k Keys) Cancel(sha string) string { return k.BrakesPrefix() + "cancel/" + sha }
+
+// LegacyCancel is where a CANCEL was kept before brakes/, under a prefix
+// that agents' policies of that time could write. One left there from
+// before an upgrade still closes the gate; nothing writes it any more.
+func (k Keys) LegacyCancel(sha string) string { return k.root + "cancel/" + sha }
+
+// OperatorPause is an operator's pause of sha (`rollagent pause`), lifted
+// only by `rollagent resume` or a new commit of sha.
+func (k Keys) OperatorPause(sha string) string { return k.BrakesPrefix() + "pause/" + sha }
+
+// Pause is written by the agent whose failure of sha reached max_failures
+// under failure_action=pause. Agents share it, as they share failures/.
 func (k Keys) Pause(sha string) string { return k.root + "pause/" + sha }
 
 // Failure records one node's failed replacement to sha.
@@ -76,5 +91,16 @@ func (k Keys) EventsPrefix() string { return k.root + "events/" }
 // Slot is the lockstep semaphore prefix.
 func (k Keys) Slot() string { return k.root + "slot/" }
 
-// Closing lists the keys whose existence closes the gate for sha.
-func (k Keys) Closing(sha string) []string { return []string{k.Cancel(sha), k.Pause(sha)} }
+// Closing lists the keys whose existence closes the gate for sha and
+// that Consul checks in every grant and fence: those agents write.
+// Consul takes a check that a key does not exist for a write of it, so
+// this cannot list the brakes, which agents may not write; Brakes does.
+func (k Keys) Closing(sha string) []string { return []string{k.Pause(sha)} }
+
+// Brakes lists the operator's keys whose existence closes the gate for sha.
+// A grant or fence checks them through desired instead: every writer of one
+// (cancel, pause, resume, commit) moves desired in the same transaction,
+// and a grant or fence checks desired at the index it decided on.
+func (k Keys) Brakes(sha string) []string {
+	return []string{k.Cancel(sha), k.OperatorPause(sha), k.LegacyCancel(sha)}
+}

@@ -56,6 +56,8 @@ func (g *GroupState) Gate() Verdict {
 		v.State, v.Reason = GateSpecMissing, "desired spec is missing from history"
 	case g.Cancel != nil:
 		v.State, v.Reason = GateCancelled, g.Cancel.describe()
+	case g.OperatorPause != nil:
+		v.State, v.Reason = GatePaused, g.OperatorPause.describe()
 	case g.Pause != nil:
 		v.State, v.Reason = GatePaused, fmt.Sprintf("paused after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
 	case g.Spec.Update.FailureAction == hashspec.FailurePause && len(g.Failures) >= g.Spec.Update.MaxFailures:
@@ -71,7 +73,7 @@ func (g *GroupState) Gate() Verdict {
 func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 	v := g.Gate()
 	return lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
-		Closed: k.Closing(v.SHA), Limit: v.Limit}
+		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit}
 }
 
 // Action is what a failure to reach a SHA leads to.

@@ -178,7 +178,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 
 func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
 	sha := ev.SHA
-	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
+	if cancelled, err := s.cancelled(ctx, k, sha); err != nil {
 		return nil, false, err
 	} else if cancelled {
 		return nil, false, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", ShortSHA(sha), group)
@@ -201,7 +201,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	}
 	now := time.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
-	ops := desiredOps(k, index, d)
+	ops := append(desiredOps(k, index, d), operatorCommitOps(k, sha)...)
 	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
 	if err != nil {
 		return nil, false, err
@@ -246,24 +246,48 @@ func (s *Store) historyOp(ctx context.Context, k Keys, h HistoryEntry) (*api.Txn
 
 // desiredOps make d desired, CAS-ed on desired at index (0: only if there
 // is none), for every writer of desired: commit, rollback, and an agent's
-// failure_action=rollback. In the same transaction they
-//   - check that d.SHA has no CANCEL: a cancel holds until a new spec is
-//     committed, and no rollback, by hand or automatic, brings its SHA
-//     back. A CANCEL landing meanwhile fails the check, which the caller
-//     retries and then refuses on reading it;
-//   - delete d.SHA's pause, failure records and failure counter, which
-//     belong to an earlier rollout of it: a SHA committed again starts
-//     neither paused nor with failures already counted. A failure write
-//     for it in between fails its CAS on the counter and is counted again,
-//     in the new rollout.
+// failure_action=rollback. In the same transaction they delete d.SHA's
+// failure pause, failure records and failure counter, which belong to an
+// earlier rollout of it: a SHA committed again starts neither paused nor
+// with failures already counted. A failure write for it in between fails
+// its CAS on the counter and is counted again, in the new rollout.
+//
+// That d.SHA has no CANCEL (a cancel holds until a new spec is committed,
+// and no rollback, by hand or automatic, brings its SHA back) is checked on
+// the read the caller decided on: a CANCEL landing meanwhile moves desired,
+// which fails the CAS. Only an operator's commit checks it in Consul too
+// (operatorCommitOps): Consul takes that check for a write of brakes/,
+// which an agent's token may not make.
 func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 	return api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: index}},
-		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(d.SHA)}},
 	}
+}
+
+// operatorCommitOps are what a commit or rollback by an operator adds to
+// desiredOps: check that sha has no CANCEL, here or where one was kept
+// before brakes/, and lift an operator's pause of it, which belonged to an
+// earlier rollout, as the failure pause did.
+func operatorCommitOps(k Keys, sha string) api.TxnOps {
+	return api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(sha)}},
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.LegacyCancel(sha)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause(sha)}},
+	}
+}
+
+// cancelled says whether sha has a CANCEL, here or where one was kept
+// before brakes/.
+func (s *Store) cancelled(ctx context.Context, k Keys, sha string) (bool, error) {
+	for _, key := range []string{k.Cancel(sha), k.LegacyCancel(sha)} {
+		if ok, err := s.exists(ctx, key); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // historyRewriteOps write sha's history record back as it is, for an
@@ -319,12 +343,12 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if sha != "" && sha != cur.SHA {
 			// A try whose answer was lost may have cancelled sha before
 			// desired moved on: that CANCEL stands.
-			if done, err := s.exists(ctx, k.Cancel(sha)); err != nil || done {
+			if done, err := s.cancelled(ctx, k, sha); err != nil || done {
 				return &CancelResult{SHA: sha, AlreadyCancelled: done, Desired: cur.SHA}, err
 			}
 			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", ShortSHA(sha), group, ShortSHA(cur.SHA))
 		}
-		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
+		if done, err := s.cancelled(ctx, k, cur.SHA); err != nil || done {
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
 		}
 		hist, err := s.historyRewriteOps(ctx, k, cur.SHA)

@@ -10,27 +10,30 @@
 #     share: the slot (lockstep semaphore), failures and their counter,
 #     pauses, and the event log;
 #   - write desired, which every pause touches (that is how a pause wakes
-#     every waiter) and which failure_action=rollback moves;
-#   - write cancel/: Consul 1.13 takes the check that a key does not
-#     exist, which every grant makes on cancel/<sha>, for a write.
-# What it may not: write converged/, which only commits write (they read
-# the whole group to tell a SHA converged on every node); write history/,
-# which `rollagent commit`, `rollagent
-# rollback`, `rollagent resume` and `rollagent cancel` all write, so each
-# is refused with this token, and it cannot put a new spec in front of the
-# fleet; nor write another node's record, or anything of another group.
+#     every waiter) and which failure_action=rollback moves.
+# What it may not: write brakes/, where an operator's CANCEL and pause
+# are (`rollagent cancel`, `rollagent pause`), so it can neither lift nor
+# forge one; write converged/, which only commits write (they read the
+# whole group to tell a SHA converged on every node); write history/,
+# which `rollagent commit`, `rollagent rollback`, `rollagent resume` and
+# `rollagent cancel` all write, so each is refused with this token, and it
+# cannot put a new spec in front of the fleet; nor write another node's
+# record, or anything of another group. A policy from before brakes/ also
+# let agents write cancel/: remove that line, so that a CANCEL left there
+# from then holds too.
 #
 # What a stolen agent token can still do with raw Consul requests, as
 # Consul's ACLs cannot tell one write of a key from another: stop its
-# group (write a pause or a CANCEL and touch desired, or set desired to
+# group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does), write failures in another node's name,
-# or delete events; and, since write includes delete, delete a CANCEL, a
+# or delete events; and, since write includes delete, delete a failure
 # pause or the failure records and touch desired, which sets moving again
-# a SHA an operator cancelled or a pause stopped. It cannot start a spec
-# that was never committed. Automatic rollback
-# needs nothing more than a pause does, so there is no line to add or
-# remove for it.
+# a SHA its failures stopped (an operator who wants a brake no node can
+# release uses `rollagent pause` or `rollagent cancel`). It cannot start a
+# spec that was never committed, nor move a SHA an operator cancelled or
+# paused. Automatic rollback needs nothing more than a pause does, so
+# there is no line to add or remove for it.
 key_prefix "rollagent/groups/web/" {
   policy = "read"
 }
@@ -50,9 +53,6 @@ key_prefix "rollagent/groups/web/failcount/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/pause/" {
-  policy = "write"
-}
-key_prefix "rollagent/groups/web/cancel/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/events/" {
