@@ -90,7 +90,7 @@ func TestEveryActionIsLogged(t *testing.T) {
 		{"commit after the cancel", func() error { _, err := st.Commit(ctx, "web", v3, "op@h", "commit"); return err },
 			[]Event{{Kind: EventCommit, By: "op@h", SHA: s3, From: s1}}},
 		{"a lost node, reported by another", func() error {
-			_, err := st.RecordFailureBy(ctx, "web", AgentBy("n2"), "n3", s3, "n3 lost while replacing; not back within 1m")
+			_, err := st.RecordFailureBy(ctx, "web", "n2", "n3", s3, "n3 lost while replacing; not back within 1m")
 			return err
 		}, []Event{{Kind: EventFailure, By: "agent:n2", SHA: s3, Node: "n3", Reason: "lost while replacing"}}},
 		{"automatic rollback", func() error {
@@ -223,7 +223,7 @@ func TestGarbageEventIsAProblem(t *testing.T) {
 	}
 	k, _ := st.Keys("web")
 	for i, v := range []string{`not json`, `{"kind":"explosion","at":"2024-01-01T00:00:00Z"}`, `{"kind":"commit"}`, `{"kind":"commit","at":"2024-01-01T00:00:00Z","sha":"xyz"}`} {
-		if _, err := c.KV().Put(&api.KVPair{Key: k.Event(fmt.Sprintf("zz-%d", i)), Value: []byte(v)}, nil); err != nil {
+		if _, err := c.KV().Put(&api.KVPair{Key: k.EventsPrefix() + fmt.Sprintf("zz-%d", i), Value: []byte(v)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

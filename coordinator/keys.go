@@ -82,11 +82,18 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
-// Event is one entry of the group's event log.
-func (k Keys) Event(id string) string { return k.root + "events/" + id }
-
-// EventsPrefix lists the group's event log.
+// EventsPrefix lists the group's event log, every writer's part of it.
 func (k Keys) EventsPrefix() string { return k.root + "events/" }
+
+// OperatorEvents is the operators' part of the log (the CLI's commits,
+// rollbacks, cancels, pauses, resumes, node removals), which only an
+// operator's token may write.
+func (k Keys) OperatorEvents() string { return k.EventsPrefix() + "operator/" }
+
+// NodeEvents is node's part of the log (its agent's failures, and the
+// pause or rollback one of them made), which only that node's token and
+// an operator's may write. Each writer prunes its own part alone.
+func (k Keys) NodeEvents(node string) string { return k.EventsPrefix() + "node/" + node + "/" }
 
 // Slot is the lockstep semaphore prefix.
 func (k Keys) Slot() string { return k.root + "slot/" }

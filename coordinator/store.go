@@ -45,18 +45,22 @@ func NewStore(c *api.Client, prefix string) *Store {
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events
-// per group (n <= 0: DefaultEventLimit).
+// in each writer's part of a group's log (n <= 0: DefaultEventLimit for
+// the operators', DefaultNodeEventLimit for each node's).
 func (s *Store) WithEventLimit(n int) *Store {
 	c := *s
 	c.events = n
 	return &c
 }
 
-func (s *Store) eventLimit() int {
-	if s.events <= 0 {
-		return DefaultEventLimit
+func (s *Store) eventLimit(w Writer) int {
+	switch {
+	case s.events > 0:
+		return s.events
+	case w.Kind == WriterNode:
+		return DefaultNodeEventLimit
 	}
-	return s.events
+	return DefaultEventLimit
 }
 
 // Client is the Consul client the store uses.
@@ -113,6 +117,7 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		}
 		msgs = append(msgs, e.What)
 	}
+	msgs = shortenDenied(msgs)
 	if hint != "" {
 		msgs = append(msgs[:len(msgs)-1], msgs[len(msgs)-1]+hint)
 	}
@@ -120,6 +125,27 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		return resp, false, fmt.Errorf("consul rejected the transaction: %s (%w)", strings.Join(msgs, "; "), ErrACLDenied)
 	}
 	return resp, conflict, fmt.Errorf("consul rejected the transaction: %s", strings.Join(msgs, "; "))
+}
+
+// shortenDenied keeps the first of the permission denials in msgs and
+// counts the others: Consul names the token and a key in each, and a
+// command's transaction writes a dozen keys, which would bury the message.
+func shortenDenied(msgs []string) []string {
+	var out []string
+	denied := 0
+	for _, m := range msgs {
+		if isDenied(m) {
+			denied++
+			if denied > 1 {
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	if denied > 1 {
+		out = append(out, fmt.Sprintf("and %d more keys the token may not write", denied-1))
+	}
+	return out
 }
 
 // mustJSON indents, since these values are read by people in the Consul
@@ -167,7 +193,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	for i := 0; i < casAttempts; i++ {
 		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
 		if err == nil && !res.AlreadyDesired {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 		}
 		if err == nil || !conflict {
 			return res, err
@@ -214,7 +240,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 		ops = append(ops, conv...)
 	}
 	ev.From, ev.At = res.Previous, now
-	ops = append(append(ops, hist), eventOps(k, ev)...)
+	ops = append(append(ops, hist), eventOps(k, OperatorWriter(), ev)...)
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
 		return nil, conflict, err
 	}
@@ -357,10 +383,10 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: time.Now().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
-		ops = append(ops, eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 			return &CancelResult{SHA: cur.SHA}, nil
 		}
 		if !conflict && maybeApplied(err) {

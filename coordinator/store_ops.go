@@ -44,10 +44,10 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
 		ops = append(ops, historyRewrite(st.byKey[k.History(sha)])...) // operator only: see historyRewriteOps
-		ops = append(ops, eventOps(k, Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 		}
 		if err == nil || !conflict {
 			return sha, err
@@ -94,10 +94,10 @@ func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha stri
 		}
 		rec := OperatorPause{SHA: sha, Reason: reason, At: time.Now().UTC(), By: by}
 		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(sha), mustJSON(rec))
-		ops = append(ops, eventOps(k, Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 		}
 		if err == nil || !conflict {
 			return sha, false, err

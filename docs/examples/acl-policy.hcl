@@ -1,14 +1,15 @@
 # Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
 # --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
-# per node: replace "web" with the group, "nodes/n1" with the node's
-# --node, and session "n1" and agent "n1" with its Consul agent's node name
-# (`consul members`; often the same as --node).
+# per node: replace "web" with the group, "n1" in "nodes/n1" and in
+# "events/node/n1/" with the node's --node, and session "n1" and agent "n1"
+# with its Consul agent's node name (`consul members`; often the same as
+# --node).
 #
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
-#   - write its own node's record, and the records all agents of the group
-#     share: the slot (lockstep semaphore), failures and their counter,
-#     pauses, and the event log;
+#   - write its own node's record and its own part of the event log, and
+#     the records all agents of the group share: the slot (lockstep
+#     semaphore), failures and their counter, and failure pauses;
 #   - write desired, which every pause touches (that is how a pause wakes
 #     every waiter) and which failure_action=rollback moves.
 # What it may not: write brakes/, where an operator's CANCEL and pause
@@ -55,7 +56,9 @@ key_prefix "rollagent/groups/web/failcount/" {
 key_prefix "rollagent/groups/web/pause/" {
   policy = "write"
 }
-key_prefix "rollagent/groups/web/events/" {
+# Its own part of the event log: an operator's part, or another node's,
+# it may neither forge nor prune.
+key_prefix "rollagent/groups/web/events/node/n1/" {
   policy = "write"
 }
 # Its sessions, which its Consul agent creates on its own node.
