@@ -54,7 +54,8 @@ func (k EventKind) Valid() bool {
 	return false
 }
 
-// Event is one entry of a group's log, the value of events/<id>.
+// Event is one entry of a group's log, the value of a key in one writer's
+// part of it (Keys.OperatorEvents, Keys.NodeEvents).
 type Event struct {
 	Kind   EventKind `json:"kind"`
 	At     time.Time `json:"at"`
@@ -127,11 +128,10 @@ func (k Keys) eventsOf(w Writer) string {
 
 // writerOf tells whose part of the log key is in.
 func (k Keys) writerOf(key string) Writer {
-	rel := strings.TrimPrefix(key, k.EventsPrefix())
-	if strings.HasPrefix(rel, "operator/") {
+	if strings.HasPrefix(key, k.OperatorEvents()) {
 		return OperatorWriter()
 	}
-	if rest, ok := strings.CutPrefix(rel, "node/"); ok {
+	if rest, ok := strings.CutPrefix(key, k.NodeEventsPrefix()); ok {
 		if node, _, ok := strings.Cut(rest, "/"); ok && node != "" {
 			return NodeWriter(node)
 		}

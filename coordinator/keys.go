@@ -93,7 +93,10 @@ func (k Keys) OperatorEvents() string { return k.EventsPrefix() + "operator/" }
 // NodeEvents is node's part of the log (its agent's failures, and the
 // pause or rollback one of them made), which only that node's token and
 // an operator's may write. Each writer prunes its own part alone.
-func (k Keys) NodeEvents(node string) string { return k.EventsPrefix() + "node/" + node + "/" }
+func (k Keys) NodeEvents(node string) string { return k.NodeEventsPrefix() + node + "/" }
+
+// NodeEventsPrefix lists every node's part of the log.
+func (k Keys) NodeEventsPrefix() string { return k.EventsPrefix() + "node/" }
 
 // Slot is the lockstep semaphore prefix.
 func (k Keys) Slot() string { return k.root + "slot/" }

@@ -145,12 +145,12 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		if g.note(decode(p.Key, p.Value, &h)) {
 			g.History = append(g.History, h)
 		}
-	case strings.HasPrefix(rel, "brakes/cancel/"):
-		g.cancelledSHA[strings.TrimPrefix(rel, "brakes/cancel/")] = true
-	case strings.HasPrefix(rel, "cancel/"): // from before brakes/: see Keys.LegacyCancel
-		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
-	case strings.HasPrefix(rel, "brakes/pause/"):
-		g.pausedSHA[strings.TrimPrefix(rel, "brakes/pause/")] = true
+	case strings.HasPrefix(p.Key, k.Cancel("")):
+		g.cancelledSHA[strings.TrimPrefix(p.Key, k.Cancel(""))] = true
+	case strings.HasPrefix(p.Key, k.LegacyCancel("")):
+		g.cancelledSHA[strings.TrimPrefix(p.Key, k.LegacyCancel(""))] = true
+	case strings.HasPrefix(p.Key, k.OperatorPause("")):
+		g.pausedSHA[strings.TrimPrefix(p.Key, k.OperatorPause(""))] = true
 	case strings.HasPrefix(rel, "pause/"):
 		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
 	case strings.HasPrefix(rel, "converged/"):

@@ -318,11 +318,12 @@ func (s *Store) cancelled(ctx context.Context, k Keys, sha string) (bool, error)
 
 // historyRewriteOps write sha's history record back as it is, for an
 // operator's action that an agent's token must not take although it may
-// write every key the action changes: an agent writes desired and pause/
-// when it pauses, and must write cancel/ too, as Consul takes the check
-// that a key does not exist, which every grant makes on cancel/<sha>, for
-// a write. Only history/ is left to tell an operator's token from an
-// agent's. Consul does not move a key written with the value it has.
+// write every key the action changes: resume deletes pause/, failures/
+// and failcount/ and touches desired, all of which agents write. Only
+// history/ tells an operator's token from an agent's there. A cancel,
+// whose record is under brakes/, which agents may not write, writes it
+// too, so that an agent's token is refused by the CLI the same way.
+// Consul does not move a key written with the value it has.
 func (s *Store) historyRewriteOps(ctx context.Context, k Keys, sha string) (api.TxnOps, error) {
 	p, _, err := s.Get(ctx, k.History(sha), nil)
 	if err != nil {
