@@ -28,10 +28,14 @@
 # group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does), write failures in another node's name,
-# or delete events; and, since write includes delete, delete a failure
-# pause or the failure records and touch desired, which sets moving again
-# a SHA its failures stopped (an operator who wants a brake no node can
-# release uses `rollagent pause` or `rollagent cancel`). It cannot start a
+# or write and delete events in its own part of the log (`rollagent
+# history` shows them as its claims); and, since write includes delete,
+# delete a failure pause or the failure records and touch desired, which
+# sets moving again a SHA its failures stopped (an operator who wants a
+# brake no node can release uses `rollagent pause` or `rollagent
+# cancel`). It may also register an instance of its group's service in
+# another node's name, which counts only on the Consul node that node's
+# record names (README, Guarantees and limits). It cannot start a
 # spec that was never committed, nor move a SHA an operator cancelled or
 # paused. Automatic rollback needs nothing more than a pause does, so
 # there is no line to add or remove for it.
