@@ -300,3 +300,32 @@ func lastIndex(m *api.QueryMeta, err error) (uint64, error) {
 	}
 	return m.LastIndex, nil
 }
+
+// Where an event was written says who wrote it, and which events that
+// writer's part vouches for.
+func TestEventWriterAndVouched(t *testing.T) {
+	k, _ := NewKeys("", "web")
+	tests := []struct {
+		name    string
+		key     string
+		e       Event
+		writer  Writer
+		vouched bool
+	}{
+		{"operator's commit", k.OperatorEvents() + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, OperatorWriter(), true},
+		{"node's own failure", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n1", Node: "n1"}, NodeWriter("n1"), true},
+		{"node reports another lost", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n1", Node: "n3"}, NodeWriter("n1"), true},
+		{"node's commit", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, NodeWriter("n1"), false},
+		{"node's failure in another's name", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n2"}, NodeWriter("n1"), false},
+		{"from before the parts", k.EventsPrefix() + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, Writer{Kind: WriterUnknown}, false},
+		{"node part without a node", k.NodeEventsPrefix() + "x", Event{Kind: EventFailure, By: "agent:x"}, Writer{Kind: WriterUnknown}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := k.writerOf(tc.key)
+			if w != tc.writer || vouched(w, tc.e) != tc.vouched {
+				t.Fatalf("writer %+v vouched %v; want %+v %v", w, vouched(w, tc.e), tc.writer, tc.vouched)
+			}
+		})
+	}
+}
