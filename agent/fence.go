@@ -127,14 +127,14 @@ func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) err
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
 	defer cancel()
 	var b backoff
-	by := coordinator.AgentBy(a.cfg.Node)
+	writer := a.cfg.Node // whose part of the log its events go in
 	for {
 		var action coordinator.Action
 		var err error
 		if p.note != "" {
-			action, err = a.cfg.Store.RecordLost(ctx, a.cfg.Group, by, p.node, p.note, p.since, p.msg)
+			action, err = a.cfg.Store.RecordLost(ctx, a.cfg.Group, writer, p.node, p.note, p.since, p.msg)
 		} else {
-			action, err = a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, by, p.node, p.sha, p.msg)
+			action, err = a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, writer, p.node, p.sha, p.msg)
 		}
 		if err == nil {
 			a.log.Info("failure recorded", "node", p.node, "action", actionName(action))

@@ -20,6 +20,13 @@ import (
 // the group's tree that status lists; no agent's query reads it.
 const DefaultEventLimit = 500
 
+// DefaultNodeEventLimit bounds each node's part of the log, which its
+// agent prunes after each append as the operators prune theirs: a node
+// writes a failure per SHA it fails to reach, and the pause or rollback
+// one of them made, and with a thousand nodes their parts add up to what
+// status lists. No writer's appends push out another's events.
+const DefaultNodeEventLimit = 20
+
 // maxTxnOps is Consul's limit on the operations of one transaction.
 const maxTxnOps = 64
 
@@ -33,7 +40,7 @@ const (
 	EventAutoRollback EventKind = "auto-rollback" // an agent's failure_action=rollback
 	EventCancel       EventKind = "cancel"        // rollagent cancel
 	EventResume       EventKind = "resume"        // rollagent resume
-	EventPause        EventKind = "pause"         // an agent's failure reached max_failures
+	EventPause        EventKind = "pause"         // rollagent pause, or an agent's failure reached max_failures
 	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
 	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
 )
@@ -48,7 +55,8 @@ func (k EventKind) Valid() bool {
 	return false
 }
 
-// Event is one entry of a group's log, the value of events/<id>.
+// Event is one entry of a group's log, the value of a key in one writer's
+// part of it (Keys.OperatorEvents, Keys.NodeEvents).
 type Event struct {
 	Kind   EventKind `json:"kind"`
 	At     time.Time `json:"at"`
@@ -80,11 +88,81 @@ func (e *Event) check() error {
 // AgentBy is the By of an event an agent writes.
 func AgentBy(node string) string { return "agent:" + node }
 
+// byAgent says whether an agent writes events of kind k: the others are
+// the CLI's, which an operator's token writes.
+func (k EventKind) byAgent() bool {
+	return k == EventFailure || k == EventPause || k == EventAutoRollback
+}
+
+// WriterKind says whose part of the log an event was written in.
+type WriterKind string
+
+// Values of WriterKind; they are part of `history -o json`.
+const (
+	WriterOperator WriterKind = "operator" // Keys.OperatorEvents
+	WriterNode     WriterKind = "node"     // Keys.NodeEvents
+	// WriterUnknown is outside both, as every event was before the log
+	// had a part per writer: any token that wrote events/ could have.
+	WriterUnknown WriterKind = "unknown"
+)
+
+// Writer is whose part of the log an event is in, which the token that
+// wrote it decides (see docs/examples/acl-policy.hcl), not the event.
+type Writer struct {
+	Kind WriterKind `json:"kind"`
+	Node string     `json:"node,omitempty"` // of WriterNode
+}
+
+// OperatorWriter writes the CLI's events.
+func OperatorWriter() Writer { return Writer{Kind: WriterOperator} }
+
+// NodeWriter writes the events of node's agent.
+func NodeWriter(node string) Writer { return Writer{Kind: WriterNode, Node: node} }
+
+// eventsOf is w's part of the log.
+func (k Keys) eventsOf(w Writer) string {
+	if w.Kind == WriterNode {
+		return k.NodeEvents(w.Node)
+	}
+	return k.OperatorEvents()
+}
+
+// writerOf tells whose part of the log key is in.
+func (k Keys) writerOf(key string) Writer {
+	if strings.HasPrefix(key, k.OperatorEvents()) {
+		return OperatorWriter()
+	}
+	if rest, ok := strings.CutPrefix(key, k.NodeEventsPrefix()); ok {
+		if node, _, ok := strings.Cut(rest, "/"); ok && node != "" {
+			return NodeWriter(node)
+		}
+	}
+	return Writer{Kind: WriterUnknown}
+}
+
 // LoggedEvent is an event as read back, with where and when Consul stored it.
 type LoggedEvent struct {
 	Event
 	Key         string `json:"key"`
 	CreateIndex uint64 `json:"create_index"`
+	Writer      Writer `json:"writer"`
+	// Vouched says that where the event was written backs what it says of
+	// itself: an operator's part, or a node's part holding what an agent
+	// writes (a failure, a pause, a rollback) by that node's agent. Any
+	// other is only its writer's claim: a node's "commit by alice" is no
+	// commit of alice's.
+	Vouched bool `json:"vouched"`
+}
+
+// vouched says whether w's part of the log backs e; see LoggedEvent.
+func vouched(w Writer, e Event) bool {
+	switch w.Kind {
+	case WriterOperator:
+		return true
+	case WriterNode:
+		return e.Kind.byAgent() && e.By == AgentBy(w.Node)
+	}
+	return false
 }
 
 // EventLog is a group's log as read, oldest first, in the order Consul
@@ -95,12 +173,13 @@ type EventLog struct {
 	Problems []string
 }
 
-// eventOps create one key per event, in the order given; the key starts
-// with the time, so that a listing of keys is oldest first, which pruning
-// relies on, and ends with a random part and the position, so that two
-// writers never create the same key. Create-only (CAS at index 0): a key
-// that exists fails the transaction rather than lose an event.
-func eventOps(k Keys, evs ...Event) api.TxnOps {
+// eventOps create one key per event in w's part of the log, in the order
+// given; the key starts with the time, so that a listing of keys is oldest
+// first, which pruning relies on, and ends with a random part and the
+// position, so that two writers never create the same key. Create-only
+// (CAS at index 0): a key that exists fails the transaction rather than
+// lose an event.
+func eventOps(k Keys, w Writer, evs ...Event) api.TxnOps {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
 	id := fmt.Sprintf("%020d-%s", wallclock.Now().UnixNano(), hex.EncodeToString(b[:]))
@@ -110,15 +189,15 @@ func eventOps(k Keys, evs ...Event) api.TxnOps {
 			e.At = wallclock.Now().UTC()
 		}
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Index: 0,
-			Key: k.Event(fmt.Sprintf("%s-%d", id, i)), Value: mustJSON(e)}})
+			Key: k.eventsOf(w) + fmt.Sprintf("%s-%d", id, i), Value: mustJSON(e)}})
 	}
 	return ops
 }
 
-// EventOp is the txn op that appends e to group's log, for a caller that
-// appends it inside the transaction of the action (rollagent node rm), so
-// that the event is logged if and only if the action happened. Call
-// PruneEvents after the transaction went through.
+// EventOp is the txn op that appends e to the operators' part of group's
+// log, for a caller that appends it inside the transaction of the action
+// (rollagent node rm), so that the event is logged if and only if the
+// action happened. Call PruneEvents after the transaction went through.
 func (s *Store) EventOp(group string, e Event) (*api.TxnOp, error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -130,10 +209,11 @@ func (s *Store) EventOp(group string, e Event) (*api.TxnOp, error) {
 	if err := e.check(); err != nil {
 		return nil, fmt.Errorf("event: %w", err)
 	}
-	return eventOps(k, e)[0], nil
+	return eventOps(k, OperatorWriter(), e)[0], nil
 }
 
-// AppendEvent appends e to group's log on its own, then prunes the log.
+// AppendEvent appends e to the operators' part of group's log on its own,
+// then prunes that part.
 func (s *Store) AppendEvent(ctx context.Context, group string, e Event) error {
 	op, err := s.EventOp(group, e)
 	if err != nil {
@@ -145,19 +225,26 @@ func (s *Store) AppendEvent(ctx context.Context, group string, e Event) error {
 	return s.PruneEvents(ctx, group)
 }
 
-// PruneEvents deletes the oldest events of group beyond the store's limit.
-// Writers call it after each append; one that fails leaves a few extra
-// events, which the next append deletes.
+// PruneEvents deletes the oldest events of the operators' part of group's
+// log beyond the store's limit.
 func (s *Store) PruneEvents(ctx context.Context, group string) error {
+	return s.pruneEvents(ctx, group, OperatorWriter())
+}
+
+// pruneEvents deletes the oldest events of w's part of group's log beyond
+// its limit, and nothing of another's: keys that a writer chose cannot
+// push out another writer's events. Writers call it after each append;
+// one that fails leaves a few extra events, which the next append deletes.
+func (s *Store) pruneEvents(ctx context.Context, group string, w Writer) error {
 	k, err := s.Keys(group)
 	if err != nil {
 		return err
 	}
-	keys, _, err := s.c.KV().Keys(k.EventsPrefix(), "", (&api.QueryOptions{}).WithContext(ctx))
+	keys, _, err := s.c.KV().Keys(k.eventsOf(w), "", (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return consulError(s.c, err)
 	}
-	for _, batch := range pruneBatches(keys, s.eventLimit()) {
+	for _, batch := range pruneBatches(keys, s.eventLimit(w)) {
 		ops := make(api.TxnOps, 0, len(batch))
 		for _, key := range batch {
 			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}})
@@ -186,9 +273,9 @@ func pruneBatches(keys []string, limit int) [][]string {
 	return out
 }
 
-// prune is PruneEvents after an action's transaction: best effort, as the
+// prune is pruneEvents after an action's transaction: best effort, as the
 // action happened whatever pruning does.
-func (s *Store) prune(ctx context.Context, group string) { _ = s.PruneEvents(ctx, group) }
+func (s *Store) prune(ctx context.Context, group string, w Writer) { _ = s.pruneEvents(ctx, group, w) }
 
 // Events reads group's log.
 func (s *Store) Events(ctx context.Context, group string) (*EventLog, error) {
@@ -207,12 +294,13 @@ func (s *Store) Events(ctx context.Context, group string) (*EventLog, error) {
 			return nil, err
 		}
 	}
-	return ParseEvents(pairs), nil
+	return ParseEvents(k, pairs), nil
 }
 
-// ParseEvents decodes the pairs of a log, in the order Consul applied
-// them: by CreateIndex, and within one transaction by key.
-func ParseEvents(pairs api.KVPairs) *EventLog {
+// ParseEvents decodes the pairs of a log, every writer's part merged in
+// the order Consul applied them, which no writer chooses: by CreateIndex,
+// and within one transaction by key. Each says whose part it was in.
+func ParseEvents(k Keys, pairs api.KVPairs) *EventLog {
 	log := &EventLog{}
 	for _, p := range pairs {
 		var e Event
@@ -220,7 +308,8 @@ func ParseEvents(pairs api.KVPairs) *EventLog {
 			log.Problems = append(log.Problems, err.Error())
 			continue
 		}
-		log.Events = append(log.Events, LoggedEvent{Event: e, Key: p.Key, CreateIndex: p.CreateIndex})
+		w := k.writerOf(p.Key)
+		log.Events = append(log.Events, LoggedEvent{Event: e, Key: p.Key, CreateIndex: p.CreateIndex, Writer: w, Vouched: vouched(w, e)})
 	}
 	sort.SliceStable(log.Events, func(i, j int) bool {
 		a, b := log.Events[i], log.Events[j]

@@ -90,7 +90,7 @@ func TestEveryActionIsLogged(t *testing.T) {
 		{"commit after the cancel", func() error { _, err := st.Commit(ctx, "web", v3, "op@h", "commit"); return err },
 			[]Event{{Kind: EventCommit, By: "op@h", SHA: s3, From: s1}}},
 		{"a lost node, reported by another", func() error {
-			_, err := st.RecordFailureBy(ctx, "web", AgentBy("n2"), "n3", s3, "n3 lost while replacing; not back within 1m")
+			_, err := st.RecordFailureBy(ctx, "web", "n2", "n3", s3, "n3 lost while replacing; not back within 1m")
 			return err
 		}, []Event{{Kind: EventFailure, By: "agent:n2", SHA: s3, Node: "n3", Reason: "lost while replacing"}}},
 		{"automatic rollback", func() error {
@@ -223,7 +223,7 @@ func TestGarbageEventIsAProblem(t *testing.T) {
 	}
 	k, _ := st.Keys("web")
 	for i, v := range []string{`not json`, `{"kind":"explosion","at":"2024-01-01T00:00:00Z"}`, `{"kind":"commit"}`, `{"kind":"commit","at":"2024-01-01T00:00:00Z","sha":"xyz"}`} {
-		if _, err := c.KV().Put(&api.KVPair{Key: k.Event(fmt.Sprintf("zz-%d", i)), Value: []byte(v)}, nil); err != nil {
+		if _, err := c.KV().Put(&api.KVPair{Key: k.EventsPrefix() + fmt.Sprintf("zz-%d", i), Value: []byte(v)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -299,4 +299,33 @@ func lastIndex(m *api.QueryMeta, err error) (uint64, error) {
 		return 0, err
 	}
 	return m.LastIndex, nil
+}
+
+// Where an event was written says who wrote it, and which events that
+// writer's part vouches for.
+func TestEventWriterAndVouched(t *testing.T) {
+	k, _ := NewKeys("", "web")
+	tests := []struct {
+		name    string
+		key     string
+		e       Event
+		writer  Writer
+		vouched bool
+	}{
+		{"operator's commit", k.OperatorEvents() + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, OperatorWriter(), true},
+		{"node's own failure", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n1", Node: "n1"}, NodeWriter("n1"), true},
+		{"node reports another lost", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n1", Node: "n3"}, NodeWriter("n1"), true},
+		{"node's commit", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, NodeWriter("n1"), false},
+		{"node's failure in another's name", k.NodeEvents("n1") + "1-a-0", Event{Kind: EventFailure, By: "agent:n2"}, NodeWriter("n1"), false},
+		{"from before the parts", k.EventsPrefix() + "1-a-0", Event{Kind: EventCommit, By: "alice@laptop"}, Writer{Kind: WriterUnknown}, false},
+		{"node part without a node", k.NodeEventsPrefix() + "x", Event{Kind: EventFailure, By: "agent:x"}, Writer{Kind: WriterUnknown}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := k.writerOf(tc.key)
+			if w != tc.writer || vouched(w, tc.e) != tc.vouched {
+				t.Fatalf("writer %+v vouched %v; want %+v %v", w, vouched(w, tc.e), tc.writer, tc.vouched)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/wallclock"
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -28,28 +29,31 @@ const failureAttempts = 64
 // against what desired is now. After a CANCEL of sha, the failure is
 // recorded and nothing else is done: the operator has taken over.
 func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string) (Action, error) {
-	return s.RecordFailureBy(ctx, group, AgentBy(node), node, sha, msg)
+	return s.RecordFailureBy(ctx, group, node, node, sha, msg)
 }
 
-// RecordFailureBy is RecordFailure, logged as written by by: the agent of
-// another node reports a node lost while replacing.
-func (s *Store) RecordFailureBy(ctx context.Context, group, by, node, sha, msg string) (Action, error) {
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, nil)
+// RecordFailureBy is RecordFailure written by the agent of node writer:
+// the agent of another node reports a node lost while replacing. The
+// events go in the writer's part of the log (Keys.NodeEvents), logged as
+// by AgentBy(writer).
+func (s *Store) RecordFailureBy(ctx context.Context, group, writer, node, sha, msg string) (Action, error) {
+	return s.recordFailure(ctx, group, writer, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, nil)
 }
 
 // RecordLost records that node never came back from the step its claim on
-// a slot was for, as RecordFailureBy does, reported by by: note is the
-// claim's (ClaimNote), since its grant. A claim for an earlier commit of
-// the SHA that is desired again now (X, then Y, then X once more) is no
-// failure of this rollout, and is not recorded: RecordLost writes nothing
-// and returns ActionNone. A note that names no SHA charges nothing either.
-func (s *Store) RecordLost(ctx context.Context, group, by, node, note string, since time.Time, msg string) (Action, error) {
+// a slot was for, as RecordFailureBy does, reported by the agent of node
+// writer: note is the claim's (ClaimNote), since its grant. A claim for an
+// earlier commit of the SHA that is desired again now (X, then Y, then X
+// once more) is no failure of this rollout, and is not recorded:
+// RecordLost writes nothing and returns ActionNone. A note that names no
+// SHA charges nothing either.
+func (s *Store) RecordLost(ctx context.Context, group, writer, node, note string, since time.Time, msg string) (Action, error) {
 	sha, committed := parseClaimNote(note)
 	if !ValidSHA(sha) {
 		return ActionNone, nil
 	}
 	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
-	return s.recordFailure(ctx, group, by, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, earlier)
+	return s.recordFailure(ctx, group, writer, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, earlier)
 }
 
 // ClaimNote is the note of a node's claim on a slot for a step toward d:
@@ -87,11 +91,15 @@ func (g *GroupState) earlierCommit(sha string, committed, since time.Time) bool 
 	return !since.IsZero() && since.Before(g.Desired.CommittedAt)
 }
 
-// recordFailure records f, unless skip says that, as read, it is not to be.
-func (s *Store) recordFailure(ctx context.Context, group, by string, f Failure, skip func(*GroupState) bool) (Action, error) {
+// recordFailure records f as written by the agent of node writer, unless
+// skip says that, as read, it is not to be.
+func (s *Store) recordFailure(ctx context.Context, group, writer string, f Failure, skip func(*GroupState) bool) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
+	}
+	if err := hashspec.ValidateName(writer); err != nil {
+		return ActionNone, fmt.Errorf("writer: %w", err)
 	}
 	for range failureAttempts {
 		gs, err := s.Read(ctx, group, nil)
@@ -101,11 +109,11 @@ func (s *Store) recordFailure(ctx context.Context, group, by string, f Failure, 
 		if skip != nil && skip(gs) {
 			return ActionNone, nil
 		}
-		ops, action := gs.failureTxn(k, f, by)
+		ops, action := gs.failureTxn(k, f, writer)
 		_, conflict, err := s.txn(ctx, ops)
 		switch {
 		case err == nil:
-			s.prune(ctx, group)
+			s.prune(ctx, group, NodeWriter(writer))
 			return action, nil
 		case !conflict:
 			return ActionNone, err
@@ -116,8 +124,9 @@ func (s *Store) recordFailure(ctx context.Context, group, by string, f Failure, 
 
 // failureTxn is the transaction that records f against g, read at one
 // index, and the action it applies. It logs the failure when it counts
-// (a node's repeat does not), and the action, as written by by.
-func (g *GroupState) failureTxn(k Keys, f Failure, by string) (api.TxnOps, Action) {
+// (a node's repeat does not), and the action, in the part of the log of
+// node writer, whose agent writes them.
+func (g *GroupState) failureTxn(k Keys, f Failure, writer string) (api.TxnOps, Action) {
 	recorded := g.failuresOf(k, f.SHA, func(err error) bool { return err == nil })
 	count := len(recorded)
 	var evs []Event
@@ -135,11 +144,11 @@ func (g *GroupState) failureTxn(k Keys, f Failure, by string) (api.TxnOps, Actio
 		evs = append(evs, *ev)
 	}
 	for i := range evs {
-		evs[i].By = by
+		evs[i].By = AgentBy(writer)
 	}
 	ops = append(ops, more...)
 	if len(evs) > 0 {
-		ops = append(ops, eventOps(k, evs...)...)
+		ops = append(ops, eventOps(k, NodeWriter(writer), evs...)...)
 	}
 	return ops, action
 }
@@ -190,7 +199,7 @@ const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA i
 // and those after it find the pause, or desired moved by the rollback.
 // The event it returns, if any, logs the action.
 func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps, *Event) {
-	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.OperatorPause != nil || g.Pause != nil {
 		return ActionNone, nil, nil
 	}
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
@@ -253,6 +262,11 @@ func (g *GroupState) rollbackTarget(k Keys, failing string) string {
 // failure written by an agent whose clock is behind would pass for one
 // from before the SHA converged.
 func (g *GroupState) troubledSince(k Keys, sha string, index uint64) bool {
+	// An operator's pause stands until an operator lifts it, whenever it
+	// was written: the agent's rollback, which may not lift it, passes over.
+	if g.byKey[k.OperatorPause(sha)] != nil {
+		return true
+	}
 	if !g.pausedSHA[sha] && !g.failedSHA[sha] {
 		return false
 	}

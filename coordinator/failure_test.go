@@ -274,7 +274,7 @@ func TestAutomaticRollbackTarget(t *testing.T) {
 		}
 		st.now = func() time.Time { return time.Now().Add(-10 * time.Minute) }
 		defer func() { st.now = nil }()
-		if _, err := st.RecordFailureBy(testCtx(t), group, AgentBy("n2"), "n1", sha, "n1 lost while replacing"); err != nil {
+		if _, err := st.RecordFailureBy(testCtx(t), group, "n2", "n1", sha, "n1 lost while replacing"); err != nil {
 			t.Fatal(err)
 		}
 	}

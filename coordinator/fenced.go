@@ -23,7 +23,7 @@ func (g *GroupState) PassedFence() []NodeState {
 		return out
 	}
 	sha := g.Desired.SHA
-	cancel := g.byKey[g.k.Cancel(sha)]
+	cancel := g.cancelPair(sha)
 	if cancel == nil {
 		return out
 	}

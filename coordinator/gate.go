@@ -69,14 +69,19 @@ type Closed struct {
 // its own.
 const NewCommitOpens = "a new commit (`rollagent rollback`, say) opens a gate"
 
-// KeyRule is a Rule whose closing is a key that exists: Consul checks it
-// in the transaction that grants a slot and in every fence, so the rule
-// holds to the moment of the step, not only to the moment of the look.
-// The agent reads the keys with the rest of its group's records.
+// KeyRule is a Rule whose closing is a key that exists, so it holds to the
+// moment of the step, not only to the moment of the look: Consul checks
+// the key in the transaction that grants a slot and in every fence (see
+// Keys.Closing), or, for a brake, checks desired, which every writer of
+// the brake moves in the same transaction (Keys.Brakes). The agent reads
+// the keys with the rest of its group's records.
 type KeyRule interface {
 	Rule
 	// Keys are the keys of group k whose existence closes the gate for sha.
 	Keys(k Keys, sha string) []string
+	// Brake says the keys are an operator's, which agents may not write:
+	// Consul takes a check that a key is absent for a write of it.
+	Brake() bool
 }
 
 // Rules are the gate's rules, in the order they are evaluated. Adding a
@@ -86,6 +91,7 @@ var Rules = []Rule{
 	uncommittedRule{},
 	specMissingRule{},
 	cancelRule{},
+	operatorPauseRule{},
 	pauseRule{},
 	failureBudgetRule{},
 }
@@ -139,11 +145,12 @@ func Evaluate(in GateInput) Verdict {
 // Gate is Evaluate of g now.
 func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: wallclock.Now()}) }
 
-// closingKeys are the keys of the rules that close by a key, for sha.
-func closingKeys(k Keys, sha string) []string {
+// closingKeys are the keys of the rules that close by a key, for sha: the
+// brakes, or the others.
+func closingKeys(k Keys, sha string, brakes bool) []string {
 	var out []string
 	for _, r := range Rules {
-		if kr, ok := r.(KeyRule); ok {
+		if kr, ok := r.(KeyRule); ok && kr.Brake() == brakes {
 			out = append(out, kr.Keys(k, sha)...)
 		}
 	}
@@ -155,5 +162,5 @@ func closingKeys(k Keys, sha string) []string {
 func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 	v := g.Gate()
 	return lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
-		Closed: k.Closing(v.SHA), Limit: v.Limit}
+		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit}
 }

@@ -9,7 +9,10 @@ const GateCancelled GateState = "cancelled"
 
 func (cancelRule) State() GateState { return GateCancelled }
 
-func (cancelRule) Keys(k Keys, sha string) []string { return []string{k.Cancel(sha)} }
+// Keys are the CANCEL and where one was written before brakes/ existed.
+func (cancelRule) Keys(k Keys, sha string) []string { return []string{k.Cancel(sha), k.LegacyCancel(sha)} }
+
+func (cancelRule) Brake() bool { return true }
 
 func (cancelRule) Close(in GateInput) (Closed, bool) {
 	if in.Group.Cancel == nil {

@@ -12,6 +12,25 @@ const GatePaused GateState = "paused"
 // resumeOpens is what lifts a failure pause.
 const resumeOpens = "`rollagent resume`, or a new commit, opens the gate"
 
+// operatorPauseRule closes the gate while an operator's pause of the
+// desired SHA (`rollagent pause`) exists: a brake only an operator's token
+// can set or lift.
+type operatorPauseRule struct{}
+
+func (operatorPauseRule) State() GateState { return GatePaused }
+
+func (operatorPauseRule) Keys(k Keys, sha string) []string { return []string{k.OperatorPause(sha)} }
+
+func (operatorPauseRule) Brake() bool { return true }
+
+func (operatorPauseRule) Close(in GateInput) (Closed, bool) {
+	p := in.Group.OperatorPause
+	if p == nil {
+		return Closed{}, false
+	}
+	return Closed{Reason: p.describe(), Node: StatePaused, Opens: "`rollagent resume` opens the gate"}, true
+}
+
 // pauseRule closes the gate while a pause record exists for the desired
 // SHA: the failure that reached max_failures under failure_action=pause
 // wrote it.
@@ -20,6 +39,9 @@ type pauseRule struct{}
 func (pauseRule) State() GateState { return GatePaused }
 
 func (pauseRule) Keys(k Keys, sha string) []string { return []string{k.Pause(sha)} }
+
+// Brake is false: agents write the failure pause.
+func (pauseRule) Brake() bool { return false }
 
 func (pauseRule) Close(in GateInput) (Closed, bool) {
 	p := in.Group.Pause

@@ -68,7 +68,8 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 
 // Down says which nodes of group are down, and why. They count against
 // max_parallel like a node being replaced, so a rollout never takes a node
-// down beside them:
+// down beside them. A check of an instance on another Consul node than
+// the one the node's record names is not the node's (onItsNode). Down are:
 //   - an instance of the group's service with a critical check other than
 //     the workload's (its agent does not answer);
 //   - a node whose host is down: serfHealth critical on the Consul node its
@@ -118,6 +119,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 				hosts[c.Node] = true
 			}
 		case !ok:
+		case !onItsNode(recs[n], c.Node):
 		case c.CheckID != WorkloadCheckID(group, n):
 			if c.Status == api.HealthCritical {
 				down.add(n, DownAgent)
@@ -140,12 +142,25 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			return nil, err
 		}
 		for n, node := range inst {
-			if hosts[node] {
+			if hosts[node] && onItsNode(recs[n], node) {
 				down.add(n, DownHost)
 			}
 		}
 	}
 	return down, nil
+}
+
+// onItsNode says whether an instance of a node's service on Consul node
+// consulNode is to be believed: it is on the Consul node that the node's
+// own record names (consul_node), which only that node's token and an
+// operator's may write. Another node's token can register an instance in
+// any node's name, with a critical check, through its own Consul agent:
+// on its own Consul node, which this tells apart. A record that names no
+// Consul node (an agent that could not read it, or from before it did)
+// or no record at all leaves nothing to tell by, and the instance is
+// believed, as it was before records named one.
+func onItsNode(rec *NodeState, consulNode string) bool {
+	return rec == nil || rec.ConsulNode == "" || rec.ConsulNode == consulNode
 }
 
 // failingChecks are the checks of group's service and the serfHealth

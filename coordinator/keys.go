@@ -40,10 +40,25 @@ func (k Keys) History(sha string) string { return k.root + "history/" + sha }
 // HistoryPrefix lists every committed spec.
 func (k Keys) HistoryPrefix() string { return k.root + "history/" }
 
-// Cancel is the CANCEL record for sha; while it exists nothing moves for sha.
-func (k Keys) Cancel(sha string) string { return k.root + "cancel/" + sha }
+// BrakesPrefix holds the brakes only an operator may set or release: the
+// agent's policy reads it and writes nothing under it, so a node's token
+// can neither lift a CANCEL or an operator's pause nor forge one.
+func (k Keys) BrakesPrefix() string { return k.root + "brakes/" }
 
-// Pause is written when sha reached max_failures under failure_action=pause.
+// Cancel is the CANCEL record for sha; while it exists nothing moves for sha.
+func (k Keys) Cancel(sha string) string { return k.BrakesPrefix() + "cancel/" + sha }
+
+// LegacyCancel is where a CANCEL was kept before brakes/, under a prefix
+// that agents' policies of that time could write. One left there from
+// before an upgrade still closes the gate; nothing writes it any more.
+func (k Keys) LegacyCancel(sha string) string { return k.root + "cancel/" + sha }
+
+// OperatorPause is an operator's pause of sha (`rollagent pause`), lifted
+// only by `rollagent resume` or a new commit of sha.
+func (k Keys) OperatorPause(sha string) string { return k.BrakesPrefix() + "pause/" + sha }
+
+// Pause is written by the agent whose failure of sha reached max_failures
+// under failure_action=pause. Agents share it, as they share failures/.
 func (k Keys) Pause(sha string) string { return k.root + "pause/" + sha }
 
 // Failure records one node's failed replacement to sha.
@@ -67,15 +82,34 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
-// Event is one entry of the group's event log.
-func (k Keys) Event(id string) string { return k.root + "events/" + id }
-
-// EventsPrefix lists the group's event log.
+// EventsPrefix lists the group's event log, every writer's part of it.
 func (k Keys) EventsPrefix() string { return k.root + "events/" }
+
+// OperatorEvents is the operators' part of the log (the CLI's commits,
+// rollbacks, cancels, pauses, resumes, node removals), which only an
+// operator's token may write.
+func (k Keys) OperatorEvents() string { return k.EventsPrefix() + "operator/" }
+
+// NodeEvents is node's part of the log (its agent's failures, and the
+// pause or rollback one of them made), which only that node's token and
+// an operator's may write. Each writer prunes its own part alone.
+func (k Keys) NodeEvents(node string) string { return k.NodeEventsPrefix() + node + "/" }
+
+// NodeEventsPrefix lists every node's part of the log.
+func (k Keys) NodeEventsPrefix() string { return k.EventsPrefix() + "node/" }
 
 // Slot is the lockstep semaphore prefix.
 func (k Keys) Slot() string { return k.root + "slot/" }
 
-// Closing lists the keys whose existence closes the gate for sha.
-// They come from the gate's KeyRules.
-func (k Keys) Closing(sha string) []string { return closingKeys(k, sha) }
+// Closing lists the keys whose existence closes the gate for sha and
+// that Consul checks in every grant and fence: those agents write. Consul
+// takes a check that a key does not exist for a write of it, so this
+// cannot list the brakes, which agents may not write; Brakes does. Both
+// come from the gate's KeyRules.
+func (k Keys) Closing(sha string) []string { return closingKeys(k, sha, false) }
+
+// Brakes lists the operator's keys whose existence closes the gate for sha.
+// A grant or fence checks them through desired instead: every writer of one
+// (cancel, pause, resume, commit) moves desired in the same transaction,
+// and a grant or fence checks desired at the index it decided on.
+func (k Keys) Brakes(sha string) []string { return closingKeys(k, sha, true) }

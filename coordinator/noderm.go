@@ -136,7 +136,7 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 		return nil, err
 	}
 	// Best effort, as after every append: the next one prunes what is left.
-	s.prune(ctx, group)
+	s.prune(ctx, group, OperatorWriter())
 	return r, nil
 }
 

@@ -19,9 +19,12 @@ type fixture struct {
 	// who cancelled, when cancel is set.
 	cancelAs *Cancel
 	pause    bool
-	failures int
-	nodes    map[string]NodeStatus // node -> state, on the desired SHA when "converged"
-	garbage  map[string]string     // extra raw keys
+	// opPause is an operator's pause; legacyCancel a CANCEL where it was
+	// kept before brakes/.
+	opPause, legacyCancel bool
+	failures              int
+	nodes                 map[string]NodeStatus // node -> state, on the desired SHA when "converged"
+	garbage               map[string]string     // extra raw keys
 }
 
 func specWith(t *testing.T, action string, maxFailures, parallel int) *hashspec.Spec {
@@ -61,6 +64,12 @@ func (f fixture) state(t *testing.T) *GroupState {
 	if f.pause {
 		pairs = append(pairs, put(k.Pause(sha), Pause{SHA: sha, Failures: f.failures, Reason: "max_failures"}))
 	}
+	if f.opPause {
+		pairs = append(pairs, put(k.OperatorPause(sha), OperatorPause{SHA: sha, Reason: "look first", By: "ops@host"}))
+	}
+	if f.legacyCancel {
+		pairs = append(pairs, put(k.LegacyCancel(sha), Cancel{SHA: sha, Reason: "old"}))
+	}
 	for i := 0; i < f.failures; i++ {
 		n := "n" + itoa(i)
 		pairs = append(pairs, put(k.Failure(sha, n), Failure{Node: n, SHA: sha, Error: "unhealthy"}))
@@ -94,6 +103,8 @@ func TestGate(t *testing.T) {
 			false, "cancelled by ops@host", 0, 0},
 		{"cancelled with a reason", fixture{spec: specWith(t, "pause", 1, 1), cancel: true, cancelAs: &Cancel{By: "ops@host", Reason: "bad image"}},
 			false, "cancelled by ops@host: bad image", 0, 0},
+		{"operator's pause", fixture{spec: specWith(t, "pause", 1, 1), opPause: true}, false, "paused by ops@host: look first", 0, 0},
+		{"cancel from before brakes/", fixture{spec: specWith(t, "pause", 1, 1), legacyCancel: true}, false, "cancelled: old", 0, 0},
 		{"paused record", fixture{spec: specWith(t, "pause", 2, 1), pause: true, failures: 2}, false, "paused after 2", 0, 0},
 		{"pause by count before the record lands", fixture{spec: specWith(t, "pause", 2, 1), failures: 2}, false, "reached max_failures=2", 0, 0},
 		{"below max_failures", fixture{spec: specWith(t, "pause", 2, 1), failures: 1}, true, "open", 1, 0},
@@ -179,5 +190,37 @@ func TestCancelWithoutReason(t *testing.T) {
 	}
 	if g.Cancel.Reason != "" || len(g.Problems) != 0 {
 		t.Fatalf("cancel = %+v, problems %q: want the record as written", g.Cancel, g.Problems)
+	}
+}
+
+// The lockstep gate has Consul check, in the transaction, only the closing
+// key agents write (the failure pause): a check that a key does not exist
+// is a write of it to Consul's ACLs, and agents may not write brakes/.
+// The brakes are named for the error, and checked through desired.
+func TestLockGateChecksBrakesThroughDesired(t *testing.T) {
+	g := fixture{spec: specWith(t, "pause", 1, 1)}.state(t)
+	k, _ := NewKeys("", "web")
+	sha := g.Desired.SHA
+	lg := g.LockGate(k)
+	if strings.Join(lg.Closed, ",") != k.Pause(sha) || lg.DesiredIndex != g.DesiredPair.ModifyIndex {
+		t.Fatalf("checked in the transaction: %v at %d", lg.Closed, lg.DesiredIndex)
+	}
+	for _, b := range []string{k.Cancel(sha), k.OperatorPause(sha), k.LegacyCancel(sha)} {
+		if !strings.HasPrefix(b, k.BrakesPrefix()) && b != k.LegacyCancel(sha) {
+			t.Errorf("brake %s outside %s", b, k.BrakesPrefix())
+		}
+		if !strings.Contains(strings.Join(lg.Brakes, ","), b) {
+			t.Errorf("brakes %v lack %s", lg.Brakes, b)
+		}
+	}
+}
+
+// A failure under an operator's pause is recorded and does nothing else:
+// the operator has taken over, as under a CANCEL.
+func TestFailureUnderOperatorPauseActsOnNothing(t *testing.T) {
+	g := fixture{spec: specWith(t, "pause", 1, 1), opPause: true}.state(t)
+	k, _ := NewKeys("", "web")
+	if a, ops, ev := g.failureAction(k, g.Desired.SHA, 1); a != ActionNone || ops != nil || ev != nil {
+		t.Fatalf("failure action under an operator's pause: %v, %v, %v", a, ops, ev)
 	}
 }

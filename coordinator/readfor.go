@@ -80,7 +80,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 // index, the records of sha and of node. moved reports that desired moved
 // since it was read.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, error) {
-	exact := append([]string{k.History(sha), k.Node(node)}, k.Closing(sha)...)
+	exact := append(append([]string{k.History(sha), k.Node(node)}, k.Closing(sha)...), k.Brakes(sha)...)
 	trees := []string{k.FailuresPrefix(sha), k.Slot() + ".holders"}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {

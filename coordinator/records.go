@@ -57,6 +57,26 @@ func (c *Cancel) describe() string {
 	return s
 }
 
+// OperatorPause is an operator's pause of a SHA (`rollagent pause`).
+type OperatorPause struct {
+	SHA    string    `json:"sha"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by,omitempty"`
+}
+
+// describe says who paused and why, as Cancel's does.
+func (p *OperatorPause) describe() string {
+	s := "paused"
+	if p.By != "" {
+		s += " by " + p.By
+	}
+	if p.Reason != "" {
+		s += ": " + p.Reason
+	}
+	return s + " (rollagent resume lifts it)"
+}
+
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {
 	SHA      string    `json:"sha"`
@@ -177,11 +197,12 @@ func (h *HistoryEntry) check() error {
 	return nil
 }
 
-func (c *Cancel) check() error    { return checkSHA("sha", c.SHA, false) }
-func (p *Pause) check() error     { return checkSHA("sha", p.SHA, false) }
-func (f *Failure) check() error   { return checkSHA("sha", f.SHA, false) }
-func (c *FailCount) check() error { return checkSHA("sha", c.SHA, false) }
-func (c *Converged) check() error { return checkSHA("sha", c.SHA, false) }
+func (c *Cancel) check() error        { return checkSHA("sha", c.SHA, false) }
+func (p *Pause) check() error         { return checkSHA("sha", p.SHA, false) }
+func (p *OperatorPause) check() error { return checkSHA("sha", p.SHA, false) }
+func (f *Failure) check() error       { return checkSHA("sha", f.SHA, false) }
+func (c *FailCount) check() error     { return checkSHA("sha", c.SHA, false) }
+func (c *Converged) check() error     { return checkSHA("sha", c.SHA, false) }
 
 func (n *NodeState) check() error {
 	if err := hashspec.ValidateName(n.Node); err != nil {

@@ -28,6 +28,9 @@ type GroupState struct {
 	Nodes       []NodeState    // sorted by node name
 	History     []HistoryEntry // sorted by commit time
 	Holders     *lockstep.Holders
+	// OperatorPause is an operator's pause of the desired SHA (Pause is
+	// the one its failures made, which agents write).
+	OperatorPause *OperatorPause
 	// Unavailable are the nodes Consul sees down (Store.Unavailable), when
 	// the reader asked (status does; the agents ask at the head of the line).
 	Unavailable []string
@@ -142,8 +145,12 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		if g.note(decode(p.Key, p.Value, &h)) {
 			g.History = append(g.History, h)
 		}
-	case strings.HasPrefix(rel, "cancel/"):
-		g.cancelledSHA[strings.TrimPrefix(rel, "cancel/")] = true
+	case strings.HasPrefix(p.Key, k.Cancel("")):
+		g.cancelledSHA[strings.TrimPrefix(p.Key, k.Cancel(""))] = true
+	case strings.HasPrefix(p.Key, k.LegacyCancel("")):
+		g.cancelledSHA[strings.TrimPrefix(p.Key, k.LegacyCancel(""))] = true
+	case strings.HasPrefix(p.Key, k.OperatorPause("")):
+		g.pausedSHA[strings.TrimPrefix(p.Key, k.OperatorPause(""))] = true
 	case strings.HasPrefix(rel, "pause/"):
 		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
 	case strings.HasPrefix(rel, "converged/"):
@@ -178,12 +185,19 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	// A CANCEL or a pause counts even when its value is garbage. The
 	// placeholder goes in only then: a record without a reason is valid
 	// (`rollagent cancel` without --reason writes one).
-	if p := byKey[k.Cancel(sha)]; p != nil {
+	if p := g.cancelPair(sha); p != nil {
 		var c Cancel
 		if !g.note(decode(p.Key, p.Value, &c)) {
 			c = Cancel{SHA: sha, Reason: "(unreadable cancel record)"}
 		}
 		g.Cancel = &c
+	}
+	if p := byKey[k.OperatorPause(sha)]; p != nil {
+		var op OperatorPause
+		if !g.note(decode(p.Key, p.Value, &op)) {
+			op = OperatorPause{SHA: sha, Reason: "(unreadable pause record)"}
+		}
+		g.OperatorPause = &op
 	}
 	if p := byKey[k.Pause(sha)]; p != nil {
 		var ps Pause
@@ -193,6 +207,15 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		g.Pause = &ps
 	}
 	g.Failures = g.failuresOf(k, sha, g.note)
+}
+
+// cancelPair is sha's CANCEL as read, where it is now or, from before an
+// upgrade, where it was (Keys.LegacyCancel); nil when there is none.
+func (g *GroupState) cancelPair(sha string) *api.KVPair {
+	if p := g.byKey[g.k.Cancel(sha)]; p != nil {
+		return p
+	}
+	return g.byKey[g.k.LegacyCancel(sha)]
 }
 
 // failuresOf decodes the failure records of sha, sorted by node; note is

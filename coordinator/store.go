@@ -56,18 +56,22 @@ func NewStore(c *api.Client, prefix string) *Store {
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events
-// per group (n <= 0: DefaultEventLimit).
+// in each writer's part of a group's log (n <= 0: DefaultEventLimit for
+// the operators', DefaultNodeEventLimit for each node's).
 func (s *Store) WithEventLimit(n int) *Store {
 	c := *s
 	c.events = n
 	return &c
 }
 
-func (s *Store) eventLimit() int {
-	if s.events <= 0 {
-		return DefaultEventLimit
+func (s *Store) eventLimit(w Writer) int {
+	switch {
+	case s.events > 0:
+		return s.events
+	case w.Kind == WriterNode:
+		return DefaultNodeEventLimit
 	}
-	return s.events
+	return DefaultEventLimit
 }
 
 // Client is the Consul client the store uses.
@@ -124,6 +128,7 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		}
 		msgs = append(msgs, e.What)
 	}
+	msgs = shortenDenied(msgs)
 	if hint != "" {
 		msgs = append(msgs[:len(msgs)-1], msgs[len(msgs)-1]+hint)
 	}
@@ -131,6 +136,27 @@ func (s *Store) txn(ctx context.Context, ops api.TxnOps) (resp *api.TxnResponse,
 		return resp, false, fmt.Errorf("consul rejected the transaction: %s (%w)", strings.Join(msgs, "; "), ErrACLDenied)
 	}
 	return resp, conflict, fmt.Errorf("consul rejected the transaction: %s", strings.Join(msgs, "; "))
+}
+
+// shortenDenied keeps the first of the permission denials in msgs and
+// counts the others: Consul names the token and a key in each, and a
+// command's transaction writes a dozen keys, which would bury the message.
+func shortenDenied(msgs []string) []string {
+	var out []string
+	denied := 0
+	for _, m := range msgs {
+		if isDenied(m) {
+			denied++
+			if denied > 1 {
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	if denied > 1 {
+		out = append(out, fmt.Sprintf("and %d more keys the token may not write", denied-1))
+	}
+	return out
 }
 
 // mustJSON indents, since these values are read by people in the Consul
@@ -178,7 +204,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	for i := 0; i < casAttempts; i++ {
 		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
 		if err == nil && !res.AlreadyDesired {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 		}
 		if err == nil || !conflict {
 			return res, err
@@ -189,7 +215,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 
 func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
 	sha := ev.SHA
-	if cancelled, err := s.exists(ctx, k.Cancel(sha)); err != nil {
+	if cancelled, err := s.cancelled(ctx, k, sha); err != nil {
 		return nil, false, err
 	} else if cancelled {
 		return nil, false, fmt.Errorf("SHA %s of group %s was cancelled; change the spec to get a new SHA", ShortSHA(sha), group)
@@ -212,7 +238,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	}
 	now := wallclock.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
-	ops := desiredOps(k, index, d)
+	ops := append(desiredOps(k, index, d), operatorCommitOps(k, sha)...)
 	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
 	if err != nil {
 		return nil, false, err
@@ -225,7 +251,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 		ops = append(ops, conv...)
 	}
 	ev.From, ev.At = res.Previous, now
-	ops = append(append(ops, hist), eventOps(k, ev)...)
+	ops = append(append(ops, hist), eventOps(k, OperatorWriter(), ev)...)
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
 		return nil, conflict, err
 	}
@@ -257,33 +283,58 @@ func (s *Store) historyOp(ctx context.Context, k Keys, h HistoryEntry) (*api.Txn
 
 // desiredOps make d desired, CAS-ed on desired at index (0: only if there
 // is none), for every writer of desired: commit, rollback, and an agent's
-// failure_action=rollback. In the same transaction they
-//   - check that d.SHA has no CANCEL: a cancel holds until a new spec is
-//     committed, and no rollback, by hand or automatic, brings its SHA
-//     back. A CANCEL landing meanwhile fails the check, which the caller
-//     retries and then refuses on reading it;
-//   - delete d.SHA's pause, failure records and failure counter, which
-//     belong to an earlier rollout of it: a SHA committed again starts
-//     neither paused nor with failures already counted. A failure write
-//     for it in between fails its CAS on the counter and is counted again,
-//     in the new rollout.
+// failure_action=rollback. In the same transaction they delete d.SHA's
+// failure pause, failure records and failure counter, which belong to an
+// earlier rollout of it: a SHA committed again starts neither paused nor
+// with failures already counted. A failure write for it in between fails
+// its CAS on the counter and is counted again, in the new rollout.
+//
+// That d.SHA has no CANCEL (a cancel holds until a new spec is committed,
+// and no rollback, by hand or automatic, brings its SHA back) is checked on
+// the read the caller decided on: a CANCEL landing meanwhile moves desired,
+// which fails the CAS. Only an operator's commit checks it in Consul too
+// (operatorCommitOps): Consul takes that check for a write of brakes/,
+// which an agent's token may not make.
 func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 	return api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: k.Desired(), Value: mustJSON(d), Index: index}},
-		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(d.SHA)}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(d.SHA)}},
 	}
 }
 
+// operatorCommitOps are what a commit or rollback by an operator adds to
+// desiredOps: check that sha has no CANCEL, here or where one was kept
+// before brakes/, and lift an operator's pause of it, which belonged to an
+// earlier rollout, as the failure pause did.
+func operatorCommitOps(k Keys, sha string) api.TxnOps {
+	return api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(sha)}},
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.LegacyCancel(sha)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause(sha)}},
+	}
+}
+
+// cancelled says whether sha has a CANCEL, here or where one was kept
+// before brakes/.
+func (s *Store) cancelled(ctx context.Context, k Keys, sha string) (bool, error) {
+	for _, key := range []string{k.Cancel(sha), k.LegacyCancel(sha)} {
+		if ok, err := s.exists(ctx, key); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
 // historyRewriteOps write sha's history record back as it is, for an
 // operator's action that an agent's token must not take although it may
-// write every key the action changes: an agent writes desired and pause/
-// when it pauses, and must write cancel/ too, as Consul takes the check
-// that a key does not exist, which every grant makes on cancel/<sha>, for
-// a write. Only history/ is left to tell an operator's token from an
-// agent's. Consul does not move a key written with the value it has.
+// write every key the action changes: resume deletes pause/, failures/
+// and failcount/ and touches desired, all of which agents write. Only
+// history/ tells an operator's token from an agent's there. A cancel,
+// whose record is under brakes/, which agents may not write, writes it
+// too, so that an agent's token is refused by the CLI the same way.
+// Consul does not move a key written with the value it has.
 func (s *Store) historyRewriteOps(ctx context.Context, k Keys, sha string) (api.TxnOps, error) {
 	p, _, err := s.Get(ctx, k.History(sha), nil)
 	if err != nil {
@@ -330,12 +381,12 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if sha != "" && sha != cur.SHA {
 			// A try whose answer was lost may have cancelled sha before
 			// desired moved on: that CANCEL stands.
-			if done, err := s.exists(ctx, k.Cancel(sha)); err != nil || done {
+			if done, err := s.cancelled(ctx, k, sha); err != nil || done {
 				return &CancelResult{SHA: sha, AlreadyCancelled: done, Desired: cur.SHA}, err
 			}
 			return nil, fmt.Errorf("SHA %s is not the desired SHA of group %s (desired is %s); nothing cancelled", ShortSHA(sha), group, ShortSHA(cur.SHA))
 		}
-		if done, err := s.exists(ctx, k.Cancel(cur.SHA)); err != nil || done {
+		if done, err := s.cancelled(ctx, k, cur.SHA); err != nil || done {
 			return &CancelResult{SHA: cur.SHA, AlreadyCancelled: done}, err
 		}
 		hist, err := s.historyRewriteOps(ctx, k, cur.SHA)
@@ -344,10 +395,10 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: wallclock.Now().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
-		ops = append(ops, eventOps(k, Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 			return &CancelResult{SHA: cur.SHA}, nil
 		}
 		if !conflict && maybeApplied(err) {

@@ -3,14 +3,16 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// Resume lifts the failure pause of the desired SHA: it deletes the pause
-// record, the failures counted towards it and their counter, and wakes
-// every waiter. A CANCEL is not lifted: that takes a new commit.
+// Resume lifts the pause of the desired SHA, an operator's and the one its
+// failures made: it deletes both pause records, the failures counted
+// towards the latter and their counter, and wakes every waiter. A CANCEL is
+// not lifted: that takes a new commit.
 func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
 	return s.ResumeBy(ctx, group, "")
 }
@@ -33,18 +35,19 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 		if st.Cancel != nil {
 			return sha, fmt.Errorf("%s of group %s is cancelled; a cancel is lifted only by committing a new spec", ShortSHA(sha), group)
 		}
-		if st.Pause == nil && len(st.Failures) == 0 {
+		if st.OperatorPause == nil && st.Pause == nil && len(st.Failures) == 0 {
 			return sha, fmt.Errorf("%s of group %s is not paused", ShortSHA(sha), group)
 		}
 		ops := append(lockstep.TouchOps(st.DesiredPair),
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
 		ops = append(ops, historyRewrite(st.byKey[k.History(sha)])...) // operator only: see historyRewriteOps
-		ops = append(ops, eventOps(k, Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
-			s.prune(ctx, group)
+			s.prune(ctx, group, OperatorWriter())
 		}
 		if err == nil || !conflict {
 			return sha, err
@@ -55,10 +58,52 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 
 // resumeReason says what the resume lifts.
 func resumeReason(g *GroupState) string {
+	if p := g.OperatorPause; p != nil {
+		return "lifted the " + p.describe()
+	}
 	if g.Pause != nil {
 		return fmt.Sprintf("lifted the pause after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
 	}
 	return fmt.Sprintf("cleared %d failure(s)", len(g.Failures))
+}
+
+// PauseBy pauses the desired SHA as an operator, by, for reason: nothing
+// moves for it until `rollagent resume` or a new commit of it. The record
+// is under brakes/, which an agent's token may not write, so no node can
+// lift it; it touches desired, which closes every open gate and wakes the
+// waiters. It returns the SHA paused, and already is true when it was.
+func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha string, already bool, err error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return "", false, err
+	}
+	for range casAttempts {
+		st, err := s.Read(ctx, group, nil)
+		if err != nil {
+			return "", false, err
+		}
+		if st.Desired == nil {
+			return "", false, fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
+		}
+		sha = st.Desired.SHA
+		if st.OperatorPause != nil {
+			return sha, true, nil
+		}
+		if st.Cancel != nil {
+			return sha, false, fmt.Errorf("%s of group %s is cancelled already; nothing paused", ShortSHA(sha), group)
+		}
+		rec := OperatorPause{SHA: sha, Reason: reason, At: time.Now().UTC(), By: by}
+		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(sha), mustJSON(rec))
+		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
+		_, conflict, err := s.txn(ctx, ops)
+		if err == nil {
+			s.prune(ctx, group, OperatorWriter())
+		}
+		if err == nil || !conflict {
+			return sha, false, err
+		}
+	}
+	return sha, false, ErrConflict
 }
 
 // Rollback commits the spec of an earlier SHA again: to, or by default the

@@ -24,6 +24,13 @@ type Gate struct {
 	// same transaction (see CloseOps): waiters watch only DesiredKey,
 	// because a blocking query on an absent key wakes on every write near it.
 	Closed []string
+	// Brakes lists keys whose existence closes the gate too, but that the
+	// caller's token may not write: Consul takes a check that a key does
+	// not exist for a write of it, so they are not checked in the
+	// transaction. Their writers must rewrite DesiredKey in the same
+	// transaction (CloseOps), whose index the transaction checks. A gate
+	// found closed names the first that exists, as it does one of Closed.
+	Brakes []string
 	// Limit is K, how many may hold a slot at once.
 	// Optional, defaults to DefaultLimit.
 	Limit int

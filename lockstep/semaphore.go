@@ -361,7 +361,7 @@ func (m *Semaphore) gateError(ctx context.Context, g Gate, op int) error {
 
 // whyClosed tells a CANCEL or pause from a new commit once desired moved.
 func (m *Semaphore) whyClosed(ctx context.Context, g Gate) error {
-	for _, k := range g.Closed {
+	for _, k := range append(append([]string{}, g.Closed...), g.Brakes...) {
 		p, _, err := m.c.KV().Get(k, (&api.QueryOptions{}).WithContext(ctx))
 		if err == nil && p != nil {
 			return &ClosedError{Key: k}

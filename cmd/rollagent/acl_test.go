@@ -46,7 +46,8 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 	}
 	r := strings.NewReplacer(
 		`"rollagent/groups/web/`, `"rollagent/groups/`+group+`/`,
-		`/nodes/n1"`, `/nodes/`+node+`"`,
+		`nodes/n1"`, `nodes/`+node+`"`,
+		`events/node/n1/"`, `events/node/`+node+`/"`,
 		`session "n1"`, `session "`+consulNode+`"`,
 		`agent "n1"`, `agent "`+consulNode+`"`,
 		`service "rollagent-web"`, `service "rollagent-`+group+`"`,

@@ -26,7 +26,7 @@ func TestCancelRetriesALostAnswer(t *testing.T) {
 	k, _ := st.Keys("web")
 	faults.OnTxn(func(ops api.TxnOps) bool {
 		return slices.ContainsFunc(ops, func(op *api.TxnOp) bool {
-			return op.KV != nil && op.KV.Verb == api.KVSet && strings.HasPrefix(op.KV.Key, k.Root()+"cancel/")
+			return op.KV != nil && op.KV.Verb == api.KVSet && strings.HasPrefix(op.KV.Key, k.Cancel(""))
 		})
 	}, func() error { return consultest.ErrReplyLost })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

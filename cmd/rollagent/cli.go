@@ -20,7 +20,8 @@ type CLI struct {
 	Run      RunCmd      `cmd:"" help:"Run the agent for one node of a group."`
 	Commit   CommitCmd   `cmd:"" help:"Validate a spec, store it and make it the group's desired spec."`
 	Cancel   CancelCmd   `cmd:"" help:"Persist a CANCEL for the group's desired SHA: nothing moves for it any more."`
-	Resume   ResumeCmd   `cmd:"" help:"Lift a failure pause of the desired SHA (a cancel needs a new commit)."`
+	Pause    PauseCmd    `cmd:"" help:"Pause the group's desired SHA: nothing moves for it until resume (only an operator's token may)."`
+	Resume   ResumeCmd   `cmd:"" help:"Lift a pause of the desired SHA, an operator's or a failure pause (a cancel needs a new commit)."`
 	Rollback RollbackCmd `cmd:"" help:"Commit an earlier spec again (by default the previous one)."`
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`

@@ -51,7 +51,7 @@ func TestCommitThenCancelWritesDocumentedKeys(t *testing.T) {
 		t.Fatalf("cancel: %s", errs)
 	}
 	want := []string{
-		"rollagent/groups/web/cancel/" + sha,
+		"rollagent/groups/web/brakes/cancel/" + sha,
 		"rollagent/groups/web/desired",
 		"rollagent/groups/web/history/" + sha,
 	}

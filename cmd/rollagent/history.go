@@ -43,7 +43,8 @@ func (c *HistoryCmd) events(ctx context.Context, st *coordinator.Store, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tEVENT\tBY\tSHA\tNODE\tDETAIL")
 	for _, e := range log.Events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), e.Kind, cell(e.By),
+		kind, by := eventWho(e)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), kind, by,
 			orDash(coordinator.ShortSHA(e.SHA)), orDash(e.Node), eventDetail(e.Event))
 	}
 	for _, p := range log.Problems {
@@ -53,6 +54,22 @@ func (c *HistoryCmd) events(ctx context.Context, st *coordinator.Store, out io.W
 		fmt.Fprintf(tw, "no events for group %s (rollagent history --shas lists what was committed)\n", c.Group)
 	}
 	return tw.Flush()
+}
+
+// eventWho is an event's kind and writer as a person should read them:
+// as the event says when its part of the log vouches for it; else as what
+// it is, a claim of the node whose part it is in ("commit (claim)" by
+// "agent:n1 as alice@host"), or of an unknown writer, from before the log
+// had a part per writer.
+func eventWho(e coordinator.LoggedEvent) (kind, by string) {
+	kind, by = string(e.Kind), cell(e.By)
+	switch {
+	case e.Vouched:
+		return kind, by
+	case e.Writer.Kind == coordinator.WriterNode:
+		return kind + " (claim)", cell(coordinator.AgentBy(e.Writer.Node)) + " as " + by
+	}
+	return kind, by + " (unverified)"
 }
 
 // eventDetail is the SHA an event moved from and its reason.

@@ -36,7 +36,7 @@ func TestHistoryShowsEvents(t *testing.T) {
 	}
 	s1, s2 := coordinator.ShortSHA(shas[0]), coordinator.ShortSHA(shas[1])
 	k, _ := coordinator.NewKeys("", "web")
-	if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.Event("zzz"), Value: []byte("garbage")}, nil); err != nil {
+	if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.EventsPrefix() + "zzz", Value: []byte("garbage")}, nil); err != nil {
 		t.Fatal(err)
 	}
 

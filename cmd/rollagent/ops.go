@@ -8,7 +8,32 @@ import (
 	"time"
 )
 
-// ResumeCmd lifts a failure pause.
+// PauseCmd is an operator's brake that holds until resume: its record is
+// where an agent's token may not write, so no node can lift it.
+type PauseCmd struct {
+	Group  string `arg:"" help:"Group name."`
+	Reason string `help:"Why, for status and the records."`
+}
+
+// Run pauses the desired SHA.
+func (c *PauseCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	sha, already, err := st.PauseBy(ctx, c.Group, c.Reason, who())
+	if err != nil {
+		return err
+	}
+	if already {
+		_, err = fmt.Fprintf(out, "%s of group %s was already paused; nothing changed\n", sha, c.Group)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "paused %s of group %s; rollagent resume %s lifts it\n", sha, c.Group, c.Group)
+	return err
+}
+
+// ResumeCmd lifts a pause, an operator's or a failure pause.
 type ResumeCmd struct {
 	Group string `arg:"" help:"Group name."`
 }

@@ -1,4 +1,4 @@
-# Consul ACL policy for an operator of one group (commit, cancel, resume,
+# Consul ACL policy for an operator of one group (commit, cancel, pause, resume,
 # rollback, node rm, status, history). Replace "web" with the group.
 key_prefix "rollagent/groups/web/" {
   policy = "write"

@@ -1,36 +1,44 @@
 # Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
 # --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
-# per node: replace "web" with the group, "nodes/n1" with the node's
-# --node, and session "n1" and agent "n1" with its Consul agent's node name
-# (`consul members`; often the same as --node).
+# per node: replace "web" with the group, "n1" in "nodes/n1" and in
+# "events/node/n1/" with the node's --node, and session "n1" and agent "n1"
+# with its Consul agent's node name (`consul members`; often the same as
+# --node).
 #
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
-#   - write its own node's record, and the records all agents of the group
-#     share: the slot (lockstep semaphore), failures and their counter,
-#     pauses, and the event log;
+#   - write its own node's record and its own part of the event log, and
+#     the records all agents of the group share: the slot (lockstep
+#     semaphore), failures and their counter, and failure pauses;
 #   - write desired, which every pause touches (that is how a pause wakes
-#     every waiter) and which failure_action=rollback moves;
-#   - write cancel/: Consul 1.13 takes the check that a key does not
-#     exist, which every grant makes on cancel/<sha>, for a write.
-# What it may not: write converged/, which only commits write (they read
-# the whole group to tell a SHA converged on every node); write history/,
-# which `rollagent commit`, `rollagent
-# rollback`, `rollagent resume` and `rollagent cancel` all write, so each
-# is refused with this token, and it cannot put a new spec in front of the
-# fleet; nor write another node's record, or anything of another group.
+#     every waiter) and which failure_action=rollback moves.
+# What it may not: write brakes/, where an operator's CANCEL and pause
+# are (`rollagent cancel`, `rollagent pause`), so it can neither lift nor
+# forge one; write converged/, which only commits write (they read the
+# whole group to tell a SHA converged on every node); write history/,
+# which `rollagent commit`, `rollagent rollback`, `rollagent resume` and
+# `rollagent cancel` all write, so each is refused with this token, and it
+# cannot put a new spec in front of the fleet; nor write another node's
+# record, or anything of another group. A policy from before brakes/ also
+# let agents write cancel/: remove that line, so that a CANCEL left there
+# from then holds too.
 #
 # What a stolen agent token can still do with raw Consul requests, as
 # Consul's ACLs cannot tell one write of a key from another: stop its
-# group (write a pause or a CANCEL and touch desired, or set desired to
+# group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does), write failures in another node's name,
-# or delete events; and, since write includes delete, delete a CANCEL, a
-# pause or the failure records and touch desired, which sets moving again
-# a SHA an operator cancelled or a pause stopped. It cannot start a spec
-# that was never committed. Automatic rollback
-# needs nothing more than a pause does, so there is no line to add or
-# remove for it.
+# or write and delete events in its own part of the log (`rollagent
+# history` shows them as its claims); and, since write includes delete,
+# delete a failure pause or the failure records and touch desired, which
+# sets moving again a SHA its failures stopped (an operator who wants a
+# brake no node can release uses `rollagent pause` or `rollagent
+# cancel`). It may also register an instance of its group's service in
+# another node's name, which counts only on the Consul node that node's
+# record names (README, Guarantees and limits). It cannot start a
+# spec that was never committed, nor move a SHA an operator cancelled or
+# paused. Automatic rollback needs nothing more than a pause does, so
+# there is no line to add or remove for it.
 key_prefix "rollagent/groups/web/" {
   policy = "read"
 }
@@ -52,10 +60,9 @@ key_prefix "rollagent/groups/web/failcount/" {
 key_prefix "rollagent/groups/web/pause/" {
   policy = "write"
 }
-key_prefix "rollagent/groups/web/cancel/" {
-  policy = "write"
-}
-key_prefix "rollagent/groups/web/events/" {
+# Its own part of the event log: an operator's part, or another node's,
+# it may neither forge nor prune.
+key_prefix "rollagent/groups/web/events/node/n1/" {
   policy = "write"
 }
 # Its sessions, which its Consul agent creates on its own node.
