@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 

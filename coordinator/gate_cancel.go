@@ -10,7 +10,9 @@ const GateCancelled GateState = "cancelled"
 func (cancelRule) State() GateState { return GateCancelled }
 
 // Keys are the CANCEL and where one was written before brakes/ existed.
-func (cancelRule) Keys(k Keys, sha string) []string { return []string{k.Cancel(sha), k.LegacyCancel(sha)} }
+func (cancelRule) Keys(k Keys, sha string) []string {
+	return []string{k.Cancel(sha), k.LegacyCancel(sha)}
+}
 
 func (cancelRule) Brake() bool { return true }
 
