@@ -339,11 +339,17 @@ func (n *nemesis) nodesOf(g string) []string {
 // describe says where each node of g stands, for a violation.
 func (n *nemesis) describe(g string) string {
 	ws := n.c.workloads(g)
+	gs := n.c.state(g)
 	recs := map[string]string{}
-	for _, ns := range n.c.state(g).Nodes {
+	for _, ns := range gs.Nodes {
 		recs[ns.Node] = fmt.Sprintf("%s on %s %q", ns.State, coordinator.ShortSHA(ns.SHA), ns.Error)
 	}
 	var parts []string
+	// The failures that hold the gate say which step failed and why.
+	for _, f := range gs.Failures {
+		parts = append(parts, fmt.Sprintf("failure of %s on %s at %s: %q", coordinator.ShortSHA(f.SHA), f.Node,
+			f.At.Format("15:04:05.000"), f.Error))
+	}
 	for _, nd := range n.nodesOf(g) {
 		var shas []string
 		for _, s := range ws[nd].SHAs {
