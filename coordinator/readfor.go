@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // readForAttempts bounds ReadFor's tries when desired moves between its
@@ -70,24 +71,37 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 					return nil, err
 				}
 			}
-			return Parse(k, group, append(pairs, p), last), nil
+			return parse(k, group, append(pairs, p), last, false), nil
 		}
 	}
 	return s.Read(ctx, group, nil)
 }
 
 // readDesiredRecords reads, in one transaction checked against desired's
-// index, the records of sha and of node. moved reports that desired moved
-// since it was read.
+// index, the records of sha and of node, and the slot's holders record.
+// moved reports that desired moved since it was read.
+//
+// The holders record is read as the one key it is, not as a tree: under
+// slot/.holders/ are the holder keys, which every node's token may write,
+// and a look needs none of them (the node's claim is in the record). So no
+// node can make every look download what it wrote there. A get of a key
+// that does not exist fails the transaction, and the record exists from
+// the group's first grant on: before it, the look is made again without.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, error) {
 	exact := []string{k.History(sha), k.Cancel(sha), k.Pause(sha), k.Node(node)}
-	trees := []string{k.FailuresPrefix(sha), k.Slot() + ".holders"}
+	trees := []string{k.FailuresPrefix(sha)}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {
 		// get-tree, not get: a get of an absent key fails the transaction.
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: key}})
 	}
-	resp, moved, err := s.txn(ctx, ops) // only op 0, the check of desired, can conflict
+	record := lockstep.HoldersKey(k.Slot())
+	withRecord := append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}})
+	resp, moved, err := s.txn(ctx, withRecord) // only op 0, the check of desired, can conflict
+	if err != nil && !moved && failedOn(resp, len(ops)) {
+		resp, moved, err = s.txn(ctx, ops)
+	}
+	exact = append(exact, record)
 	switch {
 	case moved:
 		return nil, true, nil
@@ -113,4 +127,10 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 		}
 	}
 	return pairs, false, nil
+}
+
+// failedOn says a transaction that failed did so on op i alone, as a get
+// of an absent key does.
+func failedOn(resp *api.TxnResponse, i int) bool {
+	return resp != nil && len(resp.Errors) == 1 && resp.Errors[0].OpIndex == i
 }
