@@ -66,15 +66,16 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 	return srv, k
 }
 
-// An agent's look reads the holders record, not the keys under
-// slot/.holders/ that any node's token may write: what one node wrote
-// there costs no other node's look a byte.
-func TestLookIgnoresSlotFlood(t *testing.T) {
-	srv, _ := flooded(t)
+// An agent's look accepts at most lookLimit: past it, it reads the holders
+// record alone (the node's claim is in it) and names the keys under
+// slot/.holders/ that any node's token may write, so one node cannot make
+// every look download what it wrote there. It read all of it (8.7 MB).
+func TestLookBoundsSlotFlood(t *testing.T) {
+	srv, k := flooded(t)
 	counter := &byteCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
 	cfg := api.DefaultConfig()
 	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
-	c, err := api.NewClient(cfg)
+	c, err := NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +86,13 @@ func TestLookIgnoresSlotFlood(t *testing.T) {
 	if gs.Spec == nil || len(gs.Nodes) != 1 {
 		t.Fatalf("look: spec %v, nodes %+v", gs.Spec, gs.Nodes)
 	}
-	if n := counter.n.Load(); n > 64<<10 {
-		t.Fatalf("one look downloaded %d bytes, want a few KB: it read what a node wrote under slot/.holders/", n)
+	if n := counter.n.Load(); n > lookLimit+(64<<10) {
+		t.Fatalf("one look downloaded %d bytes, over the %d it accepts", n, lookLimit)
 	}
-	t.Logf("one look: %d bytes", counter.n.Load())
+	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, k.Slot()+".holders/junk00") {
+		t.Errorf("the look's problems do not name the keys it left unread: %q", gs.Problems)
+	}
+	t.Logf("one look: %d bytes; problems %q", counter.n.Load(), gs.Problems)
 }
 
 // status, commit and an agent recording a failure read the whole tree:

@@ -20,6 +20,12 @@ const (
 	// (status, history, commit, an agent recording a failure). Past it the
 	// tree is read again key by key (readSplit).
 	DefaultReadLimit = 4 << 20
+	// lookLimit bounds the answer to an agent's look (ReadFor): the
+	// desired spec (256 KiB at most, base64 in the answer), the failures of
+	// the desired SHA and the holders record, a record per node at most
+	// each, and the holder keys, one per holder. Past it the look reads the
+	// holders record alone.
+	lookLimit = 2 << 20
 	// keyNamesLimit bounds a listing of key names alone.
 	keyNamesLimit = 4 << 20
 	// slotRecordLimit bounds the slot's holders record: a claim per node
