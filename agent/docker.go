@@ -114,7 +114,7 @@ func (d *Docker) Inspect(ctx context.Context) (Observed, error) {
 	}
 	o := Observed{Leftover: p.prev != nil}
 	if p.cur != nil {
-		o.SHA = p.cur.Labels[LabelSHA]
+		o.SHA, o.ImageID = p.cur.Labels[LabelSHA], p.cur.ImageID
 	}
 	return o, nil
 }

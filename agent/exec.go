@@ -29,7 +29,8 @@ const (
 // Exec replaces a node's workload by running user commands, for hosts
 // without Docker (for example InfraKit-style reprovisioning). The replace
 // hook is run with ROLLAGENT_GROUP, ROLLAGENT_NODE, ROLLAGENT_SHA and
-// ROLLAGENT_SPEC (a JSON file of the spec); the health hook exits 0 while the
+// ROLLAGENT_SPEC (a JSON file of the spec), PATH and PassEnv, nothing else
+// of the agent's environment; the health hook exits 0 while the
 // workload is healthy. Because a command leaves no label behind, the SHA it
 // installed is kept in a small state file, written before and after each
 // replacement so that a restarted agent knows whether one was interrupted.
@@ -46,6 +47,11 @@ type Exec struct {
 	// healthy_deadline + 40 s (Agent.lease). Optional, defaults to
 	// DefaultHookTimeout.
 	HookTimeout time.Duration
+	// PassEnv names the variables of the agent's environment that the
+	// hooks get besides PATH and the ROLLAGENT_* variables of the run
+	// (CheckHookEnv refuses CONSUL_* and ROLLAGENT_* names). Nothing else
+	// is passed: the agent's environment holds its Consul token. Optional.
+	PassEnv []string
 	// DownAfter is how long the health hook must fail in a row before the
 	// workload is taken for down (Health): one failed run is not a node
 	// down. Optional, defaults to DefaultDownAfter.
@@ -227,8 +233,7 @@ func (e *Exec) run(ctx context.Context, h hook, sha string, started func(pgid in
 	defer os.Remove(out.Name())
 	defer out.Close()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "ROLLAGENT_GROUP="+e.Group, "ROLLAGENT_NODE="+e.Node,
-		"ROLLAGENT_SHA="+sha, "ROLLAGENT_SPEC="+e.specPath(sha))
+	cmd.Env = hookEnv(os.Environ(), e.PassEnv, e.Group, e.Node, sha, e.specPath(sha))
 	cmd.Stdout, cmd.Stderr = out, out
 	inOwnGroup(cmd)
 	if err = cmd.Start(); err == nil {

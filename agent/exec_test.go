@@ -403,7 +403,7 @@ func TestExecHookOutput(t *testing.T) {
 			t.Setenv("PIDFILE", pidFile)
 			t.Cleanup(func() { killPIDFile(t, pidFile) })
 			e := &agent.Exec{ReplaceCmd: []string{"sh", "-c", tt.script}, HealthCmd: []string{"true"},
-				StateDir: dir, Group: "g", Node: "n1", Log: hclog.NewNullLogger()}
+				StateDir: dir, Group: "g", Node: "n1", Log: hclog.NewNullLogger(), PassEnv: []string{"PIDFILE"}}
 			spec, sha, err := hashspec.Load([]byte(`{"container":{"image":"example.com/app:1"}}`), hashspec.FormatJSON, "spec")
 			if err != nil {
 				t.Fatal(err)

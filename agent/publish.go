@@ -57,6 +57,9 @@ type publisher struct {
 	// consulNode is the local Consul agent's node name, "" until learnt:
 	// every record carries it (NodeState.ConsulNode).
 	consulNode string
+	// imageID is the image the workload ran at the runtime's last
+	// inspection (observe): every record carries it.
+	imageID string
 
 	// regMu orders registrations, so that one made without the session's
 	// check never lands after one made with it while the session lives.
@@ -87,11 +90,19 @@ func (p *publisher) state(sha, desired string, state coordinator.NodeStatus, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := coordinator.NodeState{Node: p.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
-		ConsulNode: p.consulNode}
+		ConsulNode: p.consulNode, ImageID: p.imageID}
 	if coordinator.SamePublished(p.last, n) {
 		n.Since = p.last.Since
 	}
 	return n
+}
+
+// observe notes what the runtime's inspection found, for the records
+// built from then on.
+func (p *publisher) observe(obs Observed) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.imageID = obs.ImageID
 }
 
 // current is what was published last.

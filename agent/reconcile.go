@@ -21,6 +21,9 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 		return jitter(DefaultRetry)
 	}
 	obs, err := a.cfg.Runtime.Inspect(ctx)
+	if err == nil {
+		a.pub.observe(obs)
+	}
 	desired := ""
 	if gs.Desired != nil {
 		desired = gs.Desired.SHA

@@ -15,6 +15,9 @@ type Observed struct {
 	// with the old workload set aside: it is verified, finished or undone
 	// under the node's slot before anything else.
 	Leftover bool
+	// ImageID is the ID of the image the workload runs, "" when the
+	// runtime has none (exec) or nothing runs.
+	ImageID string
 }
 
 // StepFunc is called right before every destructive step with the step's

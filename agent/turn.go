@@ -199,8 +199,12 @@ func (t *turn) replace(ctx context.Context) result {
 // its slot, releases it on its verified workload with the old one still
 // set aside, until a new commit.
 func (t *turn) finish(ctx context.Context, sha string) result {
+	obs, err := t.a.cfg.Runtime.Inspect(ctx)
+	if err == nil {
+		t.a.pub.observe(obs) // the record that says converged names the new image
+	}
 	converged := t.a.pub.state(sha, sha, coordinator.StateConverged, "")
-	if obs, err := t.a.cfg.Runtime.Inspect(ctx); err == nil && !obs.Leftover {
+	if err == nil && !obs.Leftover {
 		return t.release(ctx, converged, resultSuccess)
 	}
 	if err := t.held(ctx, "drop the old workload"); err != nil {

@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // readForAttempts bounds ReadFor's tries when desired moves between its
@@ -57,7 +59,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 		if decode(p.Key, p.Value, &d) != nil {
 			return Parse(k, group, api.KVPairs{p}, last), nil
 		}
-		pairs, moved, err := s.readDesiredRecords(ctx, k, p, d.SHA, node)
+		pairs, moved, problem, err := s.readDesiredRecords(ctx, k, p, d.SHA, node)
 		if err != nil {
 			return nil, err
 		}
@@ -70,29 +72,56 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 					return nil, err
 				}
 			}
-			return Parse(k, group, append(pairs, p), last), nil
+			g := parse(k, group, append(pairs, p), last, problem == "")
+			if problem != "" {
+				g.Problems = append(g.Problems, problem)
+			}
+			return g, nil
 		}
 	}
 	return s.Read(ctx, group, nil)
 }
 
 // readDesiredRecords reads, in one transaction checked against desired's
-// index, the records of sha and of node. moved reports that desired moved
-// since it was read.
-func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, error) {
+// index, the records of sha and of node, and the slot's holders (the
+// record and the holder keys). moved reports that desired moved since it
+// was read; problem says what was left unread, or is "".
+//
+// Every node's token may write under slot/.holders/, so the answer is
+// bounded (lookLimit, on a client made by NewClient): past it the look is
+// made again with the holders record alone, read as the one key it is (the
+// node's claim is in it), and the keys under slot/.holders/ are named in
+// the problem, from a listing of their names. No node can make every look
+// download what it wrote there.
+func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
+	record := lockstep.HoldersKey(k.Slot())
 	exact := append(append([]string{k.History(sha), k.Node(node)}, k.Closing(sha)...), k.Brakes(sha)...)
-	trees := []string{k.FailuresPrefix(sha), k.Slot() + ".holders"}
+	trees := []string{k.FailuresPrefix(sha)}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {
 		// get-tree, not get: a get of an absent key fails the transaction.
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: key}})
 	}
-	resp, moved, err := s.txn(ctx, ops) // only op 0, the check of desired, can conflict
+	withTree := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: record}})
+	resp, moved, err := s.txn(withReadLimit(ctx, lookLimit), withTree) // only op 0, the check of desired, can conflict
+	problem := ""
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		problem = s.holderKeysProblem(ctx, record)
+		withRecord := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}})
+		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), withRecord)
+		if err != nil && !moved && failedOn(resp, len(ops)) {
+			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), ops) // no record: no grant yet
+		}
+		exact = append(exact, record)
+	} else {
+		trees = append(trees, record)
+	}
 	switch {
 	case moved:
-		return nil, true, nil
+		return nil, true, "", nil
 	case err != nil:
-		return nil, false, err
+		return nil, false, "", err
 	}
 	var pairs api.KVPairs
 	for _, r := range resp.Results {
@@ -112,5 +141,26 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 			pairs = append(pairs, kv)
 		}
 	}
-	return pairs, false, nil
+	return pairs, false, problem, nil
+}
+
+// holderKeysProblem names the keys under the holders record's prefix, for
+// a look that could not read them: from a bounded listing of their names.
+func (s *Store) holderKeysProblem(ctx context.Context, record string) string {
+	msg := fmt.Sprintf("%s/: the slot's holder keys are over the %d bytes a look accepts (a node's token may have written them); the look read the holders record alone", record, lookLimit)
+	names, _, err := s.c.KV().Keys(record+"/", "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
+	if err != nil {
+		return msg
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = fmt.Sprintf("%.120q", n)
+	}
+	return fmt.Sprintf("%s; %d keys there: %s", msg, len(names), listed(quoted))
+}
+
+// failedOn says a transaction that failed did so on op i alone, as a get
+// of an absent key does.
+func failedOn(resp *api.TxnResponse, i int) bool {
+	return resp != nil && len(resp.Errors) == 1 && resp.Errors[0].OpIndex == i
 }

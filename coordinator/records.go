@@ -139,6 +139,10 @@ type NodeState struct {
 	// so an agent restarted after a long idle spell is not lost meanwhile.
 	// An agent that starts writes its record without it.
 	Stopped *time.Time `json:"stopped,omitempty"`
+	// ImageID is the ID of the image the node's workload runs, as its
+	// runtime reports it (Docker: the container's image), "" when it has
+	// none to report: what runs, where SHA is what was asked for.
+	ImageID string `json:"image_id,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -64,7 +65,11 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	if err != nil {
 		return nil, err
 	}
-	pairs, meta, err := s.list(ctx, k.Root(), q)
+	pairs, meta, err := s.list(withReadLimit(ctx, s.readLimit()), k.Root(), q)
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return s.readSplit(ctx, k, group, q)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +86,13 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 
 // Parse builds a GroupState from the pairs of a group's tree.
 func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
+	return parse(k, group, pairs, index, true)
+}
+
+// parse is Parse; holderKeys says pairs hold the slot's holder keys, which
+// an agent's look does not read (ReadFor): without them no holder counts
+// as live, and none is reported stale.
+func parse(k Keys, group string, pairs api.KVPairs, index uint64, holderKeys bool) *GroupState {
 	byKey := map[string]*api.KVPair{}
 	g := &GroupState{Group: group, Index: index, cancelledSHA: map[string]bool{},
 		pausedSHA: map[string]bool{}, failedSHA: map[string]bool{}, convergedSHA: map[string]Converged{}, byKey: byKey, k: k}
@@ -102,7 +114,14 @@ func Parse(k Keys, group string, pairs api.KVPairs, index uint64) *GroupState {
 	g.Holders = lockstep.ParseHolders(k.Slot(), pairs)
 	if g.Holders.Problem != "" {
 		g.Problems = append(g.Problems, g.Holders.Problem)
-	} else if msg := staleHolders(k, pairs, g.Holders); msg != "" {
+	} else if msg := staleHolders(k, pairs, g.Holders); msg != "" && holderKeys {
+		g.Problems = append(g.Problems, msg)
+	}
+	names := make([]string, 0, len(pairs))
+	for _, p := range pairs {
+		names = append(names, p.Key)
+	}
+	if msg := unexpectedSlotKeys(k, names); msg != "" {
 		g.Problems = append(g.Problems, msg)
 	}
 	return g

@@ -34,6 +34,8 @@ type Store struct {
 	prefix string
 	addr   string // for errors; see SetAddress
 	events int    // the event log's limit; 0 means DefaultEventLimit
+	// limit bounds one listing of a group's tree; 0 means DefaultReadLimit.
+	limit int64
 	// now reads the wall clock of what this Store writes (wallclock.Now),
 	// or a test's: a host whose clock is off.
 	now func() time.Time
@@ -62,6 +64,23 @@ func (s *Store) WithEventLimit(n int) *Store {
 	c := *s
 	c.events = n
 	return &c
+}
+
+// WithReadLimit returns a copy of the store whose listing of a group's
+// tree accepts at most n bytes before it reads the tree part by part
+// (n <= 0: DefaultReadLimit). It bounds nothing on a client that NewClient
+// did not make.
+func (s *Store) WithReadLimit(n int64) *Store {
+	c := *s
+	c.limit = n
+	return &c
+}
+
+func (s *Store) readLimit() int64 {
+	if s.limit <= 0 {
+		return DefaultReadLimit
+	}
+	return s.limit
 }
 
 func (s *Store) eventLimit(w Writer) int {

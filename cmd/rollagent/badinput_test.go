@@ -183,6 +183,28 @@ func TestBadHookTimeoutIsRefused(t *testing.T) {
 	}
 }
 
+// A hook environment variable that would hand the hooks the agent's Consul
+// token (or any CONSUL_* or ROLLAGENT_* setting) is refused before the
+// agent touches KV or its state dir.
+func TestHookEnvTokenIsRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	commitWeb(t, srv.HTTPAddr)
+	for _, tc := range []struct{ name, flag, want string }{
+		{"the token", "--hook-env=CONSUL_HTTP_TOKEN", "--hook-env: CONSUL_HTTP_TOKEN refused as a hook environment variable"},
+		{"the token file", "--hook-env=CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE refused"},
+		{"rollagent's token", "--hook-env=ROLLAGENT_TOKEN", "ROLLAGENT_TOKEN refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+				"--replace-cmd=true", "--health-cmd=true", tc.flag)
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("run wrote into its state dir: %v", entries)
+			}
+		})
+	}
+}
+
 // A session TTL outside its documented range is refused before the agent
 // touches KV, not silently replaced by the default or taken as is.
 func TestBadSessionTTLIsRefused(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -68,11 +69,17 @@ func (g *Globals) storeFrom(cfg *api.Config) (*coordinator.Store, error) {
 	if g.Token != "" {
 		cfg.Token = g.Token
 	}
-	c, err := api.NewClient(cfg)
+	socket, isSocket := strings.CutPrefix(cfg.Address, "unix://")
+	// Its reads of a group's tree are bounded: any node's token may write
+	// under slot/, and must not make every reader download what it wrote.
+	c, err := coordinator.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)
 	}
 	g.addr = cfg.Scheme + "://" + cfg.Address // NewClient has split the scheme off
+	if isSocket {
+		g.addr = "unix://" + socket
+	}
 	st := coordinator.NewStore(c, g.Prefix)
 	st.SetAddress(g.addr)
 	return st, nil

@@ -26,6 +26,7 @@ type RunCmd struct {
 	ReplaceCmd  []string          `name:"replace-cmd" sep:"none" help:"exec runtime: command (and args, repeat the flag) that installs ROLLAGENT_SPEC."`
 	HealthCmd   []string          `name:"health-cmd" sep:"none" help:"exec runtime: command that exits 0 while the workload is healthy."`
 	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
+	HookEnv     []string          `name:"hook-env" sep:"none" help:"exec runtime: name of a variable of the agent's environment to pass to the hooks (repeatable); they get PATH and the ROLLAGENT_* variables of the run, nothing else. CONSUL_* and ROLLAGENT_* names are refused."`
 	HookTimeout time.Duration     `name:"hook-timeout" default:"10m" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot until a node in line has seen it gone for this + 2 x healthy_deadline + 40s."`
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
 	SessionTTL  time.Duration     `name:"session-ttl" default:"3s" help:"TTL of the check that keeps this agent's slot session alive, 3s to 30s: a dead agent's node is seen down about one TTL after it dies."`
@@ -94,6 +95,9 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) error {
 }
 
 func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
+	if err := agent.CheckHookEnv(c.HookEnv); err != nil {
+		return nil, fmt.Errorf("--hook-env: %w", err)
+	}
 	if c.Runtime == "exec" {
 		if len(c.ReplaceCmd) == 0 || len(c.HealthCmd) == 0 {
 			return nil, fmt.Errorf("--runtime exec needs --replace-cmd and --health-cmd")
@@ -108,7 +112,7 @@ func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
 			return nil, fmt.Errorf("--hook-timeout %s: must be at most %s", c.HookTimeout, maxHookTimeout)
 		}
 		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
-			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout}, nil
+			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout, PassEnv: c.HookEnv}, nil
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {

@@ -240,8 +240,33 @@ func printTable(out io.Writer, s statusJSON) error {
 	for _, f := range s.Failures {
 		fmt.Fprintf(out, "failure on %s %s: %s\n", cell(f.Node), ago(f.At, s.At), cell(f.Error))
 	}
+	printImageSplits(out, s.ImageSplits)
 	printProblems(out, s.Problems)
 	return nil
+}
+
+// printImageSplits says which nodes run which image under one SHA.
+func printImageSplits(out io.Writer, splits []imageSplitJSON) {
+	for _, sp := range splits {
+		var parts []string
+		for _, im := range sp.Images {
+			names := make([]string, len(im.Nodes))
+			for i, n := range im.Nodes {
+				names[i] = cell(n)
+			}
+			parts = append(parts, fmt.Sprintf("%s on %s", cell(shortImage(im.ImageID)), strings.Join(names, ", ")))
+		}
+		fmt.Fprintf(out, "SHA %s runs different images (one tag, different content; name the image by digest, name@sha256:..., in the spec): %s\n",
+			short(sp.SHA), strings.Join(parts, "; "))
+	}
+}
+
+// shortImage is an image ID as docker shows it: sha256:, then 12 digits.
+func shortImage(id string) string {
+	if len(id) > len("sha256:")+12 {
+		return id[:len("sha256:")+12]
+	}
+	return id
 }
 
 func printProblems(out io.Writer, problems []string) {

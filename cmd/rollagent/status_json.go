@@ -29,9 +29,11 @@ type statusJSON struct {
 	Waiting  int                   `json:"waiting_for_slot"`
 	Failures []coordinator.Failure `json:"failures"`
 	Problems []string              `json:"problems"`
-	Budget   budgetJSON            `json:"slot_budget"`
-	Stall    *stallJSON            `json:"stall"`            // null unless the group is stalled
-	Outage   *outageJSON           `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	// ImageSplits are the SHAs whose nodes run different images.
+	ImageSplits []imageSplitJSON `json:"image_splits"`
+	Budget      budgetJSON       `json:"slot_budget"`
+	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
+	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
@@ -85,10 +87,35 @@ type nodeJSON struct {
 	Since   *time.Time             `json:"since,omitempty"`
 	Stopped *time.Time             `json:"stopped,omitempty"` // its agent's last clean stop, while not started since
 	Error   string                 `json:"error,omitempty"`
+	ImageID string                 `json:"image_id,omitempty"` // the image its workload runs, as its runtime reports it
 	// CountedAs is the key of progress.by_state this row adds to.
 	CountedAs coordinator.Standing `json:"counted_as"`
 	Consul    coordinator.Presence `json:"consul"`
 	Counts    bool                 `json:"counts"`
+}
+
+// imageSplitJSON is one SHA that nodes run from different images.
+type imageSplitJSON struct {
+	SHA    string          `json:"sha"`
+	Images []imageNodeJSON `json:"images"` // by image ID
+}
+
+type imageNodeJSON struct {
+	ImageID string   `json:"image_id"`
+	Nodes   []string `json:"nodes"`
+}
+
+func imageSplits(nodes []coordinator.NodeState) []imageSplitJSON {
+	out := []imageSplitJSON{}
+	for _, sp := range coordinator.ImageSplits(nodes) {
+		j := imageSplitJSON{SHA: sp.SHA}
+		for id, ns := range sp.Images {
+			j.Images = append(j.Images, imageNodeJSON{ImageID: id, Nodes: ns})
+		}
+		sort.Slice(j.Images, func(a, b int) bool { return j.Images[a].ImageID < j.Images[b].ImageID })
+		out = append(out, j)
+	}
+	return out
 }
 
 // stateInvalid is the state shown for a record that does not decode: no
@@ -134,7 +161,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
-		Problems: nonNil(gs.Problems)}
+		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}
@@ -166,6 +193,7 @@ func nodeRows(sum coordinator.Summary) []nodeJSON {
 		if rec := r.Record; rec != nil {
 			since := rec.Since
 			n.SHA, n.Desired, n.State, n.Since, n.Stopped, n.Error = rec.SHA, rec.Desired, rec.State, &since, rec.Stopped, rec.Error
+			n.ImageID = rec.ImageID
 		}
 		out = append(out, n)
 	}

@@ -48,7 +48,21 @@ key "rollagent/groups/web/nodes/n1" {
 key "rollagent/groups/web/desired" {
   policy = "write"
 }
-key_prefix "rollagent/groups/web/slot/" {
+# The slot: the keys lockstep writes (docs/kv-layout.md), nothing else
+# under slot/, so that no key a reader does not expect can be put there.
+# Holder and contender keys are named by session, which a policy cannot
+# name: any node's token may write under those two prefixes (readers
+# bound what they take from them, see "Who may write what").
+key "rollagent/groups/web/slot/.holders" {
+  policy = "write"
+}
+key "rollagent/groups/web/slot/.tail" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/slot/.holders/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/slot/c/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/failures/" {

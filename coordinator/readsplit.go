@@ -1,0 +1,198 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// slotKeyKind is what a key under a group's slot/ is, by its name.
+type slotKeyKind int
+
+const (
+	slotUnexpected slotKeyKind = iota // no key lockstep writes
+	slotRecord                        // the holders record
+	slotTail                          // the line's tail: status has no use for it
+	slotEntry                         // a holder or contender key: an entry of a session
+)
+
+// classifySlotKey says what rel, a key relative to the slot's prefix, is
+// by its name, which lockstep's layout fixes (lockstep/doc.go).
+func classifySlotKey(rel string) slotKeyKind {
+	switch {
+	case rel == ".holders":
+		return slotRecord
+	case rel == ".tail":
+		return slotTail
+	}
+	for _, dir := range []string{".holders/", "c/"} {
+		if id, ok := strings.CutPrefix(rel, dir); ok && id != "" && !strings.Contains(id, "/") {
+			return slotEntry
+		}
+	}
+	return slotUnexpected
+}
+
+// splitPlan is how a group's tree too large to list at once is read: the
+// top-level keys one by one, every top-level folder but slot/ as a listing
+// of its own, and the slot's keys that lockstep writes one by one, each
+// under the bound its kind has; the other keys under slot/ are named, not
+// read.
+type splitPlan struct {
+	gets       []string // top-level keys
+	lists      []string // top-level folders, with their "/"
+	slot       []string // the record first, then entries, at most maxSlotKeys
+	unexpected []string // keys under slot/ no lockstep writes
+	skipped    int      // entries beyond maxSlotKeys, not read
+}
+
+// planSplit makes the plan from the names of every key of the group.
+func planSplit(k Keys, names []string) splitPlan {
+	var p splitPlan
+	lists := map[string]bool{}
+	var entries []string
+	for _, name := range names {
+		rel := strings.TrimPrefix(name, k.Root())
+		if srel, ok := strings.CutPrefix(name, k.Slot()); ok {
+			switch classifySlotKey(srel) {
+			case slotRecord:
+				p.slot = append([]string{name}, p.slot...)
+			case slotEntry:
+				entries = append(entries, name)
+			case slotUnexpected:
+				p.unexpected = append(p.unexpected, name)
+			}
+			continue
+		}
+		if dir, _, ok := strings.Cut(rel, "/"); ok {
+			lists[k.Root()+dir+"/"] = true
+		} else {
+			p.gets = append(p.gets, name)
+		}
+	}
+	if len(entries) > maxSlotKeys {
+		p.skipped = len(entries) - maxSlotKeys
+		entries = entries[:maxSlotKeys]
+	}
+	p.slot = append(p.slot, entries...)
+	for dir := range lists {
+		p.lists = append(p.lists, dir)
+	}
+	sort.Strings(p.lists)
+	return p
+}
+
+// readSplit reads the group's tree when one listing of it is over the
+// read limit: some node's token wrote more than the group's records can
+// take, under slot/ say, which every node may write. It lists the key
+// names alone, then reads by plan (planSplit): each read bounded, what
+// is over its bound or no record of rollagent's named in Problems, and the
+// rest read as Read reads it. The reads are not one snapshot: Index is
+// the listing's, and each part is as recent as its own read.
+func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.QueryOptions) (*GroupState, error) {
+	if q == nil {
+		q = &api.QueryOptions{}
+	}
+	names, meta, err := s.c.KV().Keys(k.Root(), "", q.WithContext(withReadLimit(ctx, keyNamesLimit)))
+	if err != nil {
+		return nil, s.readError(err, k.Root())
+	}
+	if err := s.checkMeta(ctx, meta); err != nil {
+		return nil, err
+	}
+	plan := planSplit(k, names)
+	problems := []string{fmt.Sprintf("%s: the group's tree is over the %d bytes a read accepts; read part by part", k.Root(), s.readLimit())}
+	var pairs api.KVPairs
+	var tooLarge []string
+	read := func(key string, limit int64, list bool) error {
+		var ps api.KVPairs
+		var err error
+		if list {
+			ps, _, err = s.list(withReadLimit(ctx, limit), key, nil)
+		} else {
+			var p *api.KVPair
+			if p, _, err = s.Get(withReadLimit(ctx, limit), key, nil); p != nil {
+				ps = api.KVPairs{p}
+			}
+		}
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			tooLarge = append(tooLarge, fmt.Sprintf("%.120q", key))
+			return nil
+		}
+		pairs = append(pairs, ps...)
+		return err
+	}
+	for _, key := range plan.gets {
+		if err := read(key, s.readLimit(), false); err != nil {
+			return nil, err
+		}
+	}
+	for _, dir := range plan.lists {
+		// history/ grows with every commit and only an operator's token
+		// writes it: it is read whole.
+		limit := s.readLimit()
+		if dir == k.HistoryPrefix() {
+			limit = 1 << 62
+		}
+		if err := read(dir, limit, true); err != nil {
+			return nil, err
+		}
+	}
+	for i, key := range plan.slot {
+		limit := int64(slotKeyLimit)
+		if i == 0 && strings.TrimPrefix(key, k.Slot()) == ".holders" {
+			limit = slotRecordLimit
+		}
+		if err := read(key, limit, false); err != nil {
+			return nil, err
+		}
+	}
+	problems = append(problems, splitProblems(plan, tooLarge)...)
+	if msg := unexpectedSlotKeys(k, plan.unexpected); msg != "" {
+		problems = append(problems, msg)
+	}
+	g := Parse(k, group, pairs, meta.LastIndex)
+	g.Problems = append(problems, g.Problems...)
+	return g, nil
+}
+
+// splitProblems names what a split read left unread.
+func splitProblems(p splitPlan, tooLarge []string) []string {
+	var out []string
+	if len(tooLarge) > 0 {
+		out = append(out, "over the size a reader accepts, not read (a node's token may have written them): "+listed(tooLarge))
+	}
+	if p.skipped > 0 {
+		out = append(out, fmt.Sprintf("slot/ has %d more contender or holder keys than the %d read", p.skipped, maxSlotKeys))
+	}
+	return out
+}
+
+// unexpectedSlotKeys names the keys under slot/ that lockstep never
+// writes, which Parse reports and nothing reads.
+func unexpectedSlotKeys(k Keys, names []string) string {
+	var odd []string
+	for _, n := range names {
+		if rel, ok := strings.CutPrefix(n, k.Slot()); ok && classifySlotKey(rel) == slotUnexpected {
+			odd = append(odd, fmt.Sprintf("%.120q", n))
+		}
+	}
+	if len(odd) == 0 {
+		return ""
+	}
+	return "keys under slot/ that no agent writes (a node's token may have), not read: " + listed(odd)
+}
+
+// listed joins names, at most maxListed of them, and says how many more.
+func listed(names []string) string {
+	sort.Strings(names)
+	if n := len(names); n > maxListed {
+		names = append(names[:maxListed:maxListed], fmt.Sprintf("and %d more", n-maxListed))
+	}
+	return strings.Join(names, ", ")
+}
