@@ -50,7 +50,8 @@ func (k Keys) Cancel(sha string) string { return k.BrakesPrefix() + "cancel/" + 
 
 // LegacyCancel is where a CANCEL was kept before brakes/, under a prefix
 // that agents' policies of that time could write. One left there from
-// before an upgrade still closes the gate; nothing writes it any more.
+// before an upgrade still closes the gate; `rollagent cancel` writes a copy
+// there for agents from before brakes/.
 func (k Keys) LegacyCancel(sha string) string { return k.root + "cancel/" + sha }
 
 // OperatorPause is an operator's pause of sha (`rollagent pause`), lifted

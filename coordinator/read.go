@@ -20,6 +20,10 @@ var (
 	// (it masks X-Consul-Results-Filtered-By-ACLs for anonymous requests):
 	// such a listing must not pass for a group with nothing committed.
 	ErrACLDenied = errors.New("consul: permission denied")
+	// ErrGateUnread is a read of a group that could not take what its gate
+	// is judged on (a folder of brakes or failures over the size a reader
+	// accepts): the reader must act as if the gate were closed.
+	ErrGateUnread = errors.New("coordinator: what the gate is judged on could not be read")
 )
 
 // SetAddress names the Consul address in the errors the store returns when

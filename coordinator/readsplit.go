@@ -120,6 +120,9 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 			}
 		}
 		var tl *TooLargeError
+		if errors.As(err, &tl) && gateRead(k, key) {
+			return fmt.Errorf("%w: %.120q is over the size a reader accepts: %w", ErrGateUnread, key, err)
+		}
 		if errors.As(err, &tl) {
 			tooLarge = append(tooLarge, fmt.Sprintf("%.120q", key))
 			return nil
@@ -195,4 +198,22 @@ func listed(names []string) string {
 		names = append(names[:maxListed:maxListed], fmt.Sprintf("and %d more", n-maxListed))
 	}
 	return strings.Join(names, ", ")
+}
+
+// gateRead says key is, or holds, what the gate and the failure budget
+// are judged on: desired, the brakes, failure pauses and failures. Left
+// unread, a CANCEL or a failure would pass for absent and open the gate,
+// so a read that cannot take one fails instead, and its reader acts on
+// nothing until it can.
+func gateRead(k Keys, key string) bool {
+	if key == k.Desired() {
+		return true
+	}
+	for _, dir := range []string{k.BrakesPrefix(), k.LegacyCancel(""), k.Pause(""),
+		strings.TrimSuffix(k.FailuresPrefix(""), "/"), k.FailCount("")} {
+		if strings.HasPrefix(key, dir) {
+			return true
+		}
+	}
+	return false
 }

@@ -414,6 +414,10 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		}
 		rec := Cancel{SHA: cur.SHA, Reason: reason, At: wallclock.Now().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
+		// A copy where agents from before brakes/ look for a CANCEL, and
+		// check it in their grants and fences: a group whose agents are
+		// upgraded one by one stops for all of them.
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.LegacyCancel(cur.SHA), Value: mustJSON(rec)}})
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventCancel, At: rec.At, By: by, SHA: cur.SHA, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/lockstep"
@@ -92,7 +91,7 @@ func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha stri
 		if st.Cancel != nil {
 			return sha, false, fmt.Errorf("%s of group %s is cancelled already; nothing paused", ShortSHA(sha), group)
 		}
-		rec := OperatorPause{SHA: sha, Reason: reason, At: time.Now().UTC(), By: by}
+		rec := OperatorPause{SHA: sha, Reason: reason, At: s.clock().UTC(), By: by}
 		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(sha), mustJSON(rec))
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)

@@ -116,3 +116,28 @@ func TestRollbackDefaultsToLatestConverged(t *testing.T) {
 		t.Fatalf("history has %d entries, want 4 (a rollback adds none)", len(g.History))
 	}
 }
+
+// A CANCEL is also written where agents from before brakes/ look for one
+// and check in their grants: a group whose agents are upgraded one by one
+// stops for every one of them.
+func TestCancelStopsAgentsFromBeforeBrakes(t *testing.T) {
+	ctx := testCtx(t)
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
+	r, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, "web", "", "test", "me"); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := st.Keys("web")
+	// What an old agent's grant checks: its CANCEL key absent.
+	ok, _, _, err := c.Txn().Txn(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.LegacyCancel(r.SHA)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		t.Fatalf("no CANCEL at %s: an agent from before brakes/ would be granted a slot", k.LegacyCancel(r.SHA))
+	}
+}

@@ -52,6 +52,7 @@ func TestCommitThenCancelWritesDocumentedKeys(t *testing.T) {
 	}
 	want := []string{
 		"rollagent/groups/web/brakes/cancel/" + sha,
+		"rollagent/groups/web/cancel/" + sha, // for agents from before brakes/
 		"rollagent/groups/web/desired",
 		"rollagent/groups/web/history/" + sha,
 	}

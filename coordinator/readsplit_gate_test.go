@@ -1,0 +1,84 @@
+package coordinator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// limitedStore is a Store on a client made by NewClient (so read limits
+// apply), with the whole-tree read limit at n bytes.
+func limitedStore(t *testing.T, srv *consultest.Server, n int64) *Store {
+	t.Helper()
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme = srv.HTTPAddr, "http"
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewStore(c, "").WithReadLimit(n)
+}
+
+// A read that cannot take what the gate is judged on fails: a CANCEL in a
+// brakes/ folder over the read limit, or a failure or failure pause in a
+// folder over it (any node's token may write there), never pass for
+// absent, which would open the gate (an agent whose look falls back to
+// Read) or let the failure budget count too few.
+func TestASplitReadNeverDropsWhatTheGateIsJudgedOn(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		flood func(k Keys) string
+		seen  func(gs *GroupState, sha string) bool
+	}{
+		{"brakes", func(k Keys) string { return k.OperatorPause("") },
+			func(gs *GroupState, sha string) bool { return gs.Cancelled(sha) }},
+		{"failures of another SHA", func(k Keys) string { return k.FailuresPrefix(strings.Repeat("b", 64)) },
+			func(gs *GroupState, _ string) bool { return len(gs.Failures) == 1 }},
+		{"failure pauses", func(k Keys) string { return k.Pause("") },
+			func(gs *GroupState, _ string) bool { return gs.Pause != nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			srv := consultest.NewDev(t)
+			st := limitedStore(t, srv, 128<<10)
+			res, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The records the gate is judged on: a failure that reached
+			// max_failures (and so a failure pause), and a CANCEL.
+			if a, err := st.RecordFailure(ctx, "web", "n1", res.SHA, "boom"); err != nil || a != ActionPause {
+				t.Fatalf("failure: %v %v", a, err)
+			}
+			if _, err := st.Cancel(ctx, "web", res.SHA, "stop", "alice"); err != nil {
+				t.Fatal(err)
+			}
+			k, _ := st.Keys("web")
+			if tt.name == "brakes" {
+				// Only brakes/ holds the CANCEL then, as for a group whose
+				// agents are all from after brakes/.
+				if _, err := srv.Client().KV().Delete(k.LegacyCancel(res.SHA), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			big := bytes.Repeat([]byte("x"), 100<<10)
+			for i := range 2 {
+				if _, err := srv.Client().KV().Put(&api.KVPair{Key: fmt.Sprintf("%sjunk%d", tt.flood(k), i), Value: big}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gs, err := st.Read(ctx, "web", nil)
+			switch {
+			case err != nil && !errors.Is(err, ErrGateUnread):
+				t.Fatalf("read: %v, want ErrGateUnread", err)
+			case err == nil && !tt.seen(gs, res.SHA):
+				t.Fatalf("the read left a record out and did not fail (gate %s; problems %q)", gs.Gate().State, gs.Problems)
+			}
+		})
+	}
+}
