@@ -79,6 +79,12 @@ func ReadInstalled(root string) (Installed, error) {
 	if err != nil {
 		return in, err
 	}
+	return DecodeInstalled(b)
+}
+
+// DecodeInstalled reads the installed-version file's content.
+func DecodeInstalled(b []byte) (Installed, error) {
+	var in Installed
 	if err := json.Unmarshal(b, &in); err != nil {
 		return in, fmt.Errorf("%s: %w", InstalledFile, err)
 	}
