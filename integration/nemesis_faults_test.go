@@ -91,10 +91,11 @@ func (n *nemesis) fault(e event) error {
 
 // hit picks the node a fault hits: the node drawn, or for a SIGTERM or a
 // freeze of an agent, a holder of its group if one is free, since a stop
-// or a pause mid-step is the case that matters.
+// or a pause mid-step is the case that matters; on an exec host, a kill
+// of the agent too: one mid-hook leaves the hook running (issue 25, item 5).
 func (n *nemesis) hit(e event) string {
 	node := e.node
-	if e.kind == opTermAgent || e.kind == opPauseAgent {
+	if e.kind == opTermAgent || e.kind == opPauseAgent || e.kind == opKillAgent && n.c.isExec(node) {
 		if h := n.c.state(n.c.nodes[node]).Holders; h != nil {
 			n.f.mu.Lock()
 			for _, c := range h.Holding {
