@@ -27,13 +27,18 @@ const (
 type host struct {
 	agentArgv []string
 	agent     int // pid, 0 when not running
+	// again is a start asked for while the agent was still stopping (a
+	// SIGTERM mid-step lets it finish or undo first): it starts once it
+	// has exited, as a service manager's start queued behind a stop.
+	again     bool
 	work      int
 	restartAt time.Time
 	stderr    io.Writer
 }
 
 // initHost is the host's first process: it starts the agent at boot and
-// again on SIGUSR1 (the tests' "start the agent"), keeps the installed
+// again on SIGUSR1 (the tests' "start the agent"; once it has exited, if it
+// is still stopping), keeps the installed
 // workload running, and reaps every orphan; SIGTERM shuts the host down.
 func initHost(agentArgv []string, stderr io.Writer) int {
 	if err := os.MkdirAll(forkhook.StateDir, 0o755); err != nil {
@@ -74,9 +79,11 @@ func (h *host) start(argv []string) int {
 }
 
 func (h *host) startAgent() {
-	if h.agent == 0 {
-		h.agent = h.start(h.agentArgv)
+	if h.agent != 0 {
+		h.again = true
+		return
 	}
+	h.agent, h.again = h.start(h.agentArgv), false
 }
 
 // reap collects every exited child: the agent, the workload, and the
@@ -91,6 +98,9 @@ func (h *host) reap() {
 		switch pid {
 		case h.agent:
 			h.agent = 0
+			if h.again {
+				h.startAgent()
+			}
 		case h.work:
 			h.work = 0
 			_ = os.Remove(forkhook.PidFile)
