@@ -20,8 +20,8 @@ const recordLag = 2 * time.Second
 // hosts: no hook child outlives its step (issue 25, item 5).
 //
 //   - An install (the installed-version file of a host, read from
-//     outside) changes only while its node is in a step: holding a slot,
-//     or recorded replacing or verifying, at this sample or the one
+//     outside) changes only while its node is in a step: holding a slot
+//     or a claim not reported lost, or recorded replacing or verifying, at this sample or the one
 //     before. One that lands after the undo, the failure record and the
 //     release is a child the agent left running.
 //   - Out of a step, the install is what the node's record says runs,
@@ -48,6 +48,12 @@ func (ck *checker) checkHooks(g string, ws map[string]workload, gs *coordinator.
 		if gs.Holders != nil {
 			for _, c := range gs.Holders.Holding {
 				steps[c.Name] = true
+			}
+			// A claim whose session is gone still counts, and is its
+			// node's, until reported lost: an agent frozen mid-hook keeps
+			// its slot, and its hook's install lands within its step.
+			for name, c := range gs.Holders.Claims {
+				steps[name] = steps[name] || !c.Lost
 			}
 		}
 		for _, ns := range gs.Nodes {
