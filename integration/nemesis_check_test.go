@@ -11,7 +11,6 @@ import (
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 const (
@@ -36,6 +35,7 @@ type checker struct {
 	// and healthy; desired the group's desired SHA at the last sample.
 	ran     map[string]map[string]map[string]bool
 	desired map[string]string
+	exec    *execCheck // invariant (e), for the exec hosts
 	count   int
 	once    sync.Once
 	quit    chan struct{}
@@ -53,7 +53,7 @@ func (n *nemesis) check() *checker {
 func (ck *checker) loop() {
 	defer close(ck.done)
 	for {
-		for _, g := range []string{mgrs, wkrs} {
+		for _, g := range nemesisGroups() {
 			ck.sample(g)
 		}
 		ck.count++
@@ -73,7 +73,7 @@ func (ck *checker) stop() {
 func (ck *checker) samples() int { return ck.count }
 
 func (ck *checker) sample(g string) {
-	ws, err := fleettest.ListWorkloads(ck.n.c.docker, g)
+	ws, err := ck.n.c.listWorkloads(g)
 	if err != nil {
 		ck.n.note("sample %s: %v", g, err)
 		return
@@ -86,6 +86,7 @@ func (ck *checker) sample(g string) {
 	}
 	ck.checkDown(g, ws, gs)
 	ck.noteRan(g, ws)
+	ck.checkHooks(g, ws, gs)
 	if gs == nil {
 		return
 	}

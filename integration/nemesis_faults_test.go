@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 // faults is what the nemesis has broken and not yet healed, shared with
@@ -92,10 +91,11 @@ func (n *nemesis) fault(e event) error {
 
 // hit picks the node a fault hits: the node drawn, or for a SIGTERM or a
 // freeze of an agent, a holder of its group if one is free, since a stop
-// or a pause mid-step is the case that matters.
+// or a pause mid-step is the case that matters; on an exec host, a kill
+// of the agent too: one mid-hook leaves the hook running (issue 25, item 5).
 func (n *nemesis) hit(e event) string {
 	node := e.node
-	if e.kind == opTermAgent || e.kind == opPauseAgent {
+	if e.kind == opTermAgent || e.kind == opPauseAgent || e.kind == opKillAgent && n.c.isExec(node) {
 		if h := n.c.state(n.c.nodes[node]).Holders; h != nil {
 			n.f.mu.Lock()
 			for _, c := range h.Holding {
@@ -123,14 +123,14 @@ func (n *nemesis) begin(kind, node string) error {
 		n.f.agents[node] = true
 		n.f.mu.Unlock()
 		if kind == opKillAgent {
-			return n.c.killErr(n.c.agentName(node))
+			return n.c.agentSignalErr(node, "KILL")
 		}
-		return n.c.signalErr(n.c.agentName(node), "TERM")
+		return n.c.agentSignalErr(node, "TERM")
 	case opPauseAgent:
 		n.f.mu.Lock()
 		n.f.paused[node] = true
 		n.f.mu.Unlock()
-		return n.c.pauseErr(n.c.agentName(node))
+		return n.c.agentPauseErr(node, true)
 	case opKillNode:
 		n.outage(node, kind, false)
 		n.f.mu.Lock()
@@ -155,12 +155,12 @@ func (n *nemesis) end(kind, node string) error {
 		n.f.mu.Lock()
 		n.f.agents[node] = false
 		n.f.mu.Unlock()
-		return n.c.startErr(n.c.agentName(node))
+		return n.c.agentStartErr(node)
 	case opResumeAgnt:
 		n.f.mu.Lock()
 		delete(n.f.paused, node)
 		n.f.mu.Unlock()
-		return n.c.unpauseErr(n.c.agentName(node))
+		return n.c.agentPauseErr(node, false)
 	case opReviveNode:
 		return n.reviveNode(node)
 	case opCrashEnd:
@@ -221,13 +221,13 @@ func (n *nemesis) reboot(node string) error {
 	n.f.mu.Lock()
 	n.f.agents[node], n.f.nodes[node], n.f.rebooting[node] = true, true, done
 	n.f.mu.Unlock()
-	if err := n.c.signalErr(n.c.agentName(node), "TERM"); err != nil {
+	if err := n.c.agentSignalErr(node, "TERM"); err != nil {
 		close(done)
 		return err
 	}
 	go func() {
 		defer close(done)
-		if !n.c.waitExited(n.c.agentName(node), agentLease) {
+		if !n.c.agentExited(node, agentLease) {
 			n.note("reboot %s: the agent still runs %s after SIGTERM; the host goes down anyway", node, agentLease)
 		}
 		n.outage(node, "reboot: host down after the agent's clean stop;", true)
@@ -315,7 +315,7 @@ func (n *nemesis) wedge(node string) error {
 // of group are. A read that fails counts node as in a step: the lenient
 // side, since it keeps node out of N.
 func (n *nemesis) stepping(group, node string) (bool, []string) {
-	ws, err := fleettest.ListWorkloads(n.c.docker, group)
+	ws, err := n.c.listWorkloads(group)
 	if err != nil {
 		return true, nil
 	}

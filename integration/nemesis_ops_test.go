@@ -51,6 +51,9 @@ func (n *nemesis) apply(e event) error {
 // that every commit is a new SHA that no cancel has touched, with the
 // group's K.
 func (n *nemesis) commit(e event) error {
+	if e.group == hks {
+		return n.commitHooks(e)
+	}
 	n.c.nemesisGen++
 	gen := n.c.nemesisGen
 	release := []string{"v1", "v2", "v3"}[gen%3]

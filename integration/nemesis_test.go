@@ -22,7 +22,7 @@ const (
 )
 
 // The nemesis runs each group at its own K: the managers one node at a
-// time, the workers two of their three.
+// time, the workers two of their three (the exec hosts' K is kHooks).
 const (
 	kManagers = 1
 	kWorkers  = 2
@@ -95,8 +95,16 @@ const (
 // (d) Once healed, each group converges within 3 minutes on its desired
 // SHA; a desired SHA that is cancelled, paused, bad or has failed nodes
 // is first replaced by a fresh commit of a good release.
+//
+// The third group, hooks (K=1), runs the exec runtime with hooks that fork
+// (internal/forkhook): there a node's "container" is its install, read
+// from outside, and its health is the health hook's own check run from
+// the test; (a)-(d) judge it as they judge containers, and (e), in
+// nemesis_exec_check_test.go, checks that no hook's child outlives its
+// step.
 func (c *cluster) nemesisTest(t *testing.T) {
 	seeds, dur := nemesisConfig(t)
+	c.hooksUp()
 	var results []string
 	for _, seed := range seeds {
 		res := fmt.Sprintf("nemesis seed %d: did not finish", seed)
@@ -108,7 +116,7 @@ func (c *cluster) nemesisTest(t *testing.T) {
 }
 
 func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) string {
-	t.Logf("NEMESIS_SEED=%d NEMESIS_DURATION=%s K: %s=%d %s=%d", seed, dur, mgrs, kManagers, wkrs, kWorkers)
+	t.Logf("NEMESIS_SEED=%d NEMESIS_DURATION=%s K: %s=%d %s=%d %s=%d", seed, dur, mgrs, kManagers, wkrs, kWorkers, hks, kHooks)
 	n := &nemesis{c: c, t: t, seed: seed, dur: dur, f: newFaults(), bad: map[string]bool{}, committed: map[string]bool{},
 		cancelled: map[string]time.Time{}, vseen: map[string]int{}}
 	for _, r := range []string{"v1", "v2", "v3"} {
@@ -116,8 +124,8 @@ func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) strin
 	}
 	c.releases.Image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"})
 	n.skewClocks()
-	nodes := append(append([]string{}, managers...), workers...)
-	sched := schedule(seed, dur, []string{mgrs, wkrs}, nodes)
+	nodes := append(append(append([]string{}, managers...), workers...), hookNodes...)
+	sched := schedule(seed, dur, nemesisGroups(), nodes)
 	var plan []string
 	for _, e := range sched {
 		plan = append(plan, e.String())
@@ -195,8 +203,11 @@ type nemesis struct {
 
 // k is the max_parallel of group's nemesis commits.
 func (n *nemesis) k(group string) int {
-	if group == mgrs {
+	switch group {
+	case mgrs:
 		return kManagers
+	case hks:
+		return kHooks
 	}
 	return kWorkers
 }
@@ -250,8 +261,11 @@ func (n *nemesis) report(samples int) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.t.Logf("nemesis seed %d: %d samples, %d violation(s)", n.seed, samples, len(n.violations))
-	head := fmt.Sprintf("nemesis seed %d (%s, K %d/%d, %d samples):", n.seed, n.dur, kManagers, kWorkers, samples)
+	head := fmt.Sprintf("nemesis seed %d (%s, K %d/%d/%d, %d samples):", n.seed, n.dur, kManagers, kWorkers, kHooks, samples)
 	if len(n.violations) == 0 {
+		if os.Getenv("NEMESIS_TIMELINE") != "" {
+			n.t.Logf("timeline of seed %d:\n%s", n.seed, strings.Join(n.timeline, "\n"))
+		}
 		return head + " no violations"
 	}
 	var keys []string
@@ -270,7 +284,7 @@ func (n *nemesis) converge() {
 	deadline := time.Now().Add(convergeBound)
 	for pass := 0; pass < 4; pass++ {
 		want := map[string]string{}
-		for _, g := range []string{mgrs, wkrs} {
+		for _, g := range nemesisGroups() {
 			want[g] = n.settle(g)
 		}
 		moved := false
@@ -279,7 +293,7 @@ func (n *nemesis) converge() {
 			for g, sha := range want {
 				if gs := n.c.state(g); gs.Desired == nil || gs.Desired.SHA != sha {
 					moved = true
-				} else if !n.c.converged(g, n.nodesOf(g), sha) {
+				} else if !n.convergedOn(g, sha) {
 					done = false
 				}
 			}
@@ -290,7 +304,7 @@ func (n *nemesis) converge() {
 			continue
 		}
 		for g, sha := range want {
-			if !ok && !n.c.converged(g, n.nodesOf(g), sha) {
+			if !ok && !n.convergedOn(g, sha) {
 				n.violate("d "+g, "%s did not converge on %s within %s of the heal: %s", g, coordinator.ShortSHA(sha), convergeBound, n.describe(g))
 			}
 		}
@@ -330,15 +344,18 @@ func (n *nemesis) settle(g string) string {
 }
 
 func (n *nemesis) nodesOf(g string) []string {
-	if g == mgrs {
+	switch g {
+	case mgrs:
 		return managers
+	case hks:
+		return hookNodes
 	}
 	return workers
 }
 
 // describe says where each node of g stands, for a violation.
 func (n *nemesis) describe(g string) string {
-	ws := n.c.workloads(g)
+	ws, _ := n.c.listWorkloads(g)
 	gs := n.c.state(g)
 	recs := map[string]string{}
 	for _, ns := range gs.Nodes {

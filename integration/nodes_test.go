@@ -147,6 +147,9 @@ func (c *cluster) hostDownErr(node string, graceful bool) error {
 // workloadsDown kills the workloads of a node whose host went down, and
 // notes the ones its boot starts again.
 func (c *cluster) workloadsDown(node string) error {
+	if c.isExec(node) {
+		return c.hostOffErr(node)
+	}
 	ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
 	if err != nil {
 		return err
@@ -217,6 +220,9 @@ func (c *cluster) unpauseErr(name string) error {
 // workloadPid is the host pid of the process of node's managed workload
 // container (the tests share the Docker host's pid namespace).
 func (c *cluster) workloadPid(node string) (int, error) {
+	if c.isExec(node) {
+		return c.execWorkloadPid(node)
+	}
 	ws, err := fleettest.ListWorkloads(c.docker, c.nodes[node])
 	if err != nil {
 		return 0, err
@@ -237,6 +243,9 @@ func (c *cluster) workloadPid(node string) (int, error) {
 // created is when Docker created a container, by its own clock (the
 // host's, which the tests share).
 func (c *cluster) created(id string) (time.Time, error) {
+	if at, ok := execCreated(id); ok {
+		return at, nil // an exec host's install: when its hook started
+	}
 	ctx, cancel := c.ctx()
 	defer cancel()
 	insp, err := c.docker.ContainerInspect(ctx, id)

@@ -1,0 +1,187 @@
+package integration
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/forkhook"
+)
+
+// recordLag is how long an exec host's install may differ from its
+// record while it is in no step: the record of a step is written under
+// the slot, so outside one they agree but for the sampling's own gap.
+const recordLag = 2 * time.Second
+
+// execCheck is invariant (e) of nemesisTest across samples, for the exec
+// hosts: no hook child outlives its step (issue 25, item 5).
+//
+//   - An install (the installed-version file of a host, read from
+//     outside) changes only while its node is in a step: holding a slot
+//     or a claim not reported lost, or recorded replacing or verifying, at this sample or the one
+//     before. One that lands after the undo, the failure record and the
+//     release is a child the agent left running.
+//   - Out of a step, the install is what the node's record says runs,
+//     within recordLag.
+//   - A replace hook that died of the nemesis' SIGTERM, which reaches an
+//     exec host's agent and its hooks at once, is an interrupted step and
+//     counts no failure (issue 25, item 6).
+type execCheck struct {
+	install  map[string]string    // node -> install ID at the last sample
+	inStep   map[string]bool      // node -> in a step at the last sample, or unknown
+	mismatch map[string]time.Time // node -> since when record and install differ, out of a step
+}
+
+// checkHooks is invariant (e), for g if it is the hooks group.
+func (ck *checker) checkHooks(g string, ws map[string]workload, gs *coordinator.GroupState) {
+	if g != hks {
+		return
+	}
+	if ck.exec == nil {
+		ck.exec = &execCheck{install: map[string]string{}, inStep: map[string]bool{}, mismatch: map[string]time.Time{}}
+	}
+	e, steps, recs := ck.exec, map[string]bool{}, map[string]coordinator.NodeState{}
+	if gs != nil {
+		if gs.Holders != nil {
+			for _, c := range gs.Holders.Holding {
+				steps[c.Name] = true
+			}
+			// A claim whose session is gone still counts, and is its
+			// node's, until reported lost: an agent frozen mid-hook keeps
+			// its slot, and its hook's install lands within its step.
+			for name, c := range gs.Holders.Claims {
+				steps[name] = steps[name] || !c.Lost
+			}
+		}
+		for _, ns := range gs.Nodes {
+			recs[ns.Node] = ns
+			if ns.State == coordinator.StateReplacing || ns.State == coordinator.StateVerifying {
+				steps[ns.Node] = true
+			}
+		}
+		ck.checkTermFailures(gs)
+	}
+	for _, nd := range hookNodes {
+		id, in := ws[nd].Managed, gs == nil || steps[nd]
+		if prev, ok := e.install[nd]; ok && id != "" && id != prev && !in && !e.inStep[nd] {
+			ck.n.violate("e install "+nd+" "+id, "(e) %s: install %s landed on %s while it was in no step (record %s %s, holding nothing): a hook's child outlived its step",
+				g, id, nd, recs[nd].State, coordinator.ShortSHA(recs[nd].SHA))
+		}
+		if prev := e.install[nd]; id != "" && id != prev {
+			ck.n.note("%s: %s installed %s by a hook started at +%.3fs (in a step: %v)", g, nd,
+				coordinator.ShortSHA(ws[nd].SHAs[0]), ck.startOf(id), in || e.inStep[nd])
+			e.install[nd] = id
+		}
+		e.inStep[nd] = in
+		ck.checkRecord(g, nd, ws[nd], recs[nd], in || gs == nil)
+	}
+}
+
+// checkRecord judges one exec host's install against its record, out of a
+// step.
+func (ck *checker) checkRecord(g, nd string, w workload, rec coordinator.NodeState, in bool) {
+	e := ck.exec
+	installed := ""
+	if len(w.SHAs) == 1 {
+		installed = w.SHAs[0]
+	}
+	if in || rec.Node == "" || installed == rec.SHA {
+		delete(e.mismatch, nd)
+		return
+	}
+	since, ok := e.mismatch[nd]
+	if !ok {
+		e.mismatch[nd] = time.Now()
+		return
+	}
+	if time.Since(since) > recordLag {
+		ck.n.violate("e record "+nd+" "+rec.SHA+" "+installed, "(e) %s: %s has %s installed, and its record says %s on %s, for %s out of any step",
+			g, nd, coordinator.ShortSHA(installed), rec.State, coordinator.ShortSHA(rec.SHA), time.Since(since).Round(time.Second))
+	}
+}
+
+// checkTermFailures is the last part of (e): no failure of an exec node
+// is its replace hook killed by the nemesis' SIGTERM.
+func (ck *checker) checkTermFailures(gs *coordinator.GroupState) {
+	for _, f := range gs.Failures {
+		if strings.Contains(f.Error, "signal: terminated") {
+			ck.n.violate("e term "+f.Node+" "+f.SHA, "(e) %s: %s's failure of %s is its hook stopped with its agent, an interrupted step: %q",
+				hks, f.Node, coordinator.ShortSHA(f.SHA), f.Error)
+		}
+	}
+}
+
+// convergedOn says every node of g runs sha, healthy, and is recorded
+// converged on it.
+func (n *nemesis) convergedOn(g, sha string) bool {
+	if g == hks {
+		return n.c.execConverged(sha)
+	}
+	return n.c.converged(g, n.nodesOf(g), sha)
+}
+
+// commitHooks is commit for the hooks group: the release is in the spec's
+// env, which the replace hook reads. A bad commit's hook fails after its
+// child's work, or installs a workload that is never healthy; a slow one
+// draws installs on both sides of --hook-timeout, and one whose draw
+// overruns it cannot converge.
+func (n *nemesis) commitHooks(e event) error {
+	n.c.nemesisGen++
+	gen := n.c.nemesisGen
+	release := []string{"v1", "v2", "v3"}[gen%3]
+	env := map[string]string{"NEMESIS_GEN": strconv.Itoa(gen), forkhook.EnvInstall: installGood}
+	switch e.kind {
+	case opCommitBad:
+		release = "bad"
+		if gen%2 == 0 {
+			env[forkhook.EnvFail], release = "1", "bad-hook"
+		} else {
+			env[forkhook.EnvUnhealthy] = "1"
+		}
+	case opCommitSlow:
+		release += "-slow"
+		env[forkhook.EnvInstall] = installSlow
+	case opCommitTypo:
+		// Nothing to pull on an exec host: a hook that fails fast.
+		release, env[forkhook.EnvFail], env[forkhook.EnvInstall] = "typo", "1", installFail
+	}
+	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: "rollagent-it/forkhook:" + release,
+		MaxParallel: kHooks, FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline, Env: env})
+	ctx, cancel := n.c.ctx()
+	defer cancel()
+	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")
+	if err != nil {
+		return err
+	}
+	bad := e.kind == opCommitBad || e.kind == opCommitTypo || overruns(spec, res.SHA)
+	n.mu.Lock()
+	n.bad[res.SHA] = bad
+	n.committed[res.SHA] = true
+	n.mu.Unlock()
+	n.note("committed %s to %s: %s (cannot converge: %v)", release, e.group, coordinator.ShortSHA(res.SHA), bad)
+	return nil
+}
+
+// overruns says a node's install of spec, drawn as the hook draws it,
+// may not end within --hook-timeout (a margin for the hook's own start).
+func overruns(spec *hashspec.Spec, sha string) bool {
+	lo, hi, err := forkhook.ParseRange(spec.Container.Env[forkhook.EnvInstall])
+	if err != nil {
+		return true
+	}
+	for _, nd := range hookNodes {
+		if forkhook.Delay(lo, hi, sha, nd) > execHookTimeout-3*time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+// startOf is when the hook of install id started, from the run's start.
+func (ck *checker) startOf(id string) float64 {
+	at, _ := execCreated(id)
+	return at.Sub(ck.n.start).Seconds()
+}
