@@ -178,12 +178,14 @@ func TestEventLogPrunesTheOldest(t *testing.T) {
 }
 
 func TestPruneBatches(t *testing.T) {
+	// Given in the order Consul applied them (appliedOrder), which is not
+	// the keys' order: the keys' order must not matter.
 	keys := func(n int) []string {
-		var ks []string
-		for i := n - 1; i >= 0; i-- { // unsorted on purpose
-			ks = append(ks, fmt.Sprintf("e/%04d", i))
+		pairs := api.KVPairs{}
+		for i := n - 1; i >= 0; i-- {
+			pairs = append(pairs, &api.KVPair{Key: fmt.Sprintf("e/%04d", i), CreateIndex: uint64(100 + i)})
 		}
-		return ks
+		return appliedOrder(pairs)
 	}
 	tests := []struct {
 		name        string
@@ -327,5 +329,31 @@ func TestEventWriterAndVouched(t *testing.T) {
 				t.Fatalf("writer %+v vouched %v; want %+v %v", w, vouched(w, tc.e), tc.writer, tc.vouched)
 			}
 		})
+	}
+}
+
+// Pruning keeps the events Consul applied last, not those whose keys sort
+// last: a key starts with its writer's wall clock, and the operators'
+// part is shared by every operator's host. A CANCEL from a host whose
+// clock is an hour behind stays in the log.
+func TestPruningKeepsTheNewestByConsulsOrder(t *testing.T) {
+	ctx := testCtx(t)
+	srv := consultest.NewDev(t)
+	st := NewStore(srv.Client(), "").WithEventLimit(3)
+	for i := range 3 {
+		if _, err := st.Commit(ctx, "web", specWith(t, "pause", 2, i+1), "me", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.now = func() time.Time { return time.Now().Add(-time.Hour) }
+	if _, err := st.Cancel(ctx, "web", "", "stop", "bob@laptop"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := st.Events(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(log.Events); n != 3 || log.Events[n-1].Kind != EventCancel {
+		t.Fatalf("%d events, the last %+v: the cancel Consul applied last was pruned", n, log.Events[n-1])
 	}
 }
