@@ -27,7 +27,7 @@ type CLI struct {
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`
 	Node     NodeCmd     `cmd:"" help:"Manage a group's nodes (rm: remove a node that left)."`
-	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline."`
+	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline (--pin-digest asks the image registry)."`
 	Exporter ExporterCmd `cmd:"" help:"Serve Prometheus metrics of whole groups (gate, nodes by state, progress) for alerting."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }
@@ -52,7 +52,7 @@ type Globals struct {
 	Prefix     string          `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
 	LogLevel   string          `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
 	LogJSON    bool            `name:"log-json" help:"Log as JSON."`
-	Timeout    time.Duration   `name:"timeout" default:"30s" help:"Bound of each command's calls to Consul (env ROLLAGENT_TIMEOUT); run is not bounded, status --watch bounds each read."`
+	Timeout    time.Duration   `name:"timeout" default:"30s" help:"Bound of each command's calls to Consul and to an image registry (--pin-digest) (env ROLLAGENT_TIMEOUT); run is not bounded, status --watch bounds each read."`
 
 	addr string `kong:"-"` // the Consul address the client was built for
 }

@@ -14,6 +14,7 @@ type CommitCmd struct {
 	Group string `arg:"" help:"Group name."`
 	SpecFlags
 	Author string `help:"Who commits, for the history (default user@host)."`
+	PinFlags
 }
 
 // Run validates, stores and commits.
@@ -24,6 +25,10 @@ func (c *CommitCmd) Run(ctx context.Context, g *Globals, out io.Writer, log hclo
 	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
 	if err != nil {
 		return err
+	}
+	image := spec.Container.Image
+	if spec, sha, err = c.pin(ctx, spec, sha, g.Timeout); err != nil {
+		return fmt.Errorf("%w; nothing committed", err)
 	}
 	st, err := g.store()
 	if err != nil {
@@ -37,11 +42,15 @@ func (c *CommitCmd) Run(ctx context.Context, g *Globals, out io.Writer, log hclo
 	if err != nil {
 		return err
 	}
+	done := fmt.Sprintf("committed to group %s", c.Group)
 	if res.AlreadyDesired {
-		_, err = fmt.Fprintf(out, "%s\nalready desired for group %s; nothing changed\n", sha, c.Group)
+		done = fmt.Sprintf("already desired for group %s; nothing changed", c.Group)
+	} else {
+		log.Debug("committed", "group", c.Group, "sha", sha, "previous", res.Previous)
+	}
+	if _, err = fmt.Fprintf(out, "%s\n%s\n", sha, done); err != nil || image == spec.Container.Image {
 		return err
 	}
-	log.Debug("committed", "group", c.Group, "sha", sha, "previous", res.Previous)
-	_, err = fmt.Fprintf(out, "%s\ncommitted to group %s\n", sha, c.Group)
+	_, err = fmt.Fprintf(out, "image %s pinned to %s\n", image, spec.Container.Image)
 	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -107,15 +108,21 @@ type SpecFlags struct {
 type HashCmd struct {
 	SpecFlags
 	Group string `help:"Group the spec is for, when the file does not name it: the name is part of the SHA."`
+	PinFlags
 }
 
 // warnings is where a command warns: stderr, beside its output on stdout.
 type warnings struct{ io.Writer }
 
-// Run prints the SHA, and only the SHA on stdout, for scripts.
-func (c *HashCmd) Run(out io.Writer, warn warnings) error {
+// Run prints the SHA, and only the SHA on stdout, for scripts. With
+// --pin-digest it is the SHA that commit --pin-digest stores while the tag
+// names the same image.
+func (c *HashCmd) Run(ctx context.Context, g *Globals, out io.Writer, warn warnings) error {
 	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
 	if err != nil {
+		return err
+	}
+	if spec, sha, err = c.pin(ctx, spec, sha, g.Timeout); err != nil {
 		return err
 	}
 	if msg := unnamedWarning(spec.Name, c.File); msg != "" {

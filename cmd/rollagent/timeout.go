@@ -42,9 +42,10 @@ func commandContext(ctx context.Context, kctx *kong.Context, g *Globals) (contex
 }
 
 // explainDeadline says, of an error that the --timeout deadline caused,
-// where rollagent was waiting and for how long, and how to wait longer.
+// where rollagent was waiting and for how long, and how to wait longer. A
+// registry's error says so itself: Consul was not what was waited for.
 func explainDeadline(cctx, parent context.Context, g *Globals, err error) error {
-	if err == nil || parent.Err() != nil || !errors.Is(cctx.Err(), context.DeadlineExceeded) {
+	if err == nil || parent.Err() != nil || !errors.Is(cctx.Err(), context.DeadlineExceeded) || errors.Is(err, errRegistry) {
 		return err
 	}
 	return fmt.Errorf("no answer from Consul at %s within --timeout=%s (ROLLAGENT_TIMEOUT): %w", g.address(), g.Timeout, err)
