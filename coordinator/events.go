@@ -174,15 +174,20 @@ type EventLog struct {
 }
 
 // eventOps create one key per event in w's part of the log, in the order
-// given; the key starts with the time, so that a listing of keys is oldest
-// first, which pruning relies on, and ends with a random part and the
+// given; the key starts with the time, for a person reading the keys
+// (history and pruning go by Consul's order, which no clock sets), and
+// ends with a random part and the
 // position, so that two writers never create the same key. Create-only
 // (CAS at index 0): a key that exists fails the transaction rather than
 // lose an event.
 func eventOps(k Keys, w Writer, evs ...Event) api.TxnOps {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	id := fmt.Sprintf("%020d-%s", wallclock.Now().UnixNano(), hex.EncodeToString(b[:]))
+	at := wallclock.Now()
+	if len(evs) > 0 && !evs[0].At.IsZero() {
+		at = evs[0].At // the writer's clock, as the event says
+	}
+	id := fmt.Sprintf("%020d-%s", at.UnixNano(), hex.EncodeToString(b[:]))
 	ops := make(api.TxnOps, 0, len(evs))
 	for i, e := range evs {
 		if e.At.IsZero() {
@@ -240,11 +245,11 @@ func (s *Store) pruneEvents(ctx context.Context, group string, w Writer) error {
 	if err != nil {
 		return err
 	}
-	keys, _, err := s.c.KV().Keys(k.eventsOf(w), "", (&api.QueryOptions{}).WithContext(ctx))
+	pairs, _, err := s.list(withReadLimit(ctx, pruneReadLimit), k.eventsOf(w), nil)
 	if err != nil {
-		return consulError(s.c, err)
+		return err
 	}
-	for _, batch := range pruneBatches(keys, s.eventLimit(w)) {
+	for _, batch := range pruneBatches(appliedOrder(pairs), s.eventLimit(w)) {
 		ops := make(api.TxnOps, 0, len(batch))
 		for _, key := range batch {
 			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}})
@@ -256,10 +261,32 @@ func (s *Store) pruneEvents(ctx context.Context, group string, w Writer) error {
 	return nil
 }
 
+// pruneReadLimit bounds the listing of one writer's part that pruning
+// reads: past it, that writer's part is left as it is (only its own
+// writer can fill it).
+const pruneReadLimit = 4 << 20
+
+// appliedOrder are the keys of pairs in the order Consul applied them
+// (CreateIndex, then key within one transaction), oldest first. Not the
+// keys' own order: a key starts with its writer's wall clock, and a host
+// whose clock is behind would have its newest event pruned first.
+func appliedOrder(pairs api.KVPairs) []string {
+	sort.SliceStable(pairs, func(i, j int) bool {
+		if pairs[i].CreateIndex != pairs[j].CreateIndex {
+			return pairs[i].CreateIndex < pairs[j].CreateIndex
+		}
+		return pairs[i].Key < pairs[j].Key
+	})
+	keys := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i] = p.Key
+	}
+	return keys
+}
+
 // pruneBatches are the keys to delete to keep the newest limit of keys,
-// which sort oldest first, in batches Consul takes in one transaction.
+// given oldest first, in batches Consul takes in one transaction.
 func pruneBatches(keys []string, limit int) [][]string {
-	sort.Strings(keys)
 	if len(keys) <= limit {
 		return nil
 	}

@@ -412,7 +412,7 @@ func (s *Store) Cancel(ctx context.Context, group, sha, reason, by string) (*Can
 		if err != nil {
 			return &CancelResult{SHA: cur.SHA}, err
 		}
-		rec := Cancel{SHA: cur.SHA, Reason: reason, At: wallclock.Now().UTC(), By: by}
+		rec := Cancel{SHA: cur.SHA, Reason: reason, At: s.clock().UTC(), By: by}
 		ops := append(lockstep.CloseOps(pair, k.Cancel(cur.SHA), mustJSON(rec)), hist...)
 		// A copy where agents from before brakes/ look for a CANCEL, and
 		// check it in their grants and fences: a group whose agents are
