@@ -1,0 +1,113 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// crashLoop kills the process of container id through the kernel, as a
+// workload that crashes by itself (docker kill would mark it stopped by
+// hand), whenever it runs, until it has been restarted restarts times or
+// stop is closed. Docker restarts it under its restart policy with growing
+// delays, so after a few kills it spends most of its time in "Restarting".
+// It kills by ID: the new container a replacement starts under the managed
+// name is never touched. done is closed when it returns.
+func (f *fleet) crashLoop(id string, restarts int, stop <-chan struct{}) (done <-chan struct{}) {
+	d := make(chan struct{})
+	go func() {
+		defer close(d)
+		for range 600 { // bounded: 60 s at most
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			insp, err := f.docker.ContainerInspect(ctx, id)
+			cancel()
+			if err != nil || insp.State == nil || insp.RestartCount >= restarts && restarts > 0 && insp.State.Restarting {
+				return
+			}
+			if insp.State.Running && !insp.State.Restarting && insp.State.Pid > 0 {
+				if err := syscall.Kill(insp.State.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+					f.t.Errorf("kill %d: %v", insp.State.Pid, err)
+					return
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return d
+}
+
+// restarting says Docker shows container id waiting out its restart
+// policy's delay: not running, and to be started again by Docker.
+func (f *fleet) restarting(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	insp, err := f.docker.ContainerInspect(ctx, id)
+	return err == nil && insp.State != nil && insp.State.Restarting
+}
+
+// A node converged on v1 whose workload crash-loops, and a good v2
+// committed (failure_action pause, max_failures 1) while Docker still waits
+// to restart the old container: nothing of v2 has run, so no failure may be
+// charged to it, and the node converges on v2. Docker refuses to rename a
+// container in its restart delay ("sandbox not found"): the replacement
+// must not take that refusal for v2's failure.
+func TestACrashLoopingNodeTakesAGoodCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// ended: the crash loop ended before the commit, with the old
+		// container's restart pending; otherwise it goes on after it.
+		ended bool
+	}{
+		{name: "crash loop ended, restart pending", ended: true},
+		{name: "still crash-looping", ended: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, "crashloop")
+			ns := nodes(1)
+			deploy(t, f, ns)
+			old := f.workloads()["n1"].Managed
+			stop := make(chan struct{})
+			restarts := 5 // Docker's delay doubles from 100ms: 1.6 s by now
+			if !tc.ended {
+				restarts = 0 // until stopped
+			}
+			done := f.crashLoop(old, restarts, stop)
+			defer func() { close(stop); <-done }()
+			if tc.ended {
+				<-done
+			} else {
+				f.waitFor(30*time.Second, "the old container restarted 3 times", func() bool {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					insp, err := f.docker.ContainerInspect(ctx, old)
+					return err == nil && insp.RestartCount >= 3
+				})
+			}
+			f.waitFor(30*time.Second, "the old container in its restart delay", func() bool { return f.restarting(old) })
+			v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
+			f.waitFor(90*time.Second, "n1 converged on v2", func() bool {
+				if gs := f.state(); len(gs.Failures) > 0 {
+					t.Fatalf("a failure charged to v2, which is good: %+v; n1 runs %+v", gs.Failures, f.workloads()["n1"].Status)
+				}
+				return f.converged(ns, v2)
+			})
+			gs := f.state()
+			if len(gs.Failures) > 0 || !gs.Gate().Open {
+				t.Fatalf("v2 converged with failures %+v, gate %+v", gs.Failures, gs.Gate())
+			}
+			for _, n := range gs.Nodes {
+				if n.State != coordinator.StateConverged {
+					t.Fatalf("%s is %s (%s)", n.Node, n.State, n.Error)
+				}
+			}
+		})
+	}
+}
