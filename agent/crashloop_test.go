@@ -3,11 +3,17 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
 // crashLoop kills the process of container id through the kernel, as a
@@ -109,5 +115,53 @@ func TestACrashLoopingNodeTakesAGoodCommit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// inTheWay is a scriptedRuntime that cannot set its old workload aside
+// for its first fails replacements.
+type inTheWay struct {
+	*scriptedRuntime
+	mu    sync.Mutex
+	fails int
+}
+
+func (r *inTheWay) Replace(ctx context.Context, spec *hashspec.Spec, sha string, step agent.StepFunc) error {
+	r.mu.Lock()
+	fail := r.fails > 0
+	if fail {
+		r.fails--
+	}
+	r.mu.Unlock()
+	if !fail {
+		return r.scriptedRuntime.Replace(ctx, spec, sha, step)
+	}
+	r.record("Replace")
+	if err := step(ctx, "set old container aside"); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: rename old container: sandbox not found", agent.ErrSetAside)
+}
+
+// A replacement that cannot set the old workload aside ran nothing of the
+// release: it is not the release's failure (max_failures 1 would pause
+// the group on it). The node keeps its slot, looks again, and converges.
+func TestAnOldWorkloadInTheWayCountsNoFailure(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	group := fleettest.Group("intheway")
+	v1 := commitRecording(t, st, group, "v1", "")
+	rt := &inTheWay{scriptedRuntime: newScripted(v1), fails: 2}
+	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	waitNode(t, st, group, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
+		return n.SHA == v1 && n.State == coordinator.StateConverged
+	})
+	v2 := commitRecording(t, st, group, "v2", "")
+	waitNode(t, st, group, "n1", "converged on v2", func(n *coordinator.NodeState) bool {
+		return n.SHA == v2 && n.State == coordinator.StateConverged
+	})
+	noFailureCounted(t, st, group, "an old workload that could not be set aside")
+	if n := rt.count("Replace"); n != 3 {
+		t.Fatalf("Replace ran %d times, want 3 (two that could not set the old workload aside)", n)
 	}
 }
