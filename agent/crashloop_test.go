@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -163,5 +164,76 @@ func TestAnOldWorkloadInTheWayCountsNoFailure(t *testing.T) {
 	noFailureCounted(t, st, group, "an old workload that could not be set aside")
 	if n := rt.count("Replace"); n != 3 {
 		t.Fatalf("Replace ran %d times, want 3 (two that could not set the old workload aside)", n)
+	}
+}
+
+// judgedRuntime is a scriptedRuntime that judges its own health (an
+// agent.HealthJudge, as Docker's runtime is), so that a test says when it
+// is down and when it is only failing; and whose Replace fails, as a bad
+// release's does.
+type judgedRuntime struct {
+	*scriptedRuntime
+	hmu    sync.Mutex
+	health agent.Health
+}
+
+func (r *judgedRuntime) setHealth(h agent.Health) {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	r.health = h
+}
+
+func (r *judgedRuntime) Health(context.Context) (agent.Health, string) {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.health, fmt.Sprintf("scripted %d", r.health)
+}
+
+func (r *judgedRuntime) Healthy(ctx context.Context) (bool, string) {
+	h, why := r.Health(ctx)
+	return h == agent.HealthUp, why
+}
+
+func (r *judgedRuntime) Replace(ctx context.Context, _ *hashspec.Spec, _ string, step agent.StepFunc) error {
+	r.record("Replace")
+	if err := step(ctx, "start new container"); err != nil {
+		return err
+	}
+	return errors.New("start container: exec format error")
+}
+
+// A node that keeps its slot while down behind a closed gate takes it back
+// at each look (Reclaim), which writes its record as "replacing,
+// recovering under its own slot" in the same transaction; the look then
+// touches nothing and must say so again (paused), even when it said the
+// same at the look before. It once did not, as its publisher took the
+// record for unchanged, and the node stayed "replacing" while it stood
+// still (nemesis seed 6, after a failure paused the managers).
+func TestANodeKeepingItsSlotBehindAClosedGateSaysSo(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), "")
+	group := fleettest.Group("keepsays")
+	v1 := commitRecording(t, st, group, "v1", "")
+	rt := &judgedRuntime{scriptedRuntime: newScripted(v1)}
+	p := startAgent(t, st, group, "n1", rt, agent.Allow{})
+	waitNode(t, st, group, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
+		return n.SHA == v1 && n.State == coordinator.StateConverged
+	})
+	rt.setHealth(agent.HealthDown)
+	waitNode(t, st, group, "n1", "down", func(n *coordinator.NodeState) bool { return n.State == coordinator.StateDown })
+	commitRecording(t, st, group, "v2", "") // fails on n1, and pauses the group (max_failures 1)
+	paused := func(n *coordinator.NodeState) bool { return n.State == coordinator.StatePaused }
+	waitNode(t, st, group, "n1", "paused, keeping its slot", paused)
+	reclaims := func() int { return strings.Count(p.logs.String(), "reclaimed the slot this node's claim holds") }
+	before := reclaims()
+	// Up from critical: the next look comes at once, and finds the node
+	// still not healthy, so it keeps its slot.
+	rt.setHealth(agent.HealthFailing)
+	fleettest.WaitFor(t, time.Minute, "a look that takes the slot back again", func() bool { return reclaims() > before })
+	if !fleettest.Poll(time.Minute, func() bool { return paused(nodeState(t, st, group, "n1")) }) {
+		t.Fatalf("n1's record is %+v after the look, not paused", nodeState(t, st, group, "n1"))
+	}
+	if _, using := slotOf(t, st, group); len(using) != 1 || using[0] != "n1" {
+		t.Fatalf("the slot is used by %v, want n1 keeping it", using)
 	}
 }
