@@ -35,13 +35,10 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 		if err := step(ctx, "set old container aside"); err != nil {
 			return err
 		}
-		if err := d.api.ContainerRename(ctx, p.cur.ID, d.prevName()); err != nil {
-			return d.dockerErr("rename old container", err)
-		}
-		if stopFirst {
-			if err := d.stop(ctx, p.cur.ID); err != nil {
-				return err
-			}
+		if err := d.setAside(ctx, p.cur.ID, stopFirst); err != nil {
+			// Nothing of the release ran yet: the old container is in
+			// the way, which is the node's fault, never the release's.
+			return fmt.Errorf("%w: %w", errSetAside, err)
 		}
 	}
 	if err := step(ctx, "start new container"); err != nil {
@@ -57,6 +54,36 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 	}
 	d.log.Info("starting new container", "id", created.ID[:12], "image", spec.Container.Image)
 	return d.dockerErr("start container", d.api.ContainerStart(ctx, created.ID, container.StartOptions{}))
+}
+
+// setAside renames the old container out of the managed name, and stops
+// it when the update stops the old workload first. Docker refuses to
+// rename a container that waits out its restart policy's delay after a
+// crash (it counts as running, with its network sandbox gone): that one
+// runs nothing, and is stopped first, which also cancels the restart that
+// would bring it back beside the new one.
+func (d *Docker) setAside(ctx context.Context, id string, stopFirst bool) error {
+	err := d.api.ContainerRename(ctx, id, d.prevName())
+	if err != nil && d.restarting(ctx, id) {
+		d.log.Info("the old container waits to be restarted: stopping it before it is set aside", "id", id[:min(12, len(id))])
+		if err := d.stop(ctx, id); err != nil {
+			return err
+		}
+		err = d.api.ContainerRename(ctx, id, d.prevName())
+	}
+	if err != nil {
+		return d.dockerErr("rename old container", err)
+	}
+	if stopFirst {
+		return d.stop(ctx, id)
+	}
+	return nil
+}
+
+// restarting says Docker holds container id in its restart policy's delay.
+func (d *Docker) restarting(ctx context.Context, id string) bool {
+	insp, err := d.api.ContainerInspect(ctx, id)
+	return err == nil && insp.State != nil && insp.State.Restarting
 }
 
 func (d *Docker) stop(ctx context.Context, id string) error {

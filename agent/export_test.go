@@ -25,3 +25,8 @@ func WithLeaseGrace(c Config, d time.Duration) Config {
 	c.leaseGrace = d
 	return c
 }
+
+// ErrSetAside lets a test's runtime fail a step before it started anything
+// of the release, as Docker's does when it cannot set the old container
+// aside.
+var ErrSetAside = errSetAside

@@ -92,6 +92,10 @@ var (
 	// workload (the Docker daemon), or saw it stop the workload as it went
 	// away.
 	errUnreachable = errors.New("agent: runtime unreachable")
+	// errSetAside means the runtime could not set the old workload aside
+	// (Docker: rename or stop the old container) to make room for the new
+	// one: nothing of the release ran, so nothing of it failed.
+	errSetAside = errors.New("agent: the old workload could not be set aside")
 	// errWentDown ends a node's wait in line when its workload goes down
 	// meanwhile: it then claims its slot ahead of the line (PlanClaimDown).
 	errWentDown = errors.New("agent: the workload went down while the node waited in line")

@@ -138,24 +138,8 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	g.Lease = a.lease(gs.Spec)
 	begin := time.Now()
 	var hold *lockstep.Hold
-	if plan == PlanClaimDown {
-		if err := m.ClaimDown(ctx, g, coordinator.ClaimNote(gs.Desired)); err != nil {
-			retry, _ := a.notHeld(ctx, m, err)
-			return retry
-		}
-		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
-	}
 	if plan == PlanReclaim || plan == PlanClaimDown {
-		hold, err = m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot"))...)
-		if err == nil {
-			l.Lapsed, l.Reclaimed = hold.Lapsed(), true
-		}
-		if err == nil && plan == PlanClaimDown {
-			// Read again right before the step: a workload healthy again
-			// releases (underSlot) and goes back in line, where a grant
-			// counts every node down now.
-			l.readHealth(ctx, a.health)
-		}
+		hold, err = a.reclaim(ctx, m, g, gs, &l, plan)
 	} else {
 		hold, err = a.acquire(ctx, m, g, gs, l)
 	}
@@ -188,6 +172,33 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	}
 	a.idleSession(ctx, a.pub.current())
 	return 0
+}
+
+// reclaim takes this node's slot back, after claiming it first when its
+// workload is down (PlanClaimDown), and notes in l what it found.
+func (a *Agent) reclaim(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l *Look, plan Plan) (*lockstep.Hold, error) {
+	if plan == PlanClaimDown {
+		if err := m.ClaimDown(ctx, g, coordinator.ClaimNote(gs.Desired)); err != nil {
+			return nil, err
+		}
+		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
+	}
+	recovering := a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot")
+	hold, err := m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(recovering)...)
+	if err != nil {
+		return nil, err
+	}
+	// Written with the claim: a turn that then touches nothing must write
+	// its record again, even the one its last look wrote.
+	a.pub.published(ctx, recovering)
+	l.Lapsed, l.Reclaimed = hold.Lapsed(), true
+	if plan == PlanClaimDown {
+		// Read again right before the step: a workload healthy again
+		// releases (underSlot) and goes back in line, where a grant
+		// counts every node down now.
+		l.readHealth(ctx, a.health)
+	}
+	return hold, nil
 }
 
 // notHeld handles a failure to take the slot; done is false when there is

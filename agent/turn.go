@@ -219,7 +219,7 @@ func (t *turn) finish(ctx context.Context, sha string) result {
 // stoppedByFault says err stopped a step through no fault of the release.
 func stoppedByFault(err error) bool {
 	var fe *fenceError
-	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable)
+	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) || errors.Is(err, errSetAside)
 }
 
 // undo brings back what was set aside, under the slot and behind the gate,
