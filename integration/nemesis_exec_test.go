@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
@@ -348,7 +348,7 @@ func (c *cluster) installedOffline(node string) (forkhook.Installed, error) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	rc, _, err := c.docker.CopyFromContainer(ctx, c.agentName(node), forkhook.InstalledFile)
-	if client.IsErrNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return forkhook.Installed{}, forkhook.ErrNotInstalled
 	}
 	if err != nil {
