@@ -97,15 +97,12 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 	if q == nil {
 		q = &api.QueryOptions{}
 	}
-	names, meta, err := s.c.KV().Keys(k.Root(), "", q.WithContext(withReadLimit(ctx, keyNamesLimit)))
+	names, meta, unnamed, err := s.splitNames(ctx, k, q)
 	if err != nil {
-		return nil, s.readError(err, k.Root())
-	}
-	if err := s.checkMeta(ctx, meta); err != nil {
 		return nil, err
 	}
 	plan := planSplit(k, names)
-	problems := []string{fmt.Sprintf("%s: the group's tree is over the %d bytes a read accepts; read part by part", k.Root(), s.readLimit())}
+	problems := append([]string{fmt.Sprintf("%s: the group's tree is over the %d bytes a read accepts; read part by part", k.Root(), s.readLimit())}, unnamed...)
 	var pairs api.KVPairs
 	var tooLarge []string
 	read := func(key string, limit int64, list bool) error {
@@ -162,6 +159,46 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 	g := Parse(k, group, pairs, meta.LastIndex)
 	g.Problems = append(problems, g.Problems...)
 	return g, nil
+}
+
+// splitNames lists the names of the group's keys folder by folder, each
+// listing bounded: one node's token may write keys with long names in
+// what it may write (its part of the event log, say), and one listing of
+// the whole tree would let it fail every read. The event log is left out
+// (Events reads it; a group's state is not made of it); a folder the gate
+// is judged on whose names are over the bound fails the read
+// (ErrGateUnread), any other is named in the problems, unread.
+func (s *Store) splitNames(ctx context.Context, k Keys, q *api.QueryOptions) ([]string, *api.QueryMeta, []string, error) {
+	top, meta, err := s.c.KV().Keys(k.Root(), "/", q.WithContext(withReadLimit(ctx, keyNamesLimit)))
+	if err != nil {
+		return nil, nil, nil, s.readError(err, k.Root())
+	}
+	if err := s.checkMeta(ctx, meta); err != nil {
+		return nil, nil, nil, err
+	}
+	var names, problems []string
+	for _, t := range top {
+		if !strings.HasSuffix(t, "/") {
+			names = append(names, t)
+			continue
+		}
+		if t == k.EventsPrefix() {
+			continue
+		}
+		ns, _, err := s.c.KV().Keys(t, "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
+		var tl *TooLargeError
+		switch {
+		case errors.As(err, &tl) && gateRead(k, t):
+			return nil, nil, nil, fmt.Errorf("%w: the names under %.120q are over the size a reader accepts: %w", ErrGateUnread, t, err)
+		case errors.As(err, &tl):
+			problems = append(problems, fmt.Sprintf("%.120q: the names of its keys are over the size a reader accepts; not read", t))
+			continue
+		case err != nil:
+			return nil, nil, nil, s.readError(err, t)
+		}
+		names = append(names, ns...)
+	}
+	return names, meta, problems, nil
 }
 
 // splitProblems names what a split read left unread.

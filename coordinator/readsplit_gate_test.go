@@ -82,3 +82,36 @@ func TestASplitReadNeverDropsWhatTheGateIsJudgedOn(t *testing.T) {
 		})
 	}
 }
+
+// One node's token may write keys with long names in its own part of the
+// event log: their names alone are over what a listing of names accepts,
+// and a whole-group read that listed the tree at once failed, and with it
+// an operator's pause and every failure an agent records.
+func TestAKeyNameFloodInOneNodesLogDoesNotFailReads(t *testing.T) {
+	ctx := testCtx(t)
+	srv := consultest.NewDev(t)
+	st := limitedStore(t, srv, 0)
+	res, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := st.Keys("web")
+	name := strings.Repeat("n", 60<<10)
+	var ops api.TxnOps
+	for i := range 80 {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: fmt.Sprintf("%s%03d%s", k.NodeEvents("n9"), i, name), Value: []byte("{}")}})
+		if len(ops) == 4 {
+			if ok, r, _, err := srv.Client().Txn().Txn(ops, nil); err != nil || !ok {
+				t.Fatalf("flood: %v %+v", err, r)
+			}
+			ops = nil
+		}
+	}
+	if a, err := st.RecordFailure(ctx, "web", "n1", res.SHA, "boom"); err != nil || a != ActionPause {
+		t.Fatalf("failure under the flood: action %v, %v; want a pause", a, err)
+	}
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil || gs.Pause == nil || gs.Gate().Open {
+		t.Fatalf("read under the flood: %v; gate %+v", err, gs.Gate())
+	}
+}
