@@ -98,7 +98,7 @@ func planSplit(k Keys, names []string) splitPlan {
 
 // readSplit reads the group's tree when one listing of it is over the
 // read limit: some node's token wrote more than the group's records can
-// take, under slot/ say, which every node may write. It lists the key
+// take, under its own keys of slot/ say. It lists the key
 // names alone, then reads by plan (planSplit): each read bounded, what
 // is over its bound or no record of rollagent's named in Problems, and the
 // rest read as Read reads it. The reads are not one snapshot: Index is
