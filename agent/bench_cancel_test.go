@@ -173,7 +173,7 @@ func cancelMarkdown(tries []cancelTimes, pick func(func(cancelTimes) time.Durati
 	}{
 		{"the CLI's own run (start → exit), for scale", func(t cancelTimes) time.Duration { return t.cli }},
 		{"CANCEL key visible to the watcher", func(t cancelTimes) time.Duration { return t.seen }},
-		{"**every waiter stopped contending** (its contender key `slot/c/<session>` gone)", func(t cancelTimes) time.Duration { return t.dequeued }},
+		{"**every waiter stopped contending** (its contender key `slot/c/<node>/<session>` gone)", func(t cancelTimes) time.Duration { return t.dequeued }},
 		{"every waiter's `nodes/<node>` state is `cancelled`", func(t cancelTimes) time.Duration { return t.states }},
 	}
 	for _, r := range rows {

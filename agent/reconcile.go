@@ -132,6 +132,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
 		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
 	if err != nil {
+		a.log.Error("cannot contend for a slot", "error", err)
 		return jitter(DefaultRetry)
 	}
 	g := gs.LockGate(a.keys)

@@ -39,9 +39,10 @@ func (c *countedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// flooded is a group with a spec committed, n1's record, and what one
-// node's token may write under slot/: 16 keys of 400 KiB under
-// slot/.holders/, and a key lockstep never writes.
+// flooded is a group with a spec committed, n1's record, and what n1's
+// token may write under slot/: 16 keys of 400 KiB under its own
+// slot/.holders/n1/; and a key lockstep never writes, which only an
+// operator's token may.
 func flooded(t *testing.T) (*consultest.Server, Keys) {
 	t.Helper()
 	ctx := testCtx(t)
@@ -56,7 +57,7 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 	}
 	big := bytes.Repeat([]byte("x"), 400<<10)
 	for i := range 16 {
-		if _, err := srv.Client().KV().Put(&api.KVPair{Key: fmt.Sprintf("%s.holders/junk%02d", k.Slot(), i), Value: big}, nil); err != nil {
+		if _, err := srv.Client().KV().Put(&api.KVPair{Key: fmt.Sprintf("%s.holders/n1/junk%02d", k.Slot(), i), Value: big}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +69,7 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 
 // An agent's look accepts at most lookLimit: past it, it reads the holders
 // record alone (the node's claim is in it) and names the keys under
-// slot/.holders/ that any node's token may write, so one node cannot make
+// slot/.holders/ (a node's token may write its own), so one node cannot make
 // every look download what it wrote there. It read all of it (8.7 MB).
 func TestLookBoundsSlotFlood(t *testing.T) {
 	srv, k := flooded(t)
@@ -89,7 +90,7 @@ func TestLookBoundsSlotFlood(t *testing.T) {
 	if n := counter.n.Load(); n > lookLimit+(64<<10) {
 		t.Fatalf("one look downloaded %d bytes, over the %d it accepts", n, lookLimit)
 	}
-	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, k.Slot()+".holders/junk00") {
+	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, k.Slot()+".holders/n1/junk00") {
 		t.Errorf("the look's problems do not name the keys it left unread: %q", gs.Problems)
 	}
 	t.Logf("one look: %d bytes; problems %q", counter.n.Load(), gs.Problems)
@@ -119,7 +120,7 @@ func TestReadBoundsSlotFlood(t *testing.T) {
 	}
 	t.Logf("one read: %d bytes; problems: %q", counter.n.Load(), gs.Problems)
 	all := strings.Join(gs.Problems, "\n")
-	for _, want := range []string{k.Slot() + ".holders/junk00", k.Slot() + "junk", "not read"} {
+	for _, want := range []string{k.Slot() + ".holders/n1/junk00", k.Slot() + "junk", "not read"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems do not name %s: %q", want, gs.Problems)
 		}
@@ -130,13 +131,14 @@ func TestPlanSplit(t *testing.T) {
 	k, _ := NewKeys("", "web")
 	r, s := k.Root(), k.Slot()
 	names := []string{r + "desired", r + "history/a", r + "history/b", r + "nodes/n1", r + "ops/x/y",
-		s + "c/s2", s + ".holders/s1", s + ".holders", s + ".tail", s + ".holders/n1/s1", s + "junk", s + "c/"}
+		s + "c/s2", s + ".holders/s1", s + ".holders", s + ".tail", s + ".holders/n1/s1", s + "junk", s + "c/",
+		s + "c/n1/s3", s + "c/no name/s4", s + "c/n1/s1/x"}
 	got := planSplit(k, names)
 	want := splitPlan{
 		gets:       []string{r + "desired"},
 		lists:      []string{r + "history/", r + "nodes/", r + "ops/"},
-		slot:       []string{s + ".holders", s + "c/s2", s + ".holders/s1"},
-		unexpected: []string{s + ".holders/n1/s1", s + "junk", s + "c/"},
+		slot:       []string{s + ".holders", s + "c/s2", s + ".holders/s1", s + ".holders/n1/s1", s + "c/n1/s3"},
+		unexpected: []string{s + "junk", s + "c/", s + "c/no name/s4", s + "c/n1/s1/x"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("planSplit:\n got %+v\nwant %+v", got, want)
@@ -145,13 +147,34 @@ func TestPlanSplit(t *testing.T) {
 		rel  string
 		want slotKeyKind
 	}{
-		{".holders", slotRecord}, {".tail", slotTail}, {".holders/abc", slotEntry}, {"c/abc", slotEntry},
-		{".holdersx", slotUnexpected}, {".holders/", slotUnexpected}, {"c/a/b", slotUnexpected}, {"x", slotUnexpected},
+		{".holders", slotRecord}, {".tail", slotTail}, {".holders/n1/abc", slotEntry}, {"c/n1/abc", slotEntry},
+		{".holders/abc", slotLegacy}, {"c/abc", slotLegacy}, {"c/a/b/c", slotUnexpected}, {"c/no name/b", slotUnexpected},
+		{".holdersx", slotUnexpected}, {".holders/", slotUnexpected}, {"c/n1/", slotUnexpected}, {"x", slotUnexpected},
 	} {
 		t.Run(tc.rel, func(t *testing.T) {
 			if got := classifySlotKey(tc.rel); got != tc.want {
 				t.Errorf("classifySlotKey(%q) = %d, want %d", tc.rel, got, tc.want)
 			}
 		})
+	}
+}
+
+// Slot keys named by session alone, as agents of an older version wrote
+// them, are counted as lockstep counts them and named as a problem; keys
+// filed under a node's name are not.
+func TestParseNamesOlderSlotKeys(t *testing.T) {
+	k, _ := NewKeys("", "web")
+	s := k.Slot()
+	pairs := api.KVPairs{
+		{Key: s + ".holders/old", Session: "old", Value: []byte(`{"name":"n0","state":"holding"}`)},
+		{Key: s + "c/n1/s1", Session: "s1", Value: []byte(`{"name":"n1","state":"waiting"}`)},
+	}
+	gs := Parse(k, "web", pairs, 1)
+	all := strings.Join(gs.Problems, "\n")
+	if !strings.Contains(all, "older version") || !strings.Contains(all, s+".holders/old") || strings.Contains(all, s+"c/n1/s1") {
+		t.Fatalf("problems %q: want the older key named, and only it", gs.Problems)
+	}
+	if !gs.Holders.Live("old") || gs.Holders.Names()["s1"] != "n1" {
+		t.Fatalf("holders %+v, names %v", gs.Holders, gs.Holders.Names())
 	}
 }

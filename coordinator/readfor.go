@@ -87,7 +87,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 // record and the holder keys). moved reports that desired moved since it
 // was read; problem says what was left unread, or is "".
 //
-// Every node's token may write under slot/.holders/, so the answer is
+// Every node's token may write under its own slot/.holders/<node>/, so the answer is
 // bounded (lookLimit, on a client made by NewClient): past it the look is
 // made again with the holders record alone, read as the one key it is (the
 // node's claim is in it), and the keys under slot/.holders/ are named in

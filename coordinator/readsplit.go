@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // slotKeyKind is what a key under a group's slot/ is, by its name.
@@ -18,19 +20,27 @@ const (
 	slotRecord                        // the holders record
 	slotTail                          // the line's tail: status has no use for it
 	slotEntry                         // a holder or contender key: an entry of a session
+	// slotLegacy is a holder or contender key named by session alone, as
+	// agents wrote them before their keys were filed under their node:
+	// read and counted as lockstep counts it, and named as a problem.
+	slotLegacy
 )
 
 // classifySlotKey says what rel, a key relative to the slot's prefix, is
-// by its name, which lockstep's layout fixes (lockstep/doc.go).
+// by its name, which lockstep's layout fixes (lockstep/doc.go). An entry
+// filed under a name that is no valid node name is unexpected: no agent
+// writes it.
 func classifySlotKey(rel string) slotKeyKind {
-	switch {
-	case rel == ".holders":
+	switch lockstep.ClassifyKey(rel) {
+	case lockstep.KeyRecord:
 		return slotRecord
-	case rel == ".tail":
+	case lockstep.KeyTail:
 		return slotTail
-	}
-	for _, dir := range []string{".holders/", "c/"} {
-		if id, ok := strings.CutPrefix(rel, dir); ok && id != "" && !strings.Contains(id, "/") {
+	case lockstep.KeyLegacyEntry:
+		return slotLegacy
+	case lockstep.KeyEntry:
+		_, rest, _ := strings.Cut(rel, "/")
+		if name, _, _ := strings.Cut(rest, "/"); hashspec.ValidateName(name) == nil {
 			return slotEntry
 		}
 	}
@@ -61,7 +71,7 @@ func planSplit(k Keys, names []string) splitPlan {
 			switch classifySlotKey(srel) {
 			case slotRecord:
 				p.slot = append([]string{name}, p.slot...)
-			case slotEntry:
+			case slotEntry, slotLegacy:
 				entries = append(entries, name)
 			case slotUnexpected:
 				p.unexpected = append(p.unexpected, name)
@@ -88,7 +98,7 @@ func planSplit(k Keys, names []string) splitPlan {
 
 // readSplit reads the group's tree when one listing of it is over the
 // read limit: some node's token wrote more than the group's records can
-// take, under slot/ say, which every node may write. It lists the key
+// take, under its own keys of slot/ say. It lists the key
 // names alone, then reads by plan (planSplit): each read bounded, what
 // is over its bound or no record of rollagent's named in Problems, and the
 // rest read as Read reads it. The reads are not one snapshot: Index is
@@ -226,6 +236,22 @@ func unexpectedSlotKeys(k Keys, names []string) string {
 		return ""
 	}
 	return "keys under slot/ that no agent writes (a node's token may have), not read: " + listed(odd)
+}
+
+// legacySlotKeys names the holder and contender keys under slot/ that
+// are named by session alone, as agents of an older version wrote them,
+// which no agent's policy may write any more.
+func legacySlotKeys(k Keys, names []string) string {
+	var old []string
+	for _, n := range names {
+		if rel, ok := strings.CutPrefix(n, k.Slot()); ok && classifySlotKey(rel) == slotLegacy {
+			old = append(old, fmt.Sprintf("%.120q", n))
+		}
+	}
+	if len(old) == 0 {
+		return ""
+	}
+	return "slot keys named by session alone, as agents of an older version write them (counted all the same; see the README, Upgrading to per-node slot keys): " + listed(old)
 }
 
 // listed joins names, at most maxListed of them, and says how many more.

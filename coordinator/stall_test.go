@@ -37,12 +37,13 @@ func inLine(names ...string) *lockstep.Holders {
 	var pairs api.KVPairs
 	for i, n := range names {
 		id := "session-" + string(rune('a'+i))
-		pairs = append(pairs, &api.KVPair{Key: lockstep.ContenderKey("slot/", id), Session: id,
+		pairs = append(pairs, &api.KVPair{Key: lockstep.ContenderKey("slot/", n, id), Session: id,
 			Value: []byte(`{"name":"` + n + `","state":"waiting"}`)})
 	}
-	// Someone else's key, and a key whose session is gone, name no one.
-	pairs = append(pairs, &api.KVPair{Key: lockstep.ContenderKey("slot/", "junk"), Session: "junk", Value: []byte("{")},
-		&api.KVPair{Key: lockstep.ContenderKey("slot/", "gone"), Value: []byte(`{"name":"n2","state":"waiting"}`)})
+	// A key of an older version (named by session) that does not decode,
+	// and a key whose session is gone, name no one.
+	pairs = append(pairs, &api.KVPair{Key: "slot/c/junk", Session: "junk", Value: []byte("{")},
+		&api.KVPair{Key: lockstep.ContenderKey("slot/", "n2", "gone"), Value: []byte(`{"name":"n2","state":"waiting"}`)})
 	return lockstep.ParseHolders("slot/", pairs)
 }
 

@@ -121,8 +121,10 @@ func parse(k Keys, group string, pairs api.KVPairs, index uint64, holderKeys boo
 	for _, p := range pairs {
 		names = append(names, p.Key)
 	}
-	if msg := unexpectedSlotKeys(k, names); msg != "" {
-		g.Problems = append(g.Problems, msg)
+	for _, msg := range []string{unexpectedSlotKeys(k, names), legacySlotKeys(k, names)} {
+		if msg != "" {
+			g.Problems = append(g.Problems, msg)
+		}
 	}
 	return g
 }

@@ -51,13 +51,23 @@
 //	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},
 //	                      "claims": {"<name>": {...}}}, CAS on every change; last
 //	                      names the latest grant, claims the slots held by name
-//	P/.holders/<session>  one holder key per holder, locked by its session: the
+//	P/.holders/<name>/<session>
+//	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next
 //	                      grant or release
 //	P/.tail               the key of the contender that joined last, swapped
 //	                      in by each join (a plain set after a read, in one
 //	                      transaction: Consul applies them one at a time)
-//	P/c/<session>         one contender key per waiter or holder, locked by its
+//	P/c/<name>/<session>  one contender key per waiter or holder, locked by its
 //	                      session; the grant marks it "holding"
+//
+// A contender's own keys are filed under its Name, so that an ACL policy can
+// let each name write its own (key_prefix "P/c/<name>/" and
+// "P/.holders/<name>/") and no other's; the holders record and the tail are
+// the only keys all share. The name a holder key is filed under is the
+// holder's name, whatever the record says. Keys named by session alone
+// (P/c/<session>, P/.holders/<session>), as versions before wrote them, are
+// still read: such a holder counts and such a waiter keeps its place, so a
+// contender of this version never grants past one of an older version.
 package lockstep

@@ -19,6 +19,8 @@ var (
 	ErrNotHeld = errors.New("lockstep: not held")
 	// ErrBadGate means a Gate is missing a field it needs.
 	ErrBadGate = errors.New("lockstep: bad gate")
+	// ErrBadName means Options.Name cannot name a folder of keys.
+	ErrBadName = errors.New("lockstep: bad name")
 	// ErrNoClaim is returned by Reclaim when no claim names the contender.
 	ErrNoClaim = errors.New("lockstep: no claim to reclaim")
 	// ErrClaimLost is what a *LostError is: another contender's claim ran

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,10 @@ const (
 type Options struct {
 	// Prefix is the KV prefix that holds this semaphore. Required.
 	Prefix string
-	// Name says who contends, for status displays (a node name).
-	// Optional, defaults to the session ID.
+	// Name says who contends (a node name): its claim is kept by it, and
+	// its contender and holder keys are filed under it, so that a policy
+	// may let each name write its own keys alone. One segment of a key: no
+	// "/", and neither "." nor "..". Optional, defaults to the session ID.
 	Name string
 	// WaitTime of each blocking query. Optional, defaults to DefaultWaitTime.
 	WaitTime time.Duration
@@ -51,8 +54,8 @@ type Semaphore struct {
 	c    *api.Client
 	s    *Session
 	opts Options
-	key  string // this contender's key, P/c/<session>, while it waits
-	hkey string // its holder key, P/.holders/<session>, while it holds
+	key  string // this contender's key, P/c/<name>/<session>, while it waits
+	hkey string // its holder key, P/.holders/<name>/<session>, while it holds
 	log  hclog.Logger
 	// joined is the CreateIndex of our contender key, from our last join.
 	joined uint64
@@ -81,14 +84,17 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 	if opts.Name == "" {
 		opts.Name = s.ID()
 	}
+	if !validName(opts.Name) {
+		return nil, fmt.Errorf("%w: %.80q must be one segment of a key: no \"/\", and neither \".\" nor \"..\"", ErrBadName, opts.Name)
+	}
 	if opts.WaitTime <= 0 {
 		opts.WaitTime = DefaultWaitTime
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	return &Semaphore{c: c, s: s, opts: opts, key: opts.Prefix + contenderPrefix + s.ID(),
-		hkey: opts.Prefix + holderPrefix + s.ID(), log: opts.Logger.With("contender", opts.Name),
+	return &Semaphore{c: c, s: s, opts: opts, key: ContenderKey(opts.Prefix, opts.Name, s.ID()),
+		hkey: HolderKey(opts.Prefix, opts.Name, s.ID()), log: opts.Logger.With("contender", opts.Name),
 		now: wallclock.Now, orphans: map[string]orphanSeen{}}, nil
 }
 
@@ -305,9 +311,11 @@ func (m *Semaphore) parseJoin(resp *api.TxnResponse) joined {
 		case kv.Key == m.hkey && kv.Session == m.s.ID():
 			j.holds = true
 		case kv.Key == m.opts.Prefix+tailKey && kv.ModifyIndex < mine && len(kv.Value) > 0:
+			// A key of an older version, named by session alone, is a
+			// waiter all the same: it keeps its place in line.
 			pred := string(kv.Value)
-			session, ok := strings.CutPrefix(pred, m.opts.Prefix+contenderPrefix)
-			if ok && session != "" && !strings.Contains(session, "/") && session != m.s.ID() {
+			rest, ok := strings.CutPrefix(pred, m.opts.Prefix+contenderPrefix)
+			if _, session, _, valid := splitEntry(rest); ok && valid && session != m.s.ID() {
 				j.pred = &contender{Session: session, Key: pred, CreateIndex: kv.ModifyIndex, ModifyIndex: kv.ModifyIndex}
 			}
 		}

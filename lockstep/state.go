@@ -23,9 +23,69 @@ const (
 // and tests that read or write lockstep's layout (docs/kv-layout.md).
 func HoldersKey(prefix string) string { return normPrefix(prefix) + holdersKey }
 
-// ContenderKey is the key a contender of session takes under prefix.
-func ContenderKey(prefix, session string) string {
-	return normPrefix(prefix) + contenderPrefix + session
+// ContenderKey is the key a contender of session, named name, takes under
+// prefix. Its keys are filed under its name, so that an ACL policy can
+// let a name write its own and no other's.
+func ContenderKey(prefix, name, session string) string {
+	return normPrefix(prefix) + contenderPrefix + name + "/" + session
+}
+
+// HolderKey is the key a holder of session, named name, locks under
+// prefix while it holds.
+func HolderKey(prefix, name, session string) string {
+	return normPrefix(prefix) + holderPrefix + name + "/" + session
+}
+
+// KeyKind is what a key under a semaphore's prefix is, by its name alone.
+type KeyKind int
+
+// Values of KeyKind.
+const (
+	KeyUnexpected KeyKind = iota // no key lockstep writes
+	KeyRecord                    // the holders record
+	KeyTail                      // the line's tail
+	KeyEntry                     // a contender or holder key: <dir>/<name>/<session>
+	// KeyLegacyEntry is a contender or holder key named by session alone
+	// (<dir>/<session>), as agents before per-name keys wrote them: still
+	// counted, so that a holder of an older version is never granted past.
+	KeyLegacyEntry
+)
+
+// ClassifyKey says what rel, a key relative to a semaphore's prefix, is.
+func ClassifyKey(rel string) KeyKind {
+	switch rel {
+	case holdersKey:
+		return KeyRecord
+	case tailKey:
+		return KeyTail
+	}
+	for _, dir := range []string{holderPrefix, contenderPrefix} {
+		if rest, ok := strings.CutPrefix(rel, dir); ok {
+			if _, _, legacy, ok := splitEntry(rest); ok && legacy {
+				return KeyLegacyEntry
+			} else if ok {
+				return KeyEntry
+			}
+		}
+	}
+	return KeyUnexpected
+}
+
+// splitEntry splits the part of a contender or holder key after its
+// folder into the name and session it is filed under: <name>/<session>,
+// or <session> alone for a key of an older version (legacy, no name).
+func splitEntry(rest string) (name, session string, legacy, ok bool) {
+	name, session, found := strings.Cut(rest, "/")
+	if !found {
+		return "", rest, true, validName(rest)
+	}
+	return name, session, false, validName(name) && session != "" && !strings.Contains(session, "/")
+}
+
+// validName says name can be one segment of a key: a policy that grants
+// <dir>/<name>/ must grant that name alone.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
 
 // Entry describes a contender, in its own key and in the holders record.
@@ -89,7 +149,7 @@ type snapshot struct {
 // instead would stall every rollout of the group until a person cleaned up.
 func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 	s := &snapshot{index: index, holders: holders{Holders: map[string]Entry{}}}
-	locked := map[string]Entry{} // sessions that lock their holder key
+	locked := map[string]named{} // sessions that lock their holder key
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, prefix)
 		switch {
@@ -102,24 +162,51 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 			if s.holders.Holders == nil {
 				s.holders.Holders = map[string]Entry{}
 			}
-		case strings.HasPrefix(rel, holderPrefix) && p.Session != "" && p.Session == rel[len(holderPrefix):]:
+		case strings.HasPrefix(rel, holderPrefix):
+			name, ok := lockedBy(p, rel[len(holderPrefix):])
+			if !ok {
+				continue
+			}
 			var e Entry
 			_ = json.Unmarshal(p.Value, &e) // a grant wrote it; the record's copy wins below
-			locked[p.Session] = e
-		case strings.HasPrefix(rel, contenderPrefix) && p.Session != "":
-			s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key,
-				CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex, holding: isHolding(p.Value)})
+			locked[p.Session] = named{e, name}
+		case strings.HasPrefix(rel, contenderPrefix):
+			if _, ok := lockedBy(p, rel[len(contenderPrefix):]); ok {
+				s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key,
+					CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex, holding: isHolding(p.Value)})
+			}
 		}
 	}
 	sort.Slice(s.contenders, func(i, j int) bool { return s.contenders[i].CreateIndex < s.contenders[j].CreateIndex })
 	s.live = make(map[string]Entry, len(locked))
-	for id, e := range locked {
+	for id, l := range locked {
+		e := l.entry
 		if rec, ok := s.holders.Holders[id]; ok {
 			e = rec
+		}
+		if l.name != "" {
+			// Only the name's own token may write under its name (see
+			// ContenderKey); the record, every name's.
+			e.Name = l.name
 		}
 		s.live[id] = e
 	}
 	return s
+}
+
+// named is a holder key's entry and the name its key is filed under, ""
+// for a key of an older version.
+type named struct {
+	entry Entry
+	name  string
+}
+
+// lockedBy says whether p, a contender or holder key whose name after its
+// folder is rest, is one its session locks, and under which name it is
+// filed ("" for a key of an older version, named by session alone).
+func lockedBy(p *api.KVPair, rest string) (name string, ok bool) {
+	name, session, _, ok := splitEntry(rest)
+	return name, ok && p.Session != "" && p.Session == session
 }
 
 // ahead returns the contenders in line before session that do not hold,
@@ -144,8 +231,10 @@ type Holders struct {
 	// Claims are the slots held by name; see Claim.
 	Claims  map[string]Claim
 	Waiting []string // session IDs in queue order
-	// contenders are the contender keys their sessions lock, for Names.
+	// contenders are the contender keys their sessions lock, for Names,
+	// under prefix.
 	contenders api.KVPairs
+	prefix     string
 	// Problem says why the holders record could not be read, or is "".
 	// Holding is right all the same: it comes from the holder keys.
 	Problem string
@@ -171,7 +260,7 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 		}
 	}
 	snap := parseSnapshot(prefix, mine, 0)
-	h := &Holders{Holding: snap.live, Claims: snap.holders.Claims}
+	h := &Holders{Holding: snap.live, Claims: snap.holders.Claims, prefix: prefix}
 	if snap.bad != nil {
 		h.Problem = snap.bad.Error()
 	}
@@ -181,23 +270,31 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 		}
 	}
 	for _, p := range mine {
-		if strings.HasPrefix(strings.TrimPrefix(p.Key, prefix), contenderPrefix) && p.Session != "" {
-			h.contenders = append(h.contenders, p)
+		if rest, ok := strings.CutPrefix(p.Key, prefix+contenderPrefix); ok {
+			if _, ok := lockedBy(p, rest); ok {
+				h.contenders = append(h.contenders, p)
+			}
 		}
 	}
 	return h
 }
 
-// Names returns the name in each contender key, by session, of every
-// contender in line (waiting or holding). A status display tells from them
-// whether a node that says it waits has a process in line at all: a key
-// goes with its session, so a node whose process died has none. They are
-// decoded here, when asked, not by ParseHolders: agents parse the slot on
-// every read and never need them. A key that does not decode (written by
-// someone else) names no one.
+// Names returns the name of every contender in line (waiting or holding),
+// by session: the one its key is filed under. A status display tells from
+// them whether a node that says it waits has a process in line at all: a
+// key goes with its session, so a node whose process died has none. A key
+// of an older version, named by session alone, names the name in its
+// entry, decoded here, when asked, not by ParseHolders: agents parse the
+// slot on every read and never need them; one that does not decode
+// (written by someone else) names no one.
 func (h *Holders) Names() map[string]string {
 	names := map[string]string{}
 	for _, p := range h.contenders {
+		rest := strings.TrimPrefix(p.Key, h.prefix+contenderPrefix)
+		if name, ok := lockedBy(p, rest); ok && name != "" {
+			names[p.Session] = name
+			continue
+		}
 		var e Entry
 		if json.Unmarshal(p.Value, &e) == nil && e.Name != "" {
 			names[p.Session] = e.Name

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // The agent's policy lets it write the slot's keys that lockstep writes
-// and no other key under slot/, which no reader would expect there.
+// for its own node, and no other key under slot/: neither a key no reader
+// would expect there, nor a contender or holder key of another node's.
 func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
@@ -21,8 +27,16 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 	}{
 		{slot + ".holders", true},
 		{slot + ".tail", true},
-		{slot + ".holders/some-session", true},
-		{slot + "c/some-session", true},
+		{slot + ".holders/n1/some-session", true},
+		{slot + "c/n1/some-session", true},
+		{slot + ".holders/x", false},
+		{slot + "c/x", false},
+		{slot + ".holders/some-session", false},
+		{slot + "c/some-session", false},
+		{slot + ".holders/n2/some-session", false},
+		{slot + "c/n2/some-session", false},
+		{slot + "c/n10/some-session", false},
+		{slot + "c/n1", false},
 		{slot + "junk", false},
 		{slot + ".holdersjunk", false},
 		{slot + ".tailjunk", false},
@@ -42,4 +56,73 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With the shipped policy, each node's token takes and releases its slot
+// through lockstep, one node after the other at max_parallel 1, and n1's
+// token cannot contend in n2's name: its join is refused and leaves
+// nothing under slot/ but the line's tail.
+func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
+	srv := aclConsul(t)
+	c := srv.Client()
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/web.json"); code != 0 {
+		t.Fatal(errs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := coordinator.NewStore(c, "")
+	k, _ := st.Keys("web")
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gs.LockGate(k)
+	g.Lease = time.Minute
+	clients := map[string]*api.Client{}
+	for _, node := range []string{"n1", "n2"} {
+		clients[node] = storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", node)).Client()
+	}
+	sem := func(node, as string) *lockstep.Semaphore {
+		tc := clients[node]
+		s, err := lockstep.NewSession(ctx, c, lockstep.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		m, err := lockstep.New(tc, s, lockstep.Options{Prefix: k.Slot(), Name: as})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, node := range []string{"n1", "n2"} {
+		t.Run(node+" takes and releases its slot", func(t *testing.T) {
+			h, err := sem(node, node).Acquire(ctx, g)
+			if err != nil {
+				t.Fatalf("%s's token cannot take its slot: %v", node, err)
+			}
+			if _, err := h.Fence(ctx); err != nil {
+				t.Fatalf("%s's token cannot fence: %v", node, err)
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("%s's token cannot release its slot: %v", node, err)
+			}
+		})
+	}
+	t.Run("n1 contends as n2", func(t *testing.T) {
+		_, err := sem("n1", "n2").Acquire(ctx, g)
+		var te *lockstep.TxnError
+		if !errors.As(err, &te) || !strings.Contains(strings.ToLower(te.What), "permission denied") {
+			t.Fatalf("n1's token contended in n2's name: %v", err)
+		}
+		ks, _, err := c.KV().Keys(k.Slot(), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range ks {
+			if key != lockstep.HoldersKey(k.Slot()) && key != k.Slot()+".tail" {
+				t.Errorf("%s is left under slot/", key)
+			}
+		}
+	})
 }

@@ -48,6 +48,8 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 		`"rollagent/groups/web/`, `"rollagent/groups/`+group+`/`,
 		`nodes/n1"`, `nodes/`+node+`"`,
 		`events/node/n1/"`, `events/node/`+node+`/"`,
+		`slot/.holders/n1/"`, `slot/.holders/`+node+`/"`,
+		`slot/c/n1/"`, `slot/c/`+node+`/"`,
 		`session "n1"`, `session "`+consulNode+`"`,
 		`agent "n1"`, `agent "`+consulNode+`"`,
 		`service "rollagent-web"`, `service "rollagent-`+group+`"`,

@@ -71,7 +71,8 @@ func (g *Globals) storeFrom(cfg *api.Config) (*coordinator.Store, error) {
 	}
 	socket, isSocket := strings.CutPrefix(cfg.Address, "unix://")
 	// Its reads of a group's tree are bounded: any node's token may write
-	// under slot/, and must not make every reader download what it wrote.
+	// its own keys under slot/, and must not make every reader download
+	// what it wrote.
 	c, err := coordinator.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)

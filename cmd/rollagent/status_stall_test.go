@@ -134,7 +134,7 @@ func TestStatusShowsStall(t *testing.T) {
 			t.Fatal(err)
 		}
 		entry := `{"name":"b","state":"waiting","since":"` + time.Now().Add(-5*time.Minute).UTC().Format(time.RFC3339) + `"}`
-		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: lockstep.ContenderKey(slot, id), Value: []byte(entry), Session: id}, nil); err != nil || !ok {
+		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: lockstep.ContenderKey(slot, "b", id), Value: []byte(entry), Session: id}, nil); err != nil || !ok {
 			t.Fatalf("acquire contender key: %v %v", ok, err)
 		}
 		statusTable(t, srv.HTTPAddr, "STALLED: b waits", "  why b: in line with a slot free, yet never granted: a bug")

@@ -1,15 +1,16 @@
 # Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
 # --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
-# per node: replace "web" with the group, "n1" in "nodes/n1" and in
-# "events/node/n1/" with the node's --node, and session "n1" and agent "n1"
-# with its Consul agent's node name (`consul members`; often the same as
-# --node).
+# per node: replace "web" with the group, "n1" in "nodes/n1",
+# "events/node/n1/", "slot/.holders/n1/" and "slot/c/n1/" with the node's
+# --node, and session "n1" and agent "n1" with its Consul agent's node name
+# (`consul members`; often the same as --node).
 #
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
-#   - write its own node's record and its own part of the event log, and
-#     the records all agents of the group share: the slot (lockstep
-#     semaphore), failures and their counter, and failure pauses;
+#   - write its own node's record, its own part of the event log, its own
+#     keys in the slot (lockstep semaphore), and the records all agents of
+#     the group share: the slot's holders record and tail, failures and
+#     their counter, and failure pauses;
 #   - write desired, which every pause touches (that is how a pause wakes
 #     every waiter) and which failure_action=rollback moves.
 # What it may not: write brakes/, where an operator's CANCEL and pause
@@ -19,7 +20,7 @@
 # which `rollagent commit`, `rollagent rollback`, `rollagent resume` and
 # `rollagent cancel` all write, so each is refused with this token, and it
 # cannot put a new spec in front of the fleet; nor write another node's
-# record, or anything of another group. A policy from before brakes/ also
+# record or slot keys, or anything of another group. A policy from before brakes/ also
 # let agents write cancel/: remove that line, so that a CANCEL left there
 # from then holds too.
 #
@@ -28,6 +29,9 @@
 # group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does), write failures in another node's name,
+# rewrite the slot's holders record, which every agent rewrites at each
+# grant and release (drop another node's claim from it, say, so that a
+# node that died mid-step no longer counts against max_parallel),
 # or write and delete events in its own part of the log (`rollagent
 # history` shows them as its claims); and, since write includes delete,
 # delete a failure pause or the failure records and touch desired, which
@@ -50,19 +54,22 @@ key "rollagent/groups/web/desired" {
 }
 # The slot: the keys lockstep writes (docs/kv-layout.md), nothing else
 # under slot/, so that no key a reader does not expect can be put there.
-# Holder and contender keys are named by session, which a policy cannot
-# name: any node's token may write under those two prefixes (readers
-# bound what they take from them, see "Who may write what").
+# The holders record and the line's tail are shared by all agents; holder
+# and contender keys are named by session, which a policy cannot name,
+# under the node's name, which it can: each node writes its own alone
+# (readers bound what they take from them, see "What a reader accepts").
+# A policy from before gave every node "slot/.holders/" and "slot/c/":
+# replace those two lines (README, Upgrading to per-node slot keys).
 key "rollagent/groups/web/slot/.holders" {
   policy = "write"
 }
 key "rollagent/groups/web/slot/.tail" {
   policy = "write"
 }
-key_prefix "rollagent/groups/web/slot/.holders/" {
+key_prefix "rollagent/groups/web/slot/.holders/n1/" {
   policy = "write"
 }
-key_prefix "rollagent/groups/web/slot/c/" {
+key_prefix "rollagent/groups/web/slot/c/n1/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/failures/" {
