@@ -53,11 +53,17 @@ func (n *nemesis) skewClocks() {
 	n.t.Cleanup(func() { n.c.restartAgents(nil) })
 }
 
-// restartAgents recreates each node's agent container with its clock
-// skew (none for a node sk does not name).
+// restartAgents recreates each Docker node's agent container with its
+// clock skew (none for a node sk does not name). Exec hosts keep the real
+// clock.
 func (c *cluster) restartAgents(sk map[string]time.Duration) {
 	c.t.Helper()
 	for node, group := range c.nodes {
+		if c.isExec(node) {
+			// An exec host's agent is its init's child, not a container of
+			// its own: a container here would be a second agent, on Docker.
+			continue
+		}
 		ctx, cancel := c.ctx()
 		err := c.docker.ContainerRemove(ctx, c.agentName(node), container.RemoveOptions{Force: true})
 		cancel()
