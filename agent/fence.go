@@ -145,7 +145,7 @@ func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) err
 			a.unrecorded = nil
 			return nil
 		}
-		if !coordinator.IsTransient(err) {
+		if !recordLater(err) {
 			a.log.Error("cannot record the failure", "error", err)
 			a.unrecorded = nil
 			return err
@@ -195,4 +195,12 @@ func (a *Agent) recordPending(ctx context.Context) error {
 		return nil
 	}
 	return a.recordPendingFailure(ctx, p)
+}
+
+// recordLater says a failure that could not be recorded is kept, to be
+// recorded at a later look, rather than dropped: an outage that passes,
+// or a group that cannot be read whole now (coordinator.ErrGateUnread),
+// under which the node acts on nothing until it can.
+func recordLater(err error) bool {
+	return coordinator.IsTransient(err) || errors.Is(err, coordinator.ErrGateUnread)
 }

@@ -254,7 +254,7 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 			cause = fmt.Errorf("%w; restoring the old workload also failed: %v", cause, rerr)
 		}
 		t.a.log.Error("replacement failed", "error", cause)
-		if err := t.a.record(ctx, t.a.cfg.Node, sha, cause.Error()); err != nil && coordinator.IsTransient(err) {
+		if err := t.a.record(ctx, t.a.cfg.Node, sha, cause.Error()); err != nil && recordLater(err) {
 			return t.stopped(ctx, err)
 		}
 	}

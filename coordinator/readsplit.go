@@ -78,7 +78,11 @@ func planSplit(k Keys, names []string) splitPlan {
 			}
 			continue
 		}
-		if dir, _, ok := strings.Cut(rel, "/"); ok {
+		if sha, ok := failuresSHA(k, name); ok {
+			// By SHA: only the desired SHA's failures close the gate if
+			// they cannot be read (failuresUnread).
+			lists[k.FailuresPrefix(sha)] = true
+		} else if dir, _, ok := strings.Cut(rel, "/"); ok {
 			lists[k.Root()+dir+"/"] = true
 		} else {
 			p.gets = append(p.gets, name)
@@ -114,7 +118,8 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 	plan := planSplit(k, names)
 	problems := append([]string{fmt.Sprintf("%s: the group's tree is over the %d bytes a read accepts; read part by part", k.Root(), s.readLimit())}, unnamed...)
 	var pairs api.KVPairs
-	var tooLarge []string
+	var tooLarge, failedUnread []string
+	desired := ""
 	read := func(key string, limit int64, list bool) error {
 		var ps api.KVPairs
 		var err error
@@ -127,7 +132,11 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 			}
 		}
 		var tl *TooLargeError
-		if errors.As(err, &tl) && gateRead(k, key) {
+		if sha, ok := failuresSHA(k, key); ok && desired != "" && sha != desired && errors.As(err, &tl) {
+			// Another SHA's failures: it counts as failed, which keeps a
+			// rollback from going back to it; nothing else reads them.
+			failedUnread = append(failedUnread, sha)
+		} else if errors.As(err, &tl) && gateRead(k, key) {
 			return fmt.Errorf("%w: %.120q is over the size a reader accepts: %w", ErrGateUnread, key, err)
 		}
 		if errors.As(err, &tl) {
@@ -142,6 +151,7 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 			return nil, err
 		}
 	}
+	desired = desiredSHA(k, pairs)
 	for _, dir := range plan.lists {
 		// history/ grows with every commit and only an operator's token
 		// writes it: it is read whole.
@@ -167,6 +177,9 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 		problems = append(problems, msg)
 	}
 	g := Parse(k, group, pairs, meta.LastIndex)
+	for _, sha := range failedUnread {
+		g.failedSHA[sha] = true
+	}
 	g.Problems = append(problems, g.Problems...)
 	return g, nil
 }
@@ -279,4 +292,27 @@ func gateRead(k Keys, key string) bool {
 		}
 	}
 	return false
+}
+
+// failuresSHA is the SHA of a key under failures/<sha>/, or of that folder.
+func failuresSHA(k Keys, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, strings.TrimSuffix(k.FailuresPrefix(""), "/"))
+	if !ok {
+		return "", false
+	}
+	sha, _, ok := strings.Cut(rest, "/")
+	return sha, ok && sha != ""
+}
+
+// desiredSHA is the SHA desired names among pairs, or "" when it is not
+// there or does not decode (then every SHA's failures are read as the
+// desired one's: fail closed).
+func desiredSHA(k Keys, pairs api.KVPairs) string {
+	for _, p := range pairs {
+		var d Desired
+		if p.Key == k.Desired() && decode(p.Key, p.Value, &d) == nil {
+			return d.SHA
+		}
+	}
+	return ""
 }

@@ -472,6 +472,11 @@ func ShortSHA(sha string) string {
 // only leave a converged SHA unrecorded.
 func (s *Store) convergedOps(ctx context.Context, k Keys, group string, desired *api.KVPair, now time.Time) (api.TxnOps, error) {
 	gs, err := s.Read(ctx, group, nil)
+	if errors.Is(err, ErrGateUnread) {
+		// The record is optional: a group that cannot be read whole now
+		// leaves the SHA unrecorded, and the operator's commit goes on.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
