@@ -46,15 +46,17 @@ type Cancel struct {
 
 // describe says who cancelled and why, as far as the record tells: the
 // gate's reason, which agents copy into their state.
-func (c *Cancel) describe() string {
-	s := "cancelled"
-	if c.By != "" {
-		s += " by " + c.By
+func (c *Cancel) describe() string { return describeBrake("cancelled", c.By, c.Reason) }
+
+// describeBrake says what an operator's brake did, who set it and why.
+func describeBrake(what, by, reason string) string {
+	if by != "" {
+		what += " by " + by
 	}
-	if c.Reason != "" {
-		s += ": " + c.Reason
+	if reason != "" {
+		what += ": " + reason
 	}
-	return s
+	return what
 }
 
 // OperatorPause is an operator's pause of a SHA (`rollagent pause`).
@@ -66,16 +68,7 @@ type OperatorPause struct {
 }
 
 // describe says who paused and why, as Cancel's does.
-func (p *OperatorPause) describe() string {
-	s := "paused"
-	if p.By != "" {
-		s += " by " + p.By
-	}
-	if p.Reason != "" {
-		s += ": " + p.Reason
-	}
-	return s + " (rollagent resume lifts it)"
-}
+func (p *OperatorPause) describe() string { return describeBrake("paused", p.By, p.Reason) }
 
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {

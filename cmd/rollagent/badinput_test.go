@@ -176,10 +176,7 @@ func TestBadHookTimeoutIsRefused(t *testing.T) {
 		{"not a duration", "--hook-timeout=soon", "--hook-timeout"},
 		{"over a day", "--hook-timeout=2562047h", "--hook-timeout 2562047h0m0s: must be at most 24h0m0s"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+t.TempDir(),
-				"--replace-cmd=true", "--health-cmd=true", tc.flag)
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
 	}
 }
 
@@ -194,14 +191,7 @@ func TestHookEnvTokenIsRefused(t *testing.T) {
 		{"the token file", "--hook-env=CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE refused"},
 		{"rollagent's token", "--hook-env=ROLLAGENT_TOKEN", "ROLLAGENT_TOKEN refused"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
-				"--replace-cmd=true", "--health-cmd=true", tc.flag)
-			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-				t.Fatalf("run wrote into its state dir: %v", entries)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
 	}
 }
 
@@ -217,14 +207,7 @@ func TestBadSessionTTLIsRefused(t *testing.T) {
 		{"over the maximum", "--session-ttl=31s", "--session-ttl 31s: must be between 3s and 30s"},
 		{"a hundred hours", "--session-ttl=100h", "--session-ttl 100h0m0s: must be between 3s and 30s"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
-				"--replace-cmd=true", "--health-cmd=true", tc.flag)
-			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-				t.Fatalf("run wrote into its state dir: %v", entries)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
 	}
 }
 
@@ -237,11 +220,19 @@ func TestBadAllowPatternIsRefused(t *testing.T) {
 		{"volume", "--allow-volume=web-[", `--allow-volume "web-[": not a pattern`},
 		{"network", "--allow-network=[]", `--allow-network "[]": not a pattern`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			refused(t, srv, tc.want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
-				"--replace-cmd=true", "--health-cmd=true", tc.flag)
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
+	}
+}
+
+// refusedRun runs an exec-runtime agent with flag, which must be refused
+// with want before the agent writes anything into its state dir.
+func refusedRun(t *testing.T, srv *consultest.Server, want, flag string) {
+	t.Helper()
+	dir := t.TempDir()
+	refused(t, srv, want, "run", "--group=web", "--node=n1", "--runtime=exec", "--state-dir="+dir,
+		"--replace-cmd=true", "--health-cmd=true", flag)
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("run wrote into its state dir: %v", entries)
 	}
 }
 
