@@ -73,13 +73,7 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 // every look download what it wrote there. It read all of it (8.7 MB).
 func TestLookBoundsSlotFlood(t *testing.T) {
 	srv, k := flooded(t)
-	counter := &byteCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, counter := countedClient(t, srv)
 	gs, err := NewStore(c, "").ReadFor(testCtx(t), "web", "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +95,7 @@ func TestLookBoundsSlotFlood(t *testing.T) {
 // rest part by part, and name what they left unread.
 func TestReadBoundsSlotFlood(t *testing.T) {
 	srv, k := flooded(t)
-	counter := &byteCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, counter := countedClient(t, srv)
 	gs, err := NewStore(c, "").Read(testCtx(t), "web", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -177,4 +165,18 @@ func TestParseNamesOlderSlotKeys(t *testing.T) {
 	if !gs.Holders.Live("old") || gs.Holders.Names()["s1"] != "n1" {
 		t.Fatalf("holders %+v, names %v", gs.Holders, gs.Holders.Names())
 	}
+}
+
+// countedClient is a client made by NewClient (so read limits apply) that
+// counts the bytes Consul's answers carry.
+func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *byteCounter) {
+	t.Helper()
+	counter := &byteCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, counter
 }
