@@ -36,9 +36,7 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 			return err
 		}
 		if err := d.setAside(ctx, p.cur.ID, stopFirst); err != nil {
-			// Nothing of the release ran yet: the old container is in
-			// the way, which is the node's fault, never the release's.
-			return fmt.Errorf("%w: %w", errSetAside, err)
+			return err
 		}
 	}
 	if err := step(ctx, "start new container"); err != nil {
@@ -62,14 +60,22 @@ func (d *Docker) Replace(ctx context.Context, spec *hashspec.Spec, sha string, s
 // crash (it counts as running, with its network sandbox gone): that one
 // runs nothing, and is stopped first, which also cancels the restart that
 // would bring it back beside the new one.
+//
+// An old container still in the way after that failed for its own sake,
+// before anything of the release ran: the node's fault, never the
+// release's (errSetAside). Any other failure to set it aside (a disk
+// full, say) is the step's, counted as ever.
 func (d *Docker) setAside(ctx context.Context, id string, stopFirst bool) error {
 	err := d.api.ContainerRename(ctx, id, d.prevName())
 	if err != nil && d.restarting(ctx, id) {
 		d.log.Info("the old container waits to be restarted: stopping it before it is set aside", "id", id[:min(12, len(id))])
 		if err := d.stop(ctx, id); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errSetAside, err)
 		}
-		err = d.api.ContainerRename(ctx, id, d.prevName())
+		if err := d.api.ContainerRename(ctx, id, d.prevName()); err != nil {
+			return fmt.Errorf("%w: %w", errSetAside, d.dockerErr("rename old container", err))
+		}
+		err = nil
 	}
 	if err != nil {
 		return d.dockerErr("rename old container", err)
