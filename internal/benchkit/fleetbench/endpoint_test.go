@@ -1,8 +1,6 @@
 package fleetbench
 
 import (
-	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/rollagent/rollagent/coordinator"
@@ -35,11 +33,7 @@ func TestEndpointOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := http.NewRequest(tt.method, "http://127.0.0.1"+kv(tt.url), strings.NewReader(kv(tt.body)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := endpointOf(r); got != tt.want {
+			if got := endpointOf(request(t, tt.method, tt.url, tt.body)); got != tt.want {
 				t.Fatalf("endpointOf = %q, want %q", got, tt.want)
 			}
 		})

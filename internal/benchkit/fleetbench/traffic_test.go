@@ -22,26 +22,34 @@ func webKeys() coordinator.Keys {
 
 func TestBytesKindOf(t *testing.T) {
 	tests := []struct {
-		path string
-		want int
+		want  int
+		paths []string
 	}{
-		{"/v1/kv/$g/", bytesGroup},
-		{"/v1/kv/$g/slot/", bytesSlot},
-		{"/v1/kv/$g/slot/.holders", bytesSlot},
-		{"/v1/kv/$g/slot/c/abc", bytesSlot},
-		{"/v1/kv/$g/desired", bytesOther},
-		{"/v1/kv/$g/nodes/", bytesOther},
-		{"/v1/txn", bytesOther},
-		{"/v1/agent/self", bytesOther},
+		{bytesGroup, []string{"/v1/kv/$g/"}},
+		{bytesSlot, []string{"/v1/kv/$g/slot/", "/v1/kv/$g/slot/.holders", "/v1/kv/$g/slot/c/abc"}},
+		{bytesOther, []string{"/v1/kv/$g/desired", "/v1/kv/$g/nodes/", "/v1/txn", "/v1/agent/self"}},
 	}
 	for _, tt := range tests {
-		path := kv(tt.path)
-		t.Run(path, func(t *testing.T) {
-			if got := bytesKindOf(path); got != tt.want {
-				t.Fatalf("bytesKindOf(%q) = %d, want %d", path, got, tt.want)
-			}
-		})
+		for _, path := range tt.paths {
+			path = kv(path)
+			t.Run(path, func(t *testing.T) {
+				if got := bytesKindOf(path); got != tt.want {
+					t.Fatalf("bytesKindOf(%q) = %d, want %d", path, got, tt.want)
+				}
+			})
+		}
 	}
+}
+
+// request is a request to the local Consul agent, with $g/ in url and body
+// put as kv does.
+func request(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, "http://127.0.0.1"+kv(url), strings.NewReader(kv(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestJoinsLine(t *testing.T) {
@@ -60,11 +68,7 @@ func TestJoinsLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := http.NewRequest(tt.method, "http://127.0.0.1"+kv(tt.url), strings.NewReader(kv(tt.body)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := joinsLine(r); got != tt.want {
+			if got := joinsLine(request(t, tt.method, tt.url, tt.body)); got != tt.want {
 				t.Fatalf("joinsLine = %v, want %v", got, tt.want)
 			}
 		})
