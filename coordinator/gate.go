@@ -164,6 +164,16 @@ func Evaluate(in GateInput) Verdict {
 	return v
 }
 
+// Wait is the reason of a closed gate with, when the clock alone opens it
+// (Recheck), how long until then, as of now: "…; the next opens Tue 02:00
+// Europe/Berlin (in 3h12m)". Records keep Reason, which does not age.
+func (v Verdict) Wait(now time.Time) string {
+	if v.Open || v.Recheck.IsZero() || !v.Recheck.After(now) {
+		return v.Reason
+	}
+	return v.Reason + " (in " + RoundWait(v.Recheck.Sub(now)) + ")"
+}
+
 // Gate is Evaluate of g now.
 func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: wallclock.Now()}) }
 

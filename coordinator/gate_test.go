@@ -144,10 +144,11 @@ func TestWindowRule(t *testing.T) {
 		closes  bool
 		reason  string
 		recheck time.Time
+		wait    string
 	}{
-		{"before", tue.Add(-3*time.Hour - 12*time.Minute), true, "the next opens Tue 02:00 Europe/Berlin (in 3h12m)", tue},
-		{"in it", tue.Add(30 * time.Minute), false, "", tue.Add(time.Hour)},
-		{"after", tue.Add(time.Hour), true, "the next opens Tue 02:00 Europe/Berlin (in 167h)", tue.Add(7 * 24 * time.Hour)},
+		{"before", tue.Add(-3*time.Hour - 12*time.Minute), true, "the next opens Tue 02:00 Europe/Berlin", tue, "(in 3h12m)"},
+		{"in it", tue.Add(30 * time.Minute), false, "", tue.Add(time.Hour), ""},
+		{"after", tue.Add(time.Hour), true, "the next opens Tue 02:00 Europe/Berlin", tue.Add(7 * 24 * time.Hour), "(in 167h)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, closed := windowRule{}.Close(GateInput{Group: g, Now: tc.now})
@@ -160,6 +161,9 @@ func TestWindowRule(t *testing.T) {
 			v := Evaluate(GateInput{Group: g, Now: tc.now})
 			if v.Open == tc.closes || !v.Recheck.Equal(tc.recheck) || v.Hold != tc.closes {
 				t.Errorf("verdict %+v: open must be %v with recheck %s", v, !tc.closes, tc.recheck)
+			}
+			if w := v.Wait(tc.now); tc.closes && !strings.HasSuffix(w, tc.wait) {
+				t.Errorf("Wait = %q, want it to end %q", w, tc.wait)
 			}
 		})
 	}

@@ -35,15 +35,17 @@ func (windowRule) Close(in GateInput) (Closed, bool) {
 		if err != nil {
 			loc = time.UTC
 		}
-		reason = fmt.Sprintf("outside the maintenance window; the next opens %s %s (in %s)",
-			st.Next.In(loc).Format("Mon 15:04"), zone, roundWait(st.Next.Sub(in.Now)))
+		// No "in 3h12m" here: a node's record keeps the reason, and would
+		// be rewritten at every look. Verdict.Until says it (Verdict.Wait).
+		reason = fmt.Sprintf("outside the maintenance window; the next opens %s %s",
+			st.Next.In(loc).Format("Mon 15:04"), zone)
 	}
 	return Closed{Reason: reason, Opens: "the next maintenance window opens the gate", Hold: true, Recheck: st.Next}, true
 }
 
-// roundWait shows a wait to the minute ("3h12m", "45m"), or to the
+// RoundWait shows a wait to the minute ("3h12m", "45m"), or to the
 // second under a minute.
-func roundWait(d time.Duration) string {
+func RoundWait(d time.Duration) string {
 	if d < time.Minute {
 		return d.Round(time.Second).String()
 	}
