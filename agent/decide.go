@@ -391,3 +391,36 @@ func again(r result, open bool) (wait time.Duration, idle bool) {
 	}
 	return 0, true
 }
+
+// carrier is a write that carries the node's record with it, in a
+// transaction of lockstep's or in the service's registration.
+type carrier int
+
+const (
+	// inLineJoin: the node takes its place in line, or registers its
+	// session's check to do so.
+	inLineJoin carrier = iota
+	// inGrant: the grant of its slot.
+	inGrant
+	// inReclaim: its claim, taken back.
+	inReclaim
+	// inFence: a fence (or a check of the slot alone) before a step.
+	inFence
+	// inVerify: written once a verification takes long
+	// (verifyRecordAfter), not in a transaction.
+	inVerify
+)
+
+// carried is the node's state, and reason, in the record that c carries:
+// waiting in line, verifying, and replacing from the grant on.
+func carried(c carrier) (coordinator.NodeStatus, string) {
+	switch c {
+	case inLineJoin:
+		return coordinator.StateWaiting, ""
+	case inReclaim:
+		return coordinator.StateReplacing, "recovering under its own slot"
+	case inVerify:
+		return coordinator.StateVerifying, ""
+	}
+	return coordinator.StateReplacing, ""
+}

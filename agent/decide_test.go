@@ -346,3 +346,24 @@ func TestAgain(t *testing.T) {
 		})
 	}
 }
+
+func TestCarried(t *testing.T) {
+	cases := []struct {
+		c      carrier
+		state  coordinator.NodeStatus
+		reason string
+	}{
+		{inLineJoin, coordinator.StateWaiting, ""},
+		{inGrant, coordinator.StateReplacing, ""},
+		{inReclaim, coordinator.StateReplacing, "recovering under its own slot"},
+		{inFence, coordinator.StateReplacing, ""},
+		{inVerify, coordinator.StateVerifying, ""},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.state)+" "+tc.reason, func(t *testing.T) {
+			if state, reason := carried(tc.c); state != tc.state || reason != tc.reason {
+				t.Fatalf("carried(%d) = %q, %q; want %q, %q", tc.c, state, reason, tc.state, tc.reason)
+			}
+		})
+	}
+}

@@ -187,7 +187,7 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 	if gs.DesiredPair == nil {
 		return nil, lockstep.Gate{}, false // a claim but no desired key: nothing to fence on
 	}
-	s, err := a.session(ctx, a.pub.state(l.SHA, l.Desired, coordinator.StateWaiting, ""))
+	s, err := a.session(ctx, a.carried(l.SHA, l.Desired, inLineJoin))
 	if err != nil {
 		a.cfg.Metrics.ConsulError()
 		a.log.Warn("cannot create a session", "error", err)
@@ -213,7 +213,7 @@ func (a *Agent) reclaim(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		}
 		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
 	}
-	recovering := a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot")
+	recovering := a.carried(l.SHA, l.Desired, inReclaim)
 	hold, err := m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(recovering)...)
 	if err != nil {
 		return nil, err
@@ -265,7 +265,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
 	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}
-	if waiting := a.pub.state(l.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
+	if waiting := a.carried(l.SHA, sha, inLineJoin); a.pub.differs(waiting) {
 		w.Join = a.nodeOps(waiting)
 		// Counted as written now: if joining fails, the next look finds
 		// the record unlike this (publisher.sync) and writes it again.
@@ -273,7 +273,7 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	}
 	var claim coordinator.NodeState
 	w.Grant = func() api.TxnOps {
-		claim = a.pub.state(l.SHA, sha, coordinator.StateReplacing, "")
+		claim = a.carried(l.SHA, sha, inGrant)
 		return a.nodeOps(claim)
 	}
 	wctx, stop := context.WithCancelCause(ctx)
@@ -308,6 +308,12 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		}
 	}
+}
+
+// carried is the node's record of sha that c carries (decide.go's carried).
+func (a *Agent) carried(sha, desired string, c carrier) coordinator.NodeState {
+	state, reason := carried(c)
+	return a.pub.state(sha, desired, state, reason)
 }
 
 // nodeOps is the op that writes n, for a transaction of lockstep's.

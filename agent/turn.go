@@ -307,7 +307,7 @@ func (t *turn) held(ctx context.Context, name string) error {
 // passed fence and could not finish (Agent.undoing). It passes no gate, so
 // the record names no fenced step.
 func (t *turn) carryOn(ctx context.Context, name string) error {
-	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "")
+	n := t.a.carried(t.l.SHA, t.l.Desired, inFence)
 	return t.check(ctx, n, name, t.hold.Check, "checked the slot")
 }
 
@@ -315,7 +315,7 @@ func (t *turn) carryOn(ctx context.Context, name string) error {
 // names the step: `cancel` and `status` tell from it that the node passed
 // a gate.
 func (t *turn) step(ctx context.Context, sha, name string) error {
-	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
+	n := t.a.carried(sha, t.l.Desired, inFence)
 	n.Fenced = name
 	return t.check(ctx, n, name, t.hold.Fence, "fenced")
 }
