@@ -8,9 +8,11 @@ import (
 )
 
 // Look is what one look of the agent saw: its workload, its node's own
-// record and slot, and the gate. decide and underSlot are pure functions of
-// it, so that every combination is table-tested without Consul or Docker;
-// reconcile only carries out what they return.
+// record and slot, and the gate. decide, underSlot and conclude are pure
+// functions of it, so that every combination is table-tested without
+// Consul or Docker: every choice of a look is theirs, the state and reason
+// the node publishes included, and reconcile and the turn only carry out
+// what they return.
 type Look struct {
 	// Unreadable says the desired record exists but does not decode.
 	Unreadable bool
