@@ -145,11 +145,7 @@ func New(cfg Config) (*Agent, error) {
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	c := cfg.Store.Client()
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
-	p := &publisher{store: cfg.Store, c: c, group: cfg.Group, node: cfg.Node, log: log, judge: judge,
-		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1), downChanged: make(chan struct{}, 1)}
-	p.aliveID = lockstep.NewCheckID(p.serviceID() + ":alive")
-	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: p, health: judge}, nil
+	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: newPublisher(cfg, c, log, judge), health: judge}, nil
 }
 
 // learnConsulNode reads the local Consul agent's node name, until it has
@@ -157,10 +153,7 @@ func New(cfg Config) (*Agent, error) {
 // after a clean stop of its agent took the node's service out of the
 // catalog is then still tied to the node, which counts as down.
 func (a *Agent) learnConsulNode(ctx context.Context) {
-	a.pub.mu.Lock()
-	known := a.pub.consulNode != ""
-	a.pub.mu.Unlock()
-	if known {
+	if a.pub.knowsConsulNode() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
@@ -174,9 +167,7 @@ func (a *Agent) learnConsulNode(ctx context.Context) {
 		a.noConsulNode = true
 		return
 	}
-	a.pub.mu.Lock()
-	a.pub.consulNode = self.Config.NodeName
-	a.pub.mu.Unlock()
+	a.pub.learnt(self.Config.NodeName)
 	a.noConsulNode = false
 }
 

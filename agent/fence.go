@@ -27,7 +27,7 @@ func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) err
 	wrote := make(chan struct{})
 	t := time.AfterFunc(verifyRecordAfter, func() {
 		defer close(wrote)
-		a.pub.set(ctx, a.pub.state(sha, sha, coordinator.StateVerifying, ""))
+		a.pub.set(ctx, a.carried(sha, sha, inVerify))
 	})
 	err := a.cfg.Runtime.WaitHealthy(ctx, spec)
 	if !t.Stop() {
