@@ -25,6 +25,14 @@ type Look struct {
 	ClosedState coordinator.NodeStatus
 	Reason      string
 	Opens       string
+	// Hold says the gate is closed to new grants only (a maintenance
+	// window, coordinator.Verdict.Hold): a node that holds its slot goes
+	// on as under an open gate, one that does not waits.
+	Hold bool
+	// Recheck is how long until the gate may change by the clock alone (a
+	// maintenance window opens or closes), 0 when only a write to Consul
+	// can change it: a node looks again by then, and leaves the line then.
+	Recheck time.Duration
 	// Refused is why this node will not move to Desired although the gate
 	// is open: a failure of its own recorded for it, or a spec its host
 	// does not allow. "" when none.
@@ -114,7 +122,7 @@ func decide(l Look) Decision {
 	case l.Desired == "":
 		return Decision{}
 	case (l.Leftover || l.Unverified) && !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens"}
+		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens", Again: l.Recheck}
 	case (l.Leftover || l.Unverified) && l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case (l.Leftover || l.Unverified) && l.Down:
@@ -131,7 +139,7 @@ func decide(l Look) Decision {
 	case l.SHA == l.Desired:
 		return Decision{State: coordinator.StateConverged}
 	case !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason}
+		return Decision{State: l.ClosedState, Reason: l.Reason, Again: l.Recheck}
 	case l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case l.Down && l.SHA != "":
@@ -171,8 +179,13 @@ const (
 	StepUndo
 )
 
-// underSlot is the first step of a node that holds its slot. With the gate
-// closed (a CANCEL, a pause) nothing destructive runs, an undo included,
+// stepping says a node that holds its slot may step: the gate is open,
+// or closed to new grants only (Hold).
+func (l Look) stepping() bool { return l.Open || l.Hold }
+
+// underSlot is the first step of a node that holds its slot. A gate closed
+// to new grants only (Hold: outside a maintenance window) lets it go on as
+// an open one. With the gate closed (a CANCEL, a pause) nothing destructive runs, an undo included,
 // but one this process began behind a passed fence (Undoing): a healthy
 // workload of any SHA stays, whatever is set aside beside it, and the slot
 // goes back; one that is down keeps its slot, so that it still counts,
@@ -184,7 +197,7 @@ func underSlot(l Look) Step {
 	switch {
 	case l.Undoing != "":
 		return StepUndo
-	case !l.Open:
+	case !l.stepping():
 		return closedStep(l)
 	case l.Lapsed:
 		return lapsedStep(l)
@@ -324,13 +337,13 @@ func conclude(l Look, e event) outcome {
 func keptDown(l Look) outcome {
 	o := outcome{Result: resultKept, Keep: true, State: coordinator.StateWaiting, Reason: "its claim had lapsed before it was back"}
 	switch {
-	case !l.Open:
+	case !l.stepping():
 		o.State, o.Reason = l.ClosedState, l.Reason
 	case l.Refused != "":
 		o.State, o.Reason = coordinator.StateFailed, l.Refused
 	}
 	o.Reason += downKeeps
-	if !l.Open {
+	if !l.stepping() {
 		o.Reason += " until " + cmp.Or(l.Opens, coordinator.NewCommitOpens) + " to recover under"
 	}
 	return o

@@ -99,6 +99,10 @@ var (
 	// errWentDown ends a node's wait in line when its workload goes down
 	// meanwhile: it then claims its slot ahead of the line (PlanClaimDown).
 	errWentDown = errors.New("agent: the workload went down while the node waited in line")
+	// errRecheck ends a node's wait in line when the gate may have changed
+	// by the clock alone (a maintenance window closed): Consul cannot
+	// check a clock in the grant, so the node leaves the line and looks.
+	errRecheck = errors.New("agent: the gate may have changed by the clock while the node waited in line")
 	// errStaleFence means every fence of a step came back later than
 	// fenceFresh: none vouches for the step any more.
 	errStaleFence = errors.New("agent: the step's fences came back too late to vouch for it")

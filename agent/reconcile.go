@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -89,13 +90,19 @@ func jitterOrNot(d time.Duration) time.Duration {
 
 // look gathers what decide needs from gs and the runtime.
 func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
-	v := gs.Gate()
-	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason}
+	now := wallclock.Now()
+	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now})
+	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason,
+		Hold: v.Hold}
+	if !v.Recheck.IsZero() {
+		// At least a millisecond: a look right at the change waits for it.
+		l.Recheck = max(v.Recheck.Sub(now), time.Millisecond)
+	}
 	if gs.Desired != nil {
 		l.Desired = gs.Desired.SHA
 	}
 	l.ClosedState, l.Opens = v.Node, v.Opens
-	if v.Open {
+	if l.stepping() {
 		l.Refused = a.refused(gs)
 	}
 	// Against desired only: a node left on a SHA that is no longer desired
@@ -177,7 +184,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 	e := t.run(ctx, step)
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(e.result))
-	wait, idle := again(e.result, l.Open)
+	wait, idle := again(e.result, l.stepping())
 	return report{n: &e.n, wait: jitterOrNot(wait), idle: idle}
 }
 
@@ -243,6 +250,8 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 			return time.Millisecond, true // back in line at once
 		}
 		return jitter(DefaultRetry), true
+	case errors.Is(err, errRecheck):
+		return time.Millisecond, true // to look at the gate as it is now
 	case errors.Is(err, errWentDown):
 		return time.Millisecond, true // to claim its slot at once
 	case errors.Is(err, lockstep.ErrNoClaim):
@@ -281,11 +290,14 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	if l.SHA != "" {
 		go a.watchDown(wctx, stop)
 	}
+	if l.Recheck > 0 {
+		defer time.AfterFunc(l.Recheck, func() { stop(errRecheck) }).Stop()
+	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
 		a.pub.published(ctx, claim)
-	} else if ctx.Err() == nil && errors.Is(context.Cause(wctx), errWentDown) {
-		err = errWentDown
+	} else if cause := context.Cause(wctx); ctx.Err() == nil && (errors.Is(cause, errWentDown) || errors.Is(cause, errRecheck)) {
+		err = cause
 	}
 	return hold, err
 }
