@@ -24,7 +24,6 @@ const serviceCheckTTL = 30 * time.Second
 // state, with a TTL check that follows the workload's health.
 type publisher struct {
 	store *coordinator.Store
-	c     *api.Client
 	group string
 	node  string
 	log   hclog.Logger
@@ -264,8 +263,7 @@ func (p *publisher) register(ctx context.Context, n coordinator.NodeState, healt
 		return nil // each registration is a catalog write
 	}
 	replace := p.aliveURL == "" || listAlive
-	opts := api.ServiceRegisterOpts{ReplaceExistingChecks: replace}.WithContext(ctx)
-	if err := p.c.Agent().ServiceRegisterOpts(reg, opts); err != nil {
+	if err := p.store.RegisterService(ctx, reg, replace); err != nil {
 		p.registered = ""
 		return err
 	}
@@ -405,7 +403,7 @@ func (p *publisher) keepHealth(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		status, why := p.readHealth(ctx)
-		if err := p.c.Agent().UpdateTTLOpts(p.checkID(), why, status, (&api.QueryOptions{}).WithContext(ctx)); err != nil && ctx.Err() == nil {
+		if err := p.store.UpdateTTL(ctx, p.checkID(), why, status); err != nil && ctx.Err() == nil {
 			p.log.Debug("could not update the workload check", "error", err)
 		}
 		select {
@@ -446,7 +444,7 @@ func (p *publisher) markStopped() {
 
 // deregister removes the service when the agent stops.
 func (p *publisher) deregister() {
-	if err := p.c.Agent().ServiceDeregister(p.serviceID()); err != nil {
+	if err := p.store.DeregisterService(p.serviceID()); err != nil {
 		p.log.Debug("could not deregister the service", "error", err)
 	}
 }

@@ -120,7 +120,7 @@ func (a *Agent) refused(gs *coordinator.GroupState) string {
 // act takes this node's slot, by reclaiming it or by waiting in line, and
 // does under it what underSlot says.
 func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, plan Plan) time.Duration {
-	if gs.DesiredPair == nil {
+	if gs.DesiredIndex() == 0 {
 		return jitter(DefaultRetry) // a claim but no desired key: nothing to fence on
 	}
 	s, err := a.session(ctx, a.pub.state(l.SHA, l.Desired, coordinator.StateWaiting, ""))
@@ -129,7 +129,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, pla
 		a.log.Warn("cannot create a session", "error", err)
 		return jitter(DefaultRetry)
 	}
-	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+	m, err := a.cfg.Store.NewSemaphore(s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
 		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
 	if err != nil {
 		a.log.Error("cannot contend for a slot", "error", err)
