@@ -67,19 +67,21 @@ type Config struct {
 	// history of its own (not a HealthJudge) must fail in a row before it
 	// is taken for down. Optional, defaults to DefaultDownAfter.
 	DownAfter time.Duration
-
-	// noStateMirror keeps the node's state out of its Consul service: the
-	// service is registered once, not again at each change of state. Only
-	// the fleet bench sets it (export_test.go), to show what the mirror
-	// costs a shared Consul agent.
-	noStateMirror bool
-	// settleTimeout bounds a release and a failure's record: the constant
-	// settleTimeout, unless a test shortens it (export_test.go) so that
-	// an outage outlasts it in reasonable time.
-	settleTimeout time.Duration
-	// leaseGrace is the constant leaseGrace, unless a test shortens it
-	// (export_test.go) so that a lease runs out in reasonable time.
-	leaseGrace time.Duration
+	// SettleTimeout bounds a release and a failure's record, each tried
+	// again on a fresh context until it lands or this passes. Optional,
+	// defaults to settleTimeout (a minute).
+	SettleTimeout time.Duration
+	// LeaseGrace is what a node's claim gets beyond the bounds of what one
+	// hold runs, to undo, record and release. Optional, defaults to
+	// leaseGrace (30 s).
+	LeaseGrace time.Duration
+	// NoStateMirror keeps the node's state out of its Consul service: the
+	// service is registered once, and again only for the session's or the
+	// alive check, not at each change of state, which saves a Consul agent
+	// that carries many nodes' services a catalog write per change, at the
+	// cost of the state shown in the Consul UI. Optional, defaults to
+	// mirroring.
+	NoStateMirror bool
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -129,11 +131,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
-	if cfg.settleTimeout <= 0 {
-		cfg.settleTimeout = settleTimeout
+	if cfg.SettleTimeout <= 0 {
+		cfg.SettleTimeout = settleTimeout
 	}
-	if cfg.leaseGrace <= 0 {
-		cfg.leaseGrace = leaseGrace
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = leaseGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -145,7 +147,7 @@ func New(cfg Config) (*Agent, error) {
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
 	p := &publisher{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, judge: judge,
 		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1), downChanged: make(chan struct{}, 1)}
+		noMirror: cfg.NoStateMirror, changed: make(chan struct{}, 1), downChanged: make(chan struct{}, 1)}
 	p.aliveID = lockstep.NewCheckID(p.serviceID() + ":alive")
 	return &Agent{cfg: cfg, keys: k, log: log, pub: p, health: judge}, nil
 }

@@ -41,7 +41,7 @@ type publisher struct {
 	// answers would keep the dead one's session, and its slot, alive.
 	aliveID string
 	// noMirror registers the service once, and again only for the
-	// session's or the alive check (Config.noStateMirror).
+	// session's or the alive check (Config.NoStateMirror).
 	noMirror bool
 	// changed is a buffered(1) signal to mirror: sends never block.
 	changed chan struct{}

@@ -408,7 +408,7 @@ func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) r
 		now := wallclock.Now().UTC()
 		n.Stopped = &now
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
+	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.SettleTimeout)
 	defer cancel()
 	if err := t.hold.Release(rctx, t.a.nodeOps(n)...); err != nil {
 		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)
