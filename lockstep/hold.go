@@ -104,7 +104,7 @@ func (h *Hold) watch(ctx context.Context) {
 	case <-start.C:
 	}
 	idx := h.index
-	r := retry{log: m.log}
+	r := m.retry()
 	for ctx.Err() == nil {
 		select {
 		case <-m.s.Done():

@@ -18,10 +18,10 @@ const (
 	// DefaultWaitTime bounds each blocking query. Longer means fewer idle
 	// renewals; Consul caps it at 10 minutes.
 	DefaultWaitTime = 5 * time.Minute
-	// DefaultRetryMin and DefaultRetryMax bound the jittered backoff after a
-	// Consul error.
-	DefaultRetryMin = 250 * time.Millisecond
-	DefaultRetryMax = 5 * time.Second
+	// retryMin and retryMax bound the jittered backoff after a Consul
+	// error.
+	retryMin = 250 * time.Millisecond
+	retryMax = 5 * time.Second
 )
 
 // Options configure a Semaphore.
@@ -211,7 +211,7 @@ func (m *Semaphore) entry(state string) []byte {
 // and writes join with it. Consul errors are retried with backoff until ctx
 // ends.
 func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) (joined, error) {
-	r := retry{log: m.log}
+	r := m.retry()
 	for {
 		select {
 		case <-m.s.Done():
@@ -342,7 +342,7 @@ func (m *Semaphore) dequeue() {
 // one watch covers a new commit, a CANCEL and a pause.
 func (m *Semaphore) watchGate(ctx context.Context, cancel context.CancelCauseFunc, g Gate) {
 	idx := g.DesiredIndex
-	r := retry{log: m.log}
+	r := m.retry()
 	for ctx.Err() == nil {
 		p, meta, err := m.c.KV().Get(g.DesiredKey, m.blocking(ctx, idx))
 		if err != nil {
