@@ -21,6 +21,9 @@ const (
 	// even when desired has not changed (each look is one blocking-query
 	// renewal and a local inspect).
 	DefaultResync = 5 * time.Minute
+	// DefaultSessionTTL is the TTL of the check that keeps the agent's
+	// lockstep session alive.
+	DefaultSessionTTL = lockstep.DefaultCheckTTL
 	// DefaultRetry bounds the backoff after an error.
 	DefaultRetry = 10 * time.Second
 	// retryMin is the first backoff after Consul could not be reached.
@@ -37,7 +40,7 @@ type Config struct {
 	// Allow is what specs may ask of this host.
 	Allow Allow
 	// SessionTTL of the lockstep session, within [MinSessionTTL,
-	// MaxSessionTTL]. Optional, defaults to lockstep.DefaultCheckTTL.
+	// MaxSessionTTL]. Optional, defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Resync. Optional, defaults to DefaultResync.
 	Resync time.Duration
@@ -123,7 +126,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = lockstep.DefaultCheckTTL
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if err := CheckSessionTTL(cfg.SessionTTL); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
