@@ -3,9 +3,12 @@ package lockstep
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	pace "github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 // retry is the backoff of one loop after Consul errors: jittered, so that
@@ -21,6 +24,25 @@ func (m *Semaphore) retry() *retry {
 }
 
 func (r *retry) reset() { r.b.Reset() }
+
+// watchKey follows key with blocking queries from index from, retrying
+// Consul errors with backoff, until seen, given each answer with its
+// index, says it is done, or ctx ends: it returns whether seen was done.
+func (m *Semaphore) watchKey(ctx context.Context, what, key string, from uint64, seen func(p *api.KVPair, last uint64) (next uint64, done bool)) bool {
+	r := m.retry()
+	onError := func(err error, in time.Duration) {
+		r.log.Warn("consul error; retrying", "op", what, "in", in, "error", err)
+	}
+	opts := watch.Options{From: from, Backoff: r.b, OnError: onError}
+	return watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
+		p, meta, err := m.c.KV().Get(key, m.blocking(ctx, index))
+		if err != nil {
+			return 0, false, err
+		}
+		next, done := seen(p, meta.LastIndex)
+		return next, done, nil
+	})
+}
 
 // wait sleeps after a Consul error, or until ctx ends.
 func (r *retry) wait(ctx context.Context, what string, err error) {

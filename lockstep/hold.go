@@ -103,28 +103,18 @@ func (h *Hold) watch(ctx context.Context) {
 		return
 	case <-start.C:
 	}
-	idx := h.index
-	r := m.retry()
-	for ctx.Err() == nil {
+	sessionLost := false
+	gone := m.watchKey(ctx, "watch hold", m.hkey, h.index, func(p *api.KVPair, last uint64) (uint64, bool) {
 		select {
 		case <-m.s.Done():
-			h.markLost()
-			return
+			sessionLost = true
+			return 0, true
 		default:
 		}
-		p, meta, err := m.c.KV().Get(m.hkey, m.blocking(ctx, idx))
-		if err != nil {
-			r.wait(ctx, "watch hold", err)
-			continue
-		}
-		r.reset()
-		if p == nil || p.Session != m.s.ID() {
-			if !h.releasing.Load() {
-				h.markLost()
-			}
-			return
-		}
-		idx = meta.LastIndex
+		return last, p == nil || p.Session != m.s.ID()
+	})
+	if gone && (sessionLost || !h.releasing.Load()) {
+		h.markLost()
 	}
 }
 

@@ -341,20 +341,11 @@ func (m *Semaphore) dequeue() {
 // gate's index. Writers that close the gate rewrite DesiredKey too, so this
 // one watch covers a new commit, a CANCEL and a pause.
 func (m *Semaphore) watchGate(ctx context.Context, cancel context.CancelCauseFunc, g Gate) {
-	idx := g.DesiredIndex
-	r := m.retry()
-	for ctx.Err() == nil {
-		p, meta, err := m.c.KV().Get(g.DesiredKey, m.blocking(ctx, idx))
-		if err != nil {
-			r.wait(ctx, "watch gate", err)
-			continue
-		}
-		r.reset()
-		if p == nil || p.ModifyIndex != g.DesiredIndex {
-			cancel(m.whyClosed(ctx, g))
-			return
-		}
-		idx = meta.LastIndex
+	moved := m.watchKey(ctx, "watch gate", g.DesiredKey, g.DesiredIndex, func(p *api.KVPair, last uint64) (uint64, bool) {
+		return last, p == nil || p.ModifyIndex != g.DesiredIndex
+	})
+	if moved {
+		cancel(m.whyClosed(ctx, g))
 	}
 }
 

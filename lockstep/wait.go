@@ -90,28 +90,27 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool
 		return true, 0, nil
 	}
 	pred := ahead[len(ahead)-1]
-	r := m.retry()
-	for {
-		if ctx.Err() != nil {
-			return false, 0, context.Cause(ctx)
-		}
-		p, _, err := m.c.KV().Get(pred.Key, m.blocking(ctx, pred.ModifyIndex))
-		if err != nil {
-			r.wait(ctx, "wait in line", err)
-			continue
-		}
-		r.reset()
+	left := false // its key went, or is another's
+	done := m.watchKey(ctx, "wait in line", pred.Key, pred.ModifyIndex, func(p *api.KVPair, _ uint64) (uint64, bool) {
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
-			if whole && len(ahead) == 1 {
-				return true, 0, nil
-			}
-			return m.grantedLast(ctx, pred)
+			left = true
+			return 0, true
 		case isHolding(p.Value):
-			return true, p.ModifyIndex, nil
+			since = p.ModifyIndex
+			return 0, true
 		}
-		pred.ModifyIndex = p.ModifyIndex
+		return p.ModifyIndex, false
+	})
+	switch {
+	case !done:
+		return false, 0, context.Cause(ctx)
+	case !left:
+		return true, since, nil
+	case whole && len(ahead) == 1:
+		return true, 0, nil
 	}
+	return m.grantedLast(ctx, pred)
 }
 
 // grantedLast tells, once the key of the waiter ahead is gone, whether it
