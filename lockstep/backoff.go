@@ -54,13 +54,13 @@ func (r *retry) wait(ctx context.Context, what string, err error) {
 	pace.Sleep(ctx, d)
 }
 
-// attempts runs once up to DefaultReleaseAttempts times: again at once
+// attempts runs once up to releaseAttempts times: again at once
 // after a CAS race, after a Consul error with backoff; any other error, or
 // ctx ending, ends it. It returns the last error, nil on success.
 func (m *Semaphore) attempts(ctx context.Context, what string, once func() error) error {
 	r := m.retry()
 	var err error
-	for i := 0; i < DefaultReleaseAttempts; i++ {
+	for i := 0; i < releaseAttempts; i++ {
 		err = once()
 		switch {
 		case err == nil:

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// DefaultReleaseAttempts bounds Release's retries on a CAS race.
-const DefaultReleaseAttempts = 20
+// releaseAttempts bounds Release's retries on a CAS race.
+const releaseAttempts = 20
 
 // Hold is one granted slot.
 type Hold struct {
@@ -175,7 +175,7 @@ func (h *Hold) isReleased() bool {
 // Release gives the slot back: one transaction removes us from the holders
 // record and deletes our holder key, which wakes the head of the line. It
 // works whether or not the gate is still open, and retries Consul errors
-// with backoff, DefaultReleaseAttempts times at most, until ctx ends. If
+// with backoff, releaseAttempts times at most, until ctx ends. If
 // it fails, the holder key goes with the Session; a claim (Gate.Lease)
 // stays until Reclaim takes it back or a waiter reports it lost.
 //
