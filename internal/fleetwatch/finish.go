@@ -20,6 +20,7 @@ type Tally struct {
 	MaxHolding, MaxBusy int
 	// Changes are the changes of the group's down set, bounded.
 	Changes []string
+	probed  bool // the group's workloads were probed: MaxDown means something
 }
 
 // Unbounded leaves a bound of Bounds unchecked.
@@ -37,6 +38,18 @@ type Bounds struct {
 // AtMost is the rollout's guarantee at max_parallel k: at most k nodes
 // down and at most k holding a slot (counted when Consul is read).
 func AtMost(k int) Bounds { return Bounds{Down: k, Holding: k, Busy: Unbounded} }
+
+// String says what the monitor counted, leaving out what it could not.
+func (t Tally) String() string {
+	s := fmt.Sprintf("%d samples (%d unanswered)", t.Samples, t.Unanswered)
+	if t.probed {
+		s += fmt.Sprintf(", at most %d down", t.MaxDown)
+	}
+	if t.MaxHolding >= 0 {
+		s += fmt.Sprintf(", %d holding a slot, %d mid-replacement", t.MaxHolding, t.MaxBusy)
+	}
+	return s
+}
 
 // violations lists how t exceeds b.
 func (t Tally) violations(b Bounds) []string {
@@ -66,8 +79,7 @@ func (m *Monitor) Finish(t testing.TB, b Bounds) bool {
 	var changes []string
 	for _, g := range m.groups {
 		tl := m.Tally(g)
-		t.Logf("invariant monitor: %s: %d samples (%d unanswered), at most %d down, %d holding, %d mid-replacement (bounds %+v)",
-			g, tl.Samples, tl.Unanswered, tl.MaxDown, tl.MaxHolding, tl.MaxBusy, b)
+		t.Logf("invariant monitor: %s: %s (bounds %+v)", g, tl, b)
 		for _, v := range tl.violations(b) {
 			t.Errorf("group %s: %s", g, v)
 			ok = false
@@ -78,4 +90,12 @@ func (m *Monitor) Finish(t testing.TB, b Bounds) bool {
 		t.Logf("down-set changes:\n%s", strings.Join(changes, "\n"))
 	}
 	return ok
+}
+
+// Require is Finish that stops the test on a violation.
+func (m *Monitor) Require(t testing.TB, b Bounds) {
+	t.Helper()
+	if !m.Finish(t, b) {
+		t.FailNow()
+	}
 }

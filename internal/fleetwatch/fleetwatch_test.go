@@ -188,3 +188,23 @@ func waitRounds(t *testing.T, m *Monitor, n int) {
 		t.Fatalf("only %d rounds in 10s", m.Rounds())
 	}
 }
+
+func TestTallyString(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tl   Tally
+		want string
+	}{
+		{"docker and consul", Tally{Samples: 5, MaxDown: 1, MaxHolding: 1, MaxBusy: 0, probed: true},
+			"5 samples (0 unanswered), at most 1 down, 1 holding a slot, 0 mid-replacement"},
+		{"docker alone", Tally{Samples: 5, Unanswered: 2, MaxDown: 2, MaxHolding: -1, MaxBusy: -1, probed: true},
+			"5 samples (2 unanswered), at most 2 down"},
+		{"consul alone", Tally{Samples: 3, MaxHolding: 0, MaxBusy: 1}, "3 samples (0 unanswered), 0 holding a slot, 1 mid-replacement"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tl.String(); got != tc.want {
+				t.Errorf("String() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

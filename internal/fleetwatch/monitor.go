@@ -99,7 +99,7 @@ func Start(o Options) *Monitor {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for g := range o.Groups {
 		m.groups = append(m.groups, g)
-		m.tally[g] = &Tally{MaxHolding: -1, MaxBusy: -1}
+		m.tally[g] = &Tally{MaxHolding: -1, MaxBusy: -1, probed: m.probe(g) != nil}
 	}
 	sort.Strings(m.groups)
 	go m.loop()
