@@ -1,6 +1,7 @@
 package fleetwatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -92,9 +93,9 @@ func Start(o Options) *Monitor {
 	if o.Down == nil {
 		o.Down = Unhealthy
 	}
-	o.Every = cmpOr(o.Every, DefaultEvery)
-	o.ProbeTimeout = cmpOr(o.ProbeTimeout, DefaultReadTimeout)
-	o.StateTimeout = cmpOr(o.StateTimeout, DefaultReadTimeout)
+	o.Every = cmp.Or(o.Every, DefaultEvery)
+	o.ProbeTimeout = cmp.Or(o.ProbeTimeout, DefaultReadTimeout)
+	o.StateTimeout = cmp.Or(o.StateTimeout, DefaultReadTimeout)
 	m := &Monitor{o: o, start: time.Now(), tally: map[string]*Tally{}, last: map[string]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for g := range o.Groups {
@@ -104,13 +105,6 @@ func Start(o Options) *Monitor {
 	sort.Strings(m.groups)
 	go m.loop()
 	return m
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Stop ends sampling and waits for the sample under way. It may be called
