@@ -23,6 +23,7 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 // proc is an agent process started by startArgs: done closes once it has
@@ -273,49 +274,13 @@ func (ef *execFleet) checkOneAtATime(ns []string, sha string, minHealthy time.Du
 		runs[2].node, runs[2].begin.Sub(runs[0].begin).Round(time.Millisecond))
 }
 
-// busySampler counts, from KV every 50ms, the nodes in the middle of a
-// replacement (replacing or verifying) and keeps the most it saw.
-type busySampler struct {
-	samples, maxBusy int
-	stop, done       chan struct{}
-}
-
-func (f *fleet) sampleBusy() *busySampler {
-	s := &busySampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			gs, err := f.store.Read(ctx, f.group, nil)
-			cancel()
-			if err == nil {
-				busy := 0
-				for _, n := range gs.Nodes {
-					if n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying {
-						busy++
-					}
-				}
-				s.samples++
-				s.maxBusy = max(s.maxBusy, busy)
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	return s
-}
-
-func (s *busySampler) finish(t *testing.T, k int) {
-	t.Helper()
-	close(s.stop)
-	<-s.done
-	t.Logf("KV monitor: %d samples, at most %d nodes mid-replacement (K=%d)", s.samples, s.maxBusy, k)
-	if s.samples == 0 || s.maxBusy > k {
-		t.Fatalf("%d nodes were mid-replacement at once in %d samples, K=%d", s.maxBusy, s.samples, k)
-	}
+// sampleBusy watches, from KV every 50ms, the records of nodes in the
+// middle of a replacement (replacing or verifying): Bounds.Busy bounds them.
+func (f *fleet) sampleBusy(nodes []string) *fleetwatch.Monitor {
+	return f.watch(nodes, fleetwatch.Options{Every: 50 * time.Millisecond, StateTimeout: 5 * time.Second,
+		State: func(ctx context.Context, group string) (*coordinator.GroupState, error) {
+			return f.store.Read(ctx, group, nil)
+		}})
 }
 
 // TestExecRuntime rolls three exec-runtime agents through a first install,
@@ -330,12 +295,12 @@ func TestExecRuntime(t *testing.T) {
 	v1 := ef.commit(ef.spec("v1", 3, "10s", nil))
 	ef.waitFor(60*time.Second, "v1 installed on every node", func() bool { return ef.converged(ns, v1) })
 
-	mon := ef.sampleBusy()
+	mon := ef.sampleBusy(ns)
 	start := time.Now()
 	v2 := ef.commit(ef.spec("v2", 1, "10s", nil))
 	ef.waitFor(60*time.Second, "v2 installed on every node", func() bool { return ef.converged(ns, v2) })
 	t.Logf("exec rollout of 3 nodes at K=1 took %s", time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
+	mon.Require(t, fleetwatch.Bounds{Down: fleetwatch.Unbounded, Holding: fleetwatch.Unbounded, Busy: 1, MinSamples: 1})
 	ef.checkOneAtATime(ns, v2, time.Second)
 	checkService(t, ef.fleet, ns, v2)
 

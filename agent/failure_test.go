@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 func (f *fleet) cancel() {
@@ -116,7 +117,7 @@ func TestBadReleasePausesAfterMaxFailures(t *testing.T) {
 		// its ID: nothing but the one attempt touched the fleet.
 		t.Fatalf("%d containers are not the ones from before the bad release", moved)
 	}
-	mon.finish(t, 1)
+	mon.Require(t, fleetwatch.AtMost(1))
 	if gs := f.state(); len(gs.Failures) != 1 {
 		t.Fatalf("%d failures recorded, want exactly 1 (max_failures=1)", len(gs.Failures))
 	}
@@ -132,7 +133,7 @@ func TestBadReleaseRollsBack(t *testing.T) {
 		gs := f.state()
 		return gs.Desired.SHA == v1 && f.converged(ns, v1)
 	})
-	mon.finish(t, 1)
+	mon.Require(t, fleetwatch.AtMost(1))
 }
 
 // No registry can be reached here, so an image that is not present cannot

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 // fleet runs real `rollagent run` processes, one per node, against a real
@@ -168,46 +170,26 @@ func (f *fleet) converged(nodes []string, sha string) bool {
 	return done == len(nodes)
 }
 
-// sampler checks, every 100ms until stopped, how many nodes are down (no
-// healthy managed container), and keeps the worst it saw.
-type sampler struct {
-	samples, maxDown int
-	stop             chan struct{}
-	done             chan struct{}
-}
-
-func (f *fleet) sample(nodes []string) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			ws := f.workloads()
-			down := 0
-			for _, n := range nodes {
-				if !ws[n].Healthy {
-					down++
-				}
-			}
-			s.samples++
-			s.maxDown = max(s.maxDown, down)
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return s
-}
-
-func (s *sampler) finish(t *testing.T, k int) {
-	t.Helper()
-	close(s.stop)
-	<-s.done
-	t.Logf("invariant monitor: %d samples, at most %d down (K=%d)", s.samples, s.maxDown, k)
-	if s.maxDown > k {
-		t.Fatalf("%d nodes were down at once, K=%d", s.maxDown, k)
+// watch starts the fleet invariant monitor over nodes of the fleet's
+// group, every 100ms unless o says otherwise: Docker's own state when the
+// fleet has a Docker engine, and what o adds. A test that fails early
+// leaves no monitor behind.
+func (f *fleet) watch(nodes []string, o fleetwatch.Options) *fleetwatch.Monitor {
+	o.Groups = map[string][]string{f.group: nodes}
+	if f.docker != nil {
+		o.Probe = fleetwatch.Docker(f.docker)
 	}
+	o.Every = cmp.Or(o.Every, 100*time.Millisecond)
+	m := fleetwatch.Start(o)
+	f.t.Cleanup(m.Stop)
+	return m
+}
+
+// sample watches how many of nodes are down (no healthy container under
+// the managed name): its Require(t, fleetwatch.AtMost(K)) is the
+// guarantee.
+func (f *fleet) sample(nodes []string) *fleetwatch.Monitor {
+	return f.watch(nodes, fleetwatch.Options{})
 }
 
 func nodes(n int) []string {

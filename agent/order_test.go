@@ -1,87 +1,50 @@
 package agent_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
-// anySampler checks, every 100ms until stopped, how many nodes have no
-// healthy container at all, under either name (start-first sets the old
-// one aside under <name>-prev and keeps it running), and how often a node
-// had two running at once.
+// anySampler watches, every 100ms, how many nodes have no healthy
+// container at all, under either name (start-first sets the old one aside
+// under <name>-prev and keeps it running), and how often a node had two
+// running at once.
 type anySampler struct {
-	samples, maxDown, errors int
-	overlaps                 int // node-samples with two running containers
-	stop, done               chan struct{}
+	mon      *fleetwatch.Monitor
+	nodes    []string
+	overlaps int // node-samples with two running containers; the monitor's goroutine counts them
 }
 
 func (f *fleet) sampleAny(nodes []string) *anySampler {
-	s := &anySampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			s.observe(f, nodes)
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	s := &anySampler{nodes: nodes}
+	s.mon = f.watch(nodes, fleetwatch.Options{Down: fleetwatch.Unserved, Observe: s.observe, ProbeTimeout: 5 * time.Second})
 	return s
 }
 
-func (s *anySampler) observe(f *fleet, nodes []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+f.group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
-	list, err := f.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-	if err != nil {
-		s.errors++
-		return
-	}
-	healthy, running := map[string]bool{}, map[string]int{}
-	for _, c := range list {
-		n := c.Labels[agent.LabelNode]
-		if c.State == "running" {
-			running[n]++
-			healthy[n] = healthy[n] || strings.Contains(c.Status, "(healthy)")
-		}
-	}
-	down := 0
-	for _, n := range nodes {
-		if !healthy[n] {
-			down++
-		}
-		if running[n] > 1 {
+func (s *anySampler) observe(sm *fleetwatch.Sample) {
+	for _, n := range s.nodes {
+		if w, ok := sm.Workloads[n]; ok && len(w.Running) > 1 {
 			s.overlaps++
 		}
 	}
-	s.samples++
-	s.maxDown = max(s.maxDown, down)
 }
 
+// finish stops the test unless no node was ever without a healthy
+// container, over at least 10 samples, and some sample saw a node run its
+// old and new containers at once.
 func (s *anySampler) finish(t *testing.T) {
 	t.Helper()
-	close(s.stop)
-	<-s.done
-	t.Logf("start-first monitor: %d samples (%d failed), at most %d nodes without a healthy container, %d node-samples with old and new both running",
-		s.samples, s.errors, s.maxDown, s.overlaps)
-	switch {
-	case s.samples < 10:
-		t.Fatalf("only %d samples", s.samples)
-	case s.maxDown > 0:
-		t.Fatalf("%d nodes had no healthy container at once; start-first must keep the old one serving", s.maxDown)
-	case s.overlaps == 0:
-		t.Fatal("no sample saw a node run its old and new containers at once: was it start-first?")
+	ok := s.mon.Finish(t, fleetwatch.Bounds{Down: 0, Holding: fleetwatch.Unbounded, Busy: fleetwatch.Unbounded, MinSamples: 10})
+	t.Logf("start-first monitor: %d node-samples with old and new both running", s.overlaps)
+	if s.overlaps == 0 {
+		t.Error("no sample saw a node run its old and new containers at once: was it start-first?")
+		ok = false
+	}
+	if !ok {
+		t.FailNow()
 	}
 }
 

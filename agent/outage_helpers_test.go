@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 // dockerEvent is one Docker event of a managed container, as the outage
@@ -131,87 +129,38 @@ func (l *eventLog) wait(t *testing.T, d time.Duration, mark int, what string, ma
 	}
 }
 
-// census checks, every 100ms until finished, each node's managed containers
-// under either name and in any state. The runtime keeps the old container
-// (set aside as <name>-prev) until the new one is healthy, so a node always
-// has one or two: zero means its workload was lost, three is impossible by
-// name. With stop-first, never two running at once.
+// census watches, every 100ms until finished, each node's managed
+// containers under either name and in any state. The runtime keeps the old
+// container (set aside as <name>-prev) until the new one is healthy, so a
+// node always has one or two: zero means its workload was lost, three is
+// impossible by name. With stop-first, never two running at once. A node
+// is down with no healthy running container under either name.
 type census struct {
+	mon       *fleetwatch.Monitor
 	nodes     []string
-	stopFirst atomic.Bool
-	mu        sync.Mutex
-	samples   int
-	errors    int    // samples the engine did not answer (a daemon restart, say)
-	maxDown   int    // most nodes without a healthy running container at once
-	worst     string // what they had then
-	bad       []string
-	stop      chan struct{}
-	stopOnce  sync.Once
-	done      chan struct{}
+	stopFirst bool
+	bad       []string // the monitor's goroutine writes it, Finish waits for that
 }
 
 func (f *fleet) census(nodes []string, stopFirst bool) *census {
-	c := &census{nodes: nodes, stop: make(chan struct{}), done: make(chan struct{})}
-	c.stopFirst.Store(stopFirst)
-	f.t.Cleanup(c.halt) // a test that fails early leaves no sampler behind
-	go func() {
-		defer close(c.done)
-		for {
-			c.observe(f)
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	c := &census{nodes: nodes, stopFirst: stopFirst}
+	c.mon = f.watch(nodes, fleetwatch.Options{Down: fleetwatch.Unserved, Observe: c.observe, ProbeTimeout: 5 * time.Second})
 	return c
 }
 
-func (c *census) observe(f *fleet) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+f.group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
-	list, err := f.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err != nil {
-		c.errors++
-		return
+func (c *census) observe(s *fleetwatch.Sample) {
+	if s.ProbeErr != nil {
+		return // the engine did not answer (a daemon restart, say): counted unanswered
 	}
-	all, running, healthy := map[string]int{}, map[string]int{}, map[string]bool{}
-	seen := map[string][]string{}
-	for _, ct := range list {
-		n := ct.Labels[agent.LabelNode]
-		all[n]++
-		seen[n] = append(seen[n], fmt.Sprintf("%s %s %q", strings.Join(ct.Names, ","), ct.State, ct.Status))
-		if ct.State == "running" {
-			running[n]++
-			healthy[n] = healthy[n] || strings.Contains(ct.Status, "(healthy)")
-		}
-	}
-	down, why := 0, []string{}
 	for _, n := range c.nodes {
-		if !healthy[n] {
-			down++
-			why = append(why, fmt.Sprintf("%s: %v", n, seen[n]))
-		}
+		w := s.Workloads[n]
 		switch {
-		case all[n] == 0 || all[n] > 2:
-			c.note(fmt.Sprintf("node %s had %d containers", n, all[n]))
-		case running[n] > 1 && c.stopFirst.Load():
-			c.note(fmt.Sprintf("node %s ran its old and new containers at once under stop-first", n))
+		case len(w.IDs) == 0 || len(w.IDs) > 2:
+			c.note(fmt.Sprintf("node %s had %d containers: %v", n, len(w.IDs), w.Status))
+		case len(w.Running) > 1 && c.stopFirst:
+			c.note(fmt.Sprintf("node %s ran its old and new containers at once under stop-first: %v", n, w.Status))
 		}
 	}
-	c.samples++
-	if down > c.maxDown {
-		c.maxDown, c.worst = down, time.Now().Format("15:04:05.000 ")+strings.Join(why, "; ")
-	}
-}
-
-func (c *census) halt() {
-	c.stopOnce.Do(func() { close(c.stop) })
-	<-c.done
 }
 
 func (c *census) note(s string) {
@@ -220,22 +169,17 @@ func (c *census) note(s string) {
 	}
 }
 
-// finish stops the census and fails the test on any violation or when more
-// than maxDown nodes were down at once.
+// finish stops the census and fails the test on any violation, on fewer
+// than 10 samples, or when more than maxDown nodes were down at once.
 func (c *census) finish(t *testing.T, maxDown int) {
 	t.Helper()
-	c.halt()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.Logf("census: %d samples (%d unanswered), at most %d nodes down at once", c.samples, c.errors, c.maxDown)
-	if c.samples < 10 {
-		t.Fatalf("census: only %d samples", c.samples)
-	}
+	ok := c.mon.Finish(t, fleetwatch.Bounds{Down: maxDown, Holding: fleetwatch.Unbounded, Busy: fleetwatch.Unbounded, MinSamples: 10})
 	if len(c.bad) > 0 {
-		t.Fatalf("census: %d violations, the first:\n%s", len(c.bad), strings.Join(c.bad, "\n"))
+		t.Errorf("census: %d violations, the first:\n%s", len(c.bad), strings.Join(c.bad, "\n"))
+		ok = false
 	}
-	if c.maxDown > maxDown {
-		t.Fatalf("census: %d nodes were down at once, want at most %d: %s", c.maxDown, maxDown, c.worst)
+	if !ok {
+		t.FailNow()
 	}
 }
 

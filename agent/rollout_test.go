@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -29,7 +30,7 @@ func TestRolloutConverges(t *testing.T) {
 	v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	f.waitFor(2*time.Minute, "rollout to v2", func() bool { return f.converged(ns, v2) })
 	t.Logf("rollout of 3 nodes at K=1 took %s", time.Since(start).Round(100*time.Millisecond))
-	mon.finish(t, 1)
+	mon.Require(t, fleetwatch.AtMost(1))
 }
 
 // holderName waits for some node to hold the slot and returns its name.
@@ -80,5 +81,5 @@ func TestKilledHolderRolloutCompletes(t *testing.T) {
 	})
 	t.Logf("slot passed from %s, back from the dead, to %s %s after its restart", victim, next, time.Since(back).Round(100*time.Millisecond))
 	f.waitFor(2*time.Minute, "rollout to v2 after the kill", func() bool { return f.converged(ns, v2) })
-	mon.finish(t, 1)
+	mon.Require(t, fleetwatch.AtMost(1))
 }

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 func (c *cluster) leaderKilled(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v3", "pause")
 	c.holder(mgrs, "", time.Minute)
 	leader := c.leader()
@@ -32,7 +33,7 @@ func (c *cluster) leaderKilled(t *testing.T) {
 // counts in the down count all along.
 func (c *cluster) partitioned(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(wkrs, "v3", "pause")
 	victim := c.midStep(wkrs, time.Minute)
 	ip := c.partition(victim)
@@ -48,7 +49,7 @@ func (c *cluster) partitioned(t *testing.T) {
 
 func (c *cluster) cancelDurable(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v4", "pause")
 	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
@@ -129,7 +130,7 @@ func (c *cluster) restartEverything() {
 
 func (c *cluster) badRelease(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	good := c.state(wkrs).Desired.SHA
 	bad := c.commit(wkrs, "bad", "pause")
 	c.waitFor(2*time.Minute, "the workers to pause", func() bool {
@@ -149,7 +150,7 @@ func (c *cluster) badRelease(t *testing.T) {
 
 func (c *cluster) twoGroups(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v6", "pause"), c.commit(wkrs, "v6", "pause")
 	c.waitConverged(mgrs, managers, ms, 3*time.Minute)

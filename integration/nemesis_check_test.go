@@ -1,16 +1,15 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 const (
@@ -20,10 +19,11 @@ const (
 	testAuthor = "integration"
 )
 
-// checker samples Docker and Consul and checks invariants (a)-(c) of
-// nemesisTest. Only its goroutine touches its maps.
+// checker checks invariants (a)-(c) of nemesisTest on each sample of the
+// fleet invariant monitor. Only the monitor's goroutine touches its maps.
 type checker struct {
 	n        *nemesis
+	mon      *fleetwatch.Monitor
 	prevDown map[string]string
 	prevGate map[string]string
 	// held is who held a slot at the last sample, per node: a node seen
@@ -36,55 +36,30 @@ type checker struct {
 	ran     map[string]map[string]map[string]bool
 	desired map[string]string
 	exec    *execCheck // invariant (e), for the exec hosts
-	count   int
-	once    sync.Once
-	quit    chan struct{}
-	done    chan struct{}
 }
 
 func (n *nemesis) check() *checker {
 	ck := &checker{n: n, prevDown: map[string]string{}, prevGate: map[string]string{}, held: map[string]bool{},
 		windows: map[string]*window{}, created: map[string]time.Time{}, ran: map[string]map[string]map[string]bool{},
-		desired: map[string]string{}, quit: make(chan struct{}), done: make(chan struct{})}
-	go ck.loop()
+		desired: map[string]string{}}
+	o := n.c.watchOptions(nemesisGroups()...)
+	o.Every, o.StateTimeout, o.Observe = sampleEvery, consulBudget, ck.sample
+	ck.mon = fleetwatch.Start(o)
 	return ck
 }
 
-func (ck *checker) loop() {
-	defer close(ck.done)
-	for {
-		for _, g := range nemesisGroups() {
-			ck.sample(g)
-		}
-		ck.count++
-		select {
-		case <-ck.quit:
-			return
-		case <-time.After(sampleEvery):
-		}
-	}
-}
+func (ck *checker) stop() { ck.mon.Stop() }
 
-func (ck *checker) stop() {
-	ck.once.Do(func() { close(ck.quit) })
-	<-ck.done
-}
+func (ck *checker) samples() int { return ck.mon.Rounds() }
 
-func (ck *checker) samples() int { return ck.count }
-
-func (ck *checker) sample(g string) {
-	ws, err := ck.n.c.listWorkloads(g)
-	if err != nil {
-		ck.n.note("sample %s: %v", g, err)
+func (ck *checker) sample(s *fleetwatch.Sample) {
+	g := s.Group
+	if s.ProbeErr != nil {
+		ck.n.note("sample %s: %v", g, s.ProbeErr)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), consulBudget)
-	defer cancel()
-	gs, err := ck.n.c.store().Read(ctx, g, nil)
-	if err != nil {
-		gs = nil // Consul out of reach (a leader election): (a) from Docker alone
-	}
-	ck.checkDown(g, ws, gs)
+	ws, gs := s.Workloads, s.State // gs nil: Consul out of reach (a leader election): (a) from Docker alone
+	ck.checkDown(s)
 	ck.noteRan(g, ws)
 	ck.checkHooks(g, ws, gs)
 	if gs == nil {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
-// checkDown is invariant (a).
-func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.GroupState) {
+// checkDown is invariant (a), on the monitor's down count: every node of
+// the group, judged by Docker (or the health hook) alone.
+func (ck *checker) checkDown(s *fleetwatch.Sample) {
+	g, ws, gs, down := s.Group, s.Workloads, s.State, s.Down
 	holding := maps.Clone(ck.held) // Consul out of reach: the last known claims
 	if gs != nil {
 		holding = map[string]bool{}
@@ -23,7 +25,6 @@ func (ck *checker) checkDown(g string, ws map[string]workload, gs *coordinator.G
 		}
 	}
 	nodes := ck.n.nodesOf(g)
-	down, _ := downOf(ws, nodes)
 	isDown := map[string]bool{}
 	for _, nd := range down {
 		isDown[nd] = true

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -277,36 +276,6 @@ func (c *cluster) execWorkloadPid(node string) (int, error) {
 	return 0, fmt.Errorf("%s's workload does not run", node)
 }
 
-// listWorkloads is what runs on group's nodes: Docker's containers, or on
-// exec hosts their installs.
-func (c *cluster) listWorkloads(group string) (map[string]workload, error) {
-	if group == hks {
-		return c.execWorkloads(), nil
-	}
-	return fleettest.ListWorkloads(c.docker, group)
-}
-
-// execWorkloads reads each exec host's install and judges its workload
-// by the health hook's own check, run from outside (through /proc/<pid>/root),
-// the hosts at once.
-func (c *cluster) execWorkloads() map[string]workload {
-	ws := make([]workload, len(hookNodes))
-	var wg sync.WaitGroup
-	for i, nd := range hookNodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ws[i] = c.execWorkload(nd)
-		}()
-	}
-	wg.Wait()
-	out := map[string]workload{}
-	for i, nd := range hookNodes {
-		out[nd] = ws[i]
-	}
-	return out
-}
-
 // execWorkload stands one exec host's install for a container: its ID
 // names the install (execID), Healthy is forkhook.Check's verdict.
 func (c *cluster) execWorkload(node string) workload {
@@ -330,7 +299,8 @@ func (c *cluster) execWorkload(node string) workload {
 		}
 		running = false
 	}
-	w := workload{Healthy: running && status == "healthy"}
+	healthy := running && status == "healthy"
+	w := workload{Healthy: healthy, Serving: healthy}
 	if in.SHA != "" {
 		id := execID(node, in)
 		w.SHAs, w.IDs, w.Managed = []string{in.SHA}, []string{id}, id
@@ -384,7 +354,11 @@ func execCreated(id string) (time.Time, bool) {
 // execConverged says every exec host runs sha healthy, and its record
 // says converged on it.
 func (c *cluster) execConverged(sha string) bool {
-	for _, w := range c.execWorkloads() {
+	ws, err := c.listWorkloads(hks)
+	if err != nil {
+		return false
+	}
+	for _, w := range ws {
 		if !w.Healthy || len(w.SHAs) != 1 || w.SHAs[0] != sha {
 			return false
 		}

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 var (
@@ -93,11 +91,11 @@ func (c *cluster) holder(group, not string, d time.Duration) string {
 	c.t.Helper()
 	name := ""
 	c.waitFor(d, "a slot holder in "+group, func() bool {
-		h, err := lockstep.ReadHolders(c.api(), c.slot(group), &api.QueryOptions{})
+		holding, err := c.holding(group)
 		if err != nil {
 			return false
 		}
-		for _, e := range h.Holding {
+		for _, e := range holding {
 			if e.Name != not {
 				name = e.Name
 				return true

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/lockstep"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 const (
@@ -35,7 +35,7 @@ const (
 // manager may be taken down: at most K=1 unhealthy, counting the victim.
 func (c *cluster) seed(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v2", "pause"), c.commit(wkrs, "v2", "pause")
 	victim := c.midStep(mgrs, time.Minute)
@@ -58,7 +58,7 @@ func (c *cluster) seed(t *testing.T) {
 // the pause, it moves nothing until the operator resumes.
 func (c *cluster) holderLost(t *testing.T) {
 	mon := c.monitor()
-	defer mon.finish(t, 1) // the down count is the verdict, also when a wait gives up
+	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
 	sha := c.commit(mgrs, "v2-lost", "pause")
 	victim := c.midStep(mgrs, time.Minute)
 	granted := c.grantedAt(mgrs, victim)
@@ -124,14 +124,14 @@ func (c *cluster) checkLost(t *testing.T, sha, victim string, granted time.Time,
 // container set aside (two containers under its name): mid-replacement.
 func (c *cluster) midStep(group string, d time.Duration) string {
 	c.t.Helper()
-	slot, node := c.slot(group), ""
+	node := ""
 	c.waitFor(d, "a holder in "+group+" mid-replacement", func() bool {
-		h, err := lockstep.ReadHolders(c.api(), slot, nil)
+		holding, err := c.holding(group)
 		if err != nil {
 			return false
 		}
 		ws := c.workloads(group)
-		for _, e := range h.Holding {
+		for _, e := range holding {
 			if len(ws[e.Name].IDs) == 2 {
 				node = e.Name
 				return true
@@ -144,8 +144,8 @@ func (c *cluster) midStep(group string, d time.Duration) string {
 
 // grantedAt is when node's hold began, from the holders record.
 func (c *cluster) grantedAt(group, node string) time.Time {
-	if h, err := lockstep.ReadHolders(c.api(), c.slot(group), nil); err == nil {
-		for _, e := range h.Holding {
+	if holding, err := c.holding(group); err == nil {
+		for _, e := range holding {
 			if e.Name == node && !e.Since.IsZero() {
 				return e.Since
 			}
@@ -190,8 +190,8 @@ func (c *cluster) watchOthersUntil(group, victim string, d time.Duration, done f
 }
 
 func (c *cluster) othersMoved(group, victim string, others []string, before map[string]workload) string {
-	if h, err := lockstep.ReadHolders(c.api(), c.slot(group), nil); err == nil {
-		for _, e := range h.Holding {
+	if holding, err := c.holding(group); err == nil {
+		for _, e := range holding {
 			if e.Name != victim {
 				return e.Name + " was granted the slot"
 			}
@@ -206,7 +206,7 @@ func (c *cluster) othersMoved(group, victim string, others []string, before map[
 			return fmt.Sprintf("%s's containers changed: %.12v -> %.12v", n, before[n].IDs, ws[n].IDs)
 		}
 	}
-	if down, why := downOf(ws, others); len(down) > 0 {
+	if down, why := fleetwatch.DownOf(ws, others, fleetwatch.Unhealthy); len(down) > 0 {
 		return fmt.Sprintf("down: %s", strings.Join(why, "; "))
 	}
 	return ""

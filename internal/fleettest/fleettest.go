@@ -104,6 +104,7 @@ type Workload struct {
 	IDs     []string
 	Running []string // IDs of the containers that run now
 	Healthy bool     // the container under the managed name runs and is healthy
+	Serving bool     // a container of the node runs and is healthy, under either name
 	Managed string   // ID of the container under the managed name, or ""
 	Status  []string // each container's name and Docker status, to say why it is not
 }
@@ -124,6 +125,11 @@ func Workloads(t testing.TB, cli *client.Client, group string) map[string]Worklo
 func ListWorkloads(cli *client.Client, group string) (map[string]Workload, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return ListWorkloadsContext(ctx, cli, group)
+}
+
+// ListWorkloadsContext is ListWorkloads bounded by ctx.
+func ListWorkloadsContext(ctx context.Context, cli *client.Client, group string) (map[string]Workload, error) {
 	args := filters.NewArgs(filters.Arg("label", agent.LabelGroup+"="+group), filters.Arg("label", dockertest.Label+"="+dockertest.RunID()))
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
@@ -143,9 +149,9 @@ func ListWorkloads(cli *client.Client, group string) (map[string]Workload, error
 		if managed {
 			w.Managed = c.ID
 		}
-		if managed && c.State == "running" && strings.Contains(c.Status, "(healthy)") {
-			w.Healthy = true
-		}
+		healthy := c.State == "running" && strings.Contains(c.Status, "(healthy)")
+		w.Healthy = w.Healthy || managed && healthy
+		w.Serving = w.Serving || healthy
 		out[n] = w
 	}
 	return out, nil
