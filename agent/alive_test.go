@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // With an AliveURL, the agent's session is bound to an HTTP check that
@@ -70,7 +70,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 		t.Fatalf("alive check %+v (%v), want an HTTP check, passing", cs[aliveID], err)
 	}
 	for path, want := range map[string]int{"/agent/check/update/": 0, "/session/create": 1, "/session/destroy": 0, "/agent/check/deregister/": 0} {
-		if n := counted.count(path); n != want {
+		if n := counted.Containing(path); n != want {
 			t.Errorf("%d requests to %s, want %d", n, path, want)
 		}
 	}
@@ -125,20 +125,6 @@ func (f *flakyAlive) set(do func(*flakyAlive)) {
 	do(f)
 }
 
-// onRegister calls hook after each service registration Consul accepted.
-type onRegister struct {
-	next http.RoundTripper
-	hook func()
-}
-
-func (o *onRegister) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := o.next.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
-		o.hook()
-	}
-	return resp, err
-}
-
 // Consul restarts a check that a registration lists, and arms the new one
 // to go critical at its first failed run. The agent registers its service
 // on each change of state, so if each registration listed the alive check,
@@ -148,13 +134,12 @@ func (o *onRegister) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 	srv := consultest.NewDev(t)
 	alive := &flakyAlive{}
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.HTTPAddr
-	cfg.HttpClient = &http.Client{Transport: &onRegister{next: cleanhttp.DefaultPooledTransport(), hook: alive.registered}}
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// alive hears of each service registration Consul accepted.
+	c := srv.ClientVia(&testkit.Counter{OnReply: func(r *http.Request, resp *http.Response) {
+		if resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
+			alive.registered()
+		}
+	}})
 	st := coordinator.NewStore(c, "")
 	group := fleettest.Group("flaky")
 	rt := &switchHealth{}

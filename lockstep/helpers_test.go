@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 const testPrefix = "rollagent/g/slot"
@@ -73,14 +74,7 @@ func devClient(t testing.TB) *api.Client {
 // bare sleep.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
+	testkit.EventuallyEvery(t, d, 50*time.Millisecond, what, cond)
 }
 
 // waitInLine waits, bounded, until n contenders wait in line at

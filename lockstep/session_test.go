@@ -170,7 +170,7 @@ func TestSessionOnConsulRunCheck(t *testing.T) {
 		}
 		return time.Since(began) > 3*time.Second
 	})
-	if n := log.count(http.MethodPut, "/v1/agent/check/update/alive"); n != 0 {
+	if n := log.To(http.MethodPut, "/v1/agent/check/update/alive"); n != 0 {
 		t.Fatalf("the session passed the check Consul runs %d times", n)
 	}
 

@@ -121,7 +121,7 @@ func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
 		gots = append(gots, acquireAsync(t, ctx, newSem(t, lc, fmt.Sprintf("w%d", i)), g))
 		waitInLine(t, c, i+1, fmt.Sprintf("waiter %d in line", i))
 	}
-	if n := log.nonBlocking("/v1/kv/" + testPrefix + "/"); n != 0 {
+	if n := nonBlocking(log, "/v1/kv/"+testPrefix+"/"); n != 0 {
 		t.Fatalf("joiners listed the line %d times, want none", n)
 	}
 	if err := first.Release(ctx); err != nil {
