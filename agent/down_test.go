@@ -13,6 +13,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // scriptedRuntime is a recordingRuntime whose workload's health the test
@@ -94,9 +95,7 @@ func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []
 	for _, n := range gs.Holders.Names() {
 		inLine = append(inLine, n)
 	}
-	for _, e := range gs.Holders.Holding {
-		using = append(using, e.Name)
-	}
+	using = groupkit.HolderNames(gs.Holders)
 	for _, n := range gs.Holders.Counted(time.Now()) {
 		if !slices.Contains(using, n) {
 			using = append(using, n)

@@ -18,6 +18,8 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // fleet runs real `rollagent run` processes, one per node, against a real
@@ -125,6 +127,19 @@ func (f *fleet) stopAll() {
 			f.t.Logf("agent %s log tail:\n%s", n, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// keys names the keys of the fleet's group.
+func (f *fleet) keys() coordinator.Keys { return groupkit.Keys(f.t, f.group) }
+
+// holders reads the group's slot, failing the test when it cannot.
+func (f *fleet) holders() *lockstep.Holders {
+	f.t.Helper()
+	h, err := groupkit.Holders(f.srv.Client(), f.keys())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
 }
 
 // state reads the group.

@@ -15,6 +15,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -102,24 +103,8 @@ func startLeaseAgent(t *testing.T, st *coordinator.Store, group, node string, rt
 
 // readHolders reads the group's slot from Consul, nil when it cannot.
 func readHolders(srv *consultest.Server, k coordinator.Keys) *lockstep.Holders {
-	h, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
-	if err != nil {
-		return nil
-	}
+	h, _ := groupkit.Holders(srv.Client(), k)
 	return h
-}
-
-// holding says name holds a slot now, by its holder key.
-func holding(h *lockstep.Holders, name string) (session string, ok bool) {
-	if h == nil {
-		return "", false
-	}
-	for id, e := range h.Holding {
-		if e.Name == name {
-			return id, true
-		}
-	}
-	return "", false
 }
 
 // slotWatch samples the slot while a test runs and keeps what breaks the
@@ -226,7 +211,7 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 	ended := time.Now()
 	fleettest.WaitFor(t, time.Minute, "n1 to reclaim its slot with a new session", func() bool {
 		w.check(t)
-		s, ok := holding(readHolders(srv, k), "n1")
+		s, ok := groupkit.Holding(readHolders(srv, k), "n1")
 		return ok && s != claim.Session
 	})
 	t.Logf("n1 reclaimed its slot %s after its session ended; its lease is %s", time.Since(ended).Round(10*time.Millisecond), claim.Until.Sub(claim.Since))
@@ -332,7 +317,7 @@ func pauseAfterFence(srv *consultest.Server, k coordinator.Keys, faults *consult
 			paused <- err
 			return nil
 		}
-		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := holding(readHolders(srv, k), "n2"); return ok }) {
+		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := groupkit.Holding(readHolders(srv, k), "n2"); return ok }) {
 			paused <- errors.New("n2 was not granted n1's slot within 2m")
 			return nil
 		}

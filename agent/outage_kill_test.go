@@ -119,7 +119,7 @@ func (k *killer) nextHolder() string {
 	t := k.f.t
 	t.Helper()
 	c := k.f.srv.Client()
-	prefix := "rollagent/groups/" + k.f.group + "/slot/"
+	prefix := k.f.keys().Slot()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {

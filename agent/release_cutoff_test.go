@@ -14,6 +14,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -139,7 +140,7 @@ func converged(sha string) func(n *coordinator.NodeState) bool {
 // what check says is wrong with it, if anything.
 func holdersOf(t *testing.T, srv *consultest.Server, k coordinator.Keys, check func(*lockstep.Holders) string) {
 	t.Helper()
-	hs, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
+	hs, err := groupkit.Holders(srv.Client(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,17 +153,11 @@ func holdersOf(t *testing.T, srv *consultest.Server, k coordinator.Keys, check f
 // holder key of node's.
 func slotFree(t *testing.T, srv *consultest.Server, k coordinator.Keys, node string) bool {
 	t.Helper()
-	hs, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
+	hs, err := groupkit.Holders(srv.Client(), k)
 	if err != nil {
 		return false
 	}
-	if _, ok := hs.ClaimOf(node); ok {
-		return false
-	}
-	for _, e := range hs.Holding {
-		if e.Name == node {
-			return false
-		}
-	}
-	return true
+	_, claimed := hs.ClaimOf(node)
+	_, holding := groupkit.Holding(hs, node)
+	return !claimed && !holding
 }

@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/lockstep"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // deploy brings up agents on ns and converges them to a v1 release.
@@ -36,12 +35,9 @@ func TestRolloutConverges(t *testing.T) {
 func (f *fleet) holderName() string {
 	var name string
 	f.waitFor(60*time.Second, "a slot holder", func() bool {
-		h, err := lockstep.ReadHolders(f.srv.Client(), "rollagent/groups/"+f.group+"/slot/", &api.QueryOptions{})
-		if err != nil {
-			return false
-		}
-		for _, e := range h.Holding {
-			name = e.Name
+		h, err := groupkit.Holders(f.srv.Client(), f.keys())
+		if names := groupkit.HolderNames(h); err == nil && len(names) > 0 {
+			name = names[0]
 			return true
 		}
 		return false

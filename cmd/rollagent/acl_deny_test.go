@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // tokenWith makes a token with rules as its only policy.
@@ -71,14 +72,15 @@ func TestDeniedCommandsWriteNothing(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
 	rolloutOf(t, srv, "web")
+	k := groupkit.Keys(t, "web")
 	tokens := map[string]string{
 		"no policy": tokenWith(t, c, "nothing", `key_prefix "other/" { policy = "write" }`),
 		"read only": tokenWith(t, c, "read", `key_prefix "rollagent/" { policy = "read" }`),
 		// Each half of a two-key transaction, without the other half.
 		"desired only": tokenWith(t, c, "desired", `key_prefix "rollagent/" { policy = "read" }
-			key "rollagent/groups/web/desired" { policy = "write" }`),
-		"all but desired": tokenWith(t, c, "nodesired", `key_prefix "rollagent/groups/web/" { policy = "write" }
-			key "rollagent/groups/web/desired" { policy = "read" }`),
+			key "`+k.Desired()+`" { policy = "write" }`),
+		"all but desired": tokenWith(t, c, "nodesired", `key_prefix "`+k.Root()+`" { policy = "write" }
+			key "`+k.Desired()+`" { policy = "read" }`),
 	}
 	for tname, tok := range tokens {
 		for cmd, args := range writes(t, "web") {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // With default-deny ACLs, a token that may not read a group is told so,
@@ -32,7 +34,7 @@ func TestDeniedReadsNameTheKey(t *testing.T) {
 				before := keys(t, c)
 				code, out, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + tok}, args...)...)
 				t.Logf("code %d: %s", code, strings.TrimSpace(errs))
-				if code == 0 || !strings.Contains(errs, "permission denied") || !strings.Contains(errs, "rollagent/groups/web/") {
+				if code == 0 || !strings.Contains(errs, "permission denied") || !strings.Contains(errs, groupkit.Keys(t, "web").Root()) {
 					t.Fatalf("code %d stdout %q stderr %q; want != 0, permission denied, and the key", code, out, errs)
 				}
 				if strings.Contains(out+errs, "nothing committed") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -19,8 +20,8 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
 	rolloutOf(t, srv, "web")
-	agentKV := storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).Client().KV()
-	slot := "rollagent/groups/web/slot/"
+	agentKV := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).KV()
+	slot := groupkit.Keys(t, "web").Slot()
 	for _, tc := range []struct {
 		key     string
 		allowed bool
@@ -80,7 +81,7 @@ func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 	g.Lease = time.Minute
 	clients := map[string]*api.Client{}
 	for _, node := range []string{"n1", "n2"} {
-		clients[node] = storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", node)).Client()
+		clients[node] = clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", node))
 	}
 	sem := func(node, as string) *lockstep.Semaphore {
 		tc := clients[node]

@@ -125,7 +125,11 @@ func startAgent(bin, node string, st *state) error {
 
 // holder returns the node holding the demo group's slot, or "".
 func holder(c *api.Client) string {
-	h, err := lockstep.ReadHolders(c, "rollagent/groups/"+group+"/slot/", nil)
+	k, err := coordinator.NewKeys("", group)
+	if err != nil {
+		return ""
+	}
+	h, err := lockstep.ReadHolders(c, k.Slot(), nil)
 	if err != nil {
 		return ""
 	}

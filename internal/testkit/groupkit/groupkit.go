@@ -1,0 +1,89 @@
+// Package groupkit holds what tests above coordinator share about one
+// group: the common setup of a test against a Consul dev agent (a Store, a
+// group name of this test run's own, its keys) and the lookup of the
+// group's slot holders. Every KV path comes from coordinator's Keys.
+//
+// It imports coordinator and lockstep, so their in-package tests cannot use
+// it: they use testkit alone.
+package groupkit
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// Group is one group of a test, on a Consul dev agent of its own.
+type Group struct {
+	Srv   *consultest.Server
+	Store *coordinator.Store // the test's view, on a client of its own
+	Name  string             // the group's name, unique to this test run
+	Keys  coordinator.Keys
+}
+
+// New starts a Consul dev agent for the test and names a group on it after
+// name, made unique to this test run (fleettest.Group).
+func New(t testing.TB, name string) *Group {
+	t.Helper()
+	return On(t, consultest.NewDev(t), name)
+}
+
+// On is New on a Consul agent the test already has: a test with several
+// groups, or one that cuts its Consul off.
+func On(t testing.TB, srv *consultest.Server, name string) *Group {
+	t.Helper()
+	g := &Group{Srv: srv, Store: coordinator.NewStore(srv.Client(), ""), Name: fleettest.Group(name)}
+	k, err := g.Store.Keys(g.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Keys = k
+	return g
+}
+
+// Keys names the keys of group, as every agent and the CLI do (the
+// default prefix), failing the test for a name no group can have.
+func Keys(t testing.TB, group string) coordinator.Keys {
+	t.Helper()
+	k, err := coordinator.NewKeys("", group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Holders reads the slot of the group k names, once.
+func Holders(c *api.Client, k coordinator.Keys) (*lockstep.Holders, error) {
+	return lockstep.ReadHolders(c, k.Slot(), nil)
+}
+
+// Holding says under which session name holds a slot in h, which may be
+// nil (the slot could not be read).
+func Holding(h *lockstep.Holders, name string) (session string, ok bool) {
+	if h == nil {
+		return "", false
+	}
+	for id, e := range h.Holding {
+		if e.Name == name {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// HolderNames lists who holds a slot in h, sorted; none for a nil h.
+func HolderNames(h *lockstep.Holders) []string {
+	var names []string
+	if h != nil {
+		for _, e := range h.Holding {
+			names = append(names, e.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
