@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -172,11 +174,12 @@ func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
 		return kept || len(rt.destructiveCalls()) > 0
 	})
 	// A bounded watch: the reclaim is done, and nothing may move after it.
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	testkit.Steady(t, 2*time.Second, 100*time.Millisecond, func() error {
 		if calls := rt.destructiveCalls(); len(calls) > 0 {
-			t.Fatalf("under the CANCEL the agent called %v on its node", calls)
+			return fmt.Errorf("under the CANCEL the agent called %v on its node", calls)
 		}
-	}
+		return nil
+	})
 	if sha, aside := rt.state(); sha != v2 || aside != v1 {
 		t.Fatalf("node runs %.12s with %.12q set aside, want the step as it was left", sha, aside)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -127,6 +129,18 @@ func (f *fleet) stopAll() {
 			f.t.Logf("agent %s log tail:\n%s", n, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// steady watches for d that the fleet's containers stay before, failing
+// the test with what changed when: a bounded watch for movement.
+func (f *fleet) steady(d time.Duration, when string, before []string) {
+	f.t.Helper()
+	testkit.Steady(f.t, d, 250*time.Millisecond, func() error {
+		if got := f.containerIDs(); !reflect.DeepEqual(got, before) {
+			return fmt.Errorf("containers changed %s: %v -> %v", when, before, got)
+		}
+		return nil
+	})
 }
 
 // keys names the keys of the fleet's group.

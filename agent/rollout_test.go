@@ -1,10 +1,12 @@
 package agent_test
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -57,13 +59,14 @@ func TestKilledHolderRolloutCompletes(t *testing.T) {
 	victim := f.holderName()
 	mon := f.sample(ns)
 	f.signal(victim, syscall.SIGKILL)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	testkit.Steady(t, 10*time.Second, testkit.Every, func() error {
 		for _, n := range ns {
 			if n != victim && f.holds(n) {
-				t.Fatalf("%s was granted while the killed holder %s was down", n, victim)
+				return fmt.Errorf("%s was granted while the killed holder %s was down", n, victim)
 			}
 		}
-	}
+		return nil
+	})
 	if counted := f.state().Holders.Counted(time.Now()); len(counted) != 1 || counted[0] != victim {
 		t.Fatalf("slots counted while %s is dead: %v, want its own", victim, counted)
 	}

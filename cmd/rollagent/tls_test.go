@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // runEnv runs the CLI in-process with Consul found only through the
@@ -47,7 +48,7 @@ func TestCLIAndAgentOverTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, execAgentArgs(t.TempDir()), logs, logs) }()
 	defer func() {
@@ -81,7 +82,7 @@ func TestWrongCAIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, execAgentArgs(t.TempDir()), logs, logs) }()
 	fleettest.WaitFor(t, 30*time.Second, "the agent to log the certificate error", func() bool {
