@@ -39,7 +39,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	// The converged agent makes its session ahead of the first rollout,
 	// bound to a check of its own process.
 	var first, aliveID string
-	fleettest.WaitFor(t, 30*time.Second, "a session made while converged", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a session made while converged", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		if err != nil || len(ss) != 1 {
 			return false
@@ -53,7 +53,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	})
 	for _, release := range []string{"v2", "v3"} {
 		sha := commitRecording(t, st, group, release, "")
-		fleettest.WaitFor(t, 30*time.Second, release+" converged", func() bool {
+		testkit.Eventually(t, 30*time.Second, release+" converged", func() bool {
 			n := nodeState(t, st, group, "n1")
 			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged
 		})
@@ -75,7 +75,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 		}
 	}
 	p.stop(t)
-	fleettest.WaitFor(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		return err == nil && len(ss) == 0
 	})
@@ -154,7 +154,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
 	defer p.stop(t)
 	var first string
-	fleettest.WaitFor(t, 30*time.Second, "a session made while converged", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a session made while converged", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		if err == nil && len(ss) == 1 {
 			first = ss[0].ID
@@ -164,7 +164,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 	// A check's first run, too, goes critical if it fails: the session is
 	// made on the check as soon as Consul has it, so the test starts once
 	// that has passed.
-	fleettest.WaitFor(t, 10*time.Second, "the alive check's first run", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the alive check's first run", func() bool {
 		alive.mu.Lock()
 		defer alive.mu.Unlock()
 		return alive.probes > 0
@@ -172,13 +172,13 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 	alive.set(func(f *flakyAlive) { f.armed = true })
 	for i, release := range []string{"v2", "v3", "v4"} {
 		sha := commitRecording(t, st, group, release, "")
-		fleettest.WaitFor(t, 30*time.Second, release+" converged and mirrored", func() bool {
+		testkit.Eventually(t, 30*time.Second, release+" converged and mirrored", func() bool {
 			n := nodeState(t, st, group, "n1")
 			svc, _, err := srv.Client().Agent().Service("rollagent-"+group+"-n1", nil)
 			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged &&
 				err == nil && svc.Meta["state"] == string(coordinator.StateConverged) && svc.Meta["sha"] == sha
 		})
-		fleettest.WaitFor(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
+		testkit.Eventually(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
 			alive.mu.Lock()
 			defer alive.mu.Unlock()
 			return alive.failed > i && !alive.failNext
@@ -188,7 +188,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 		t.Fatalf("session %s: %v, %v; want it alive after single failed probes", first, s, err)
 	}
 	alive.set(func(f *flakyAlive) { f.down = true })
-	fleettest.WaitFor(t, 15*time.Second, "the session ended by probes failing in a row", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the session ended by probes failing in a row", func() bool {
 		s, _, err := srv.Client().Session().Info(first, nil)
 		return err == nil && s == nil
 	})

@@ -12,7 +12,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -134,7 +134,7 @@ func hostCritical(c *api.Client, node string) bool {
 // contender key in Consul), or one of rts has begun a Replace.
 func waitInLine(t *testing.T, st *coordinator.Store, group string, nodes []string, rts ...*scriptedRuntime) {
 	t.Helper()
-	fleettest.WaitFor(t, time.Minute, "every waiter in line, or a replacement", func() bool {
+	testkit.Eventually(t, time.Minute, "every waiter in line, or a replacement", func() bool {
 		for _, rt := range rts {
 			if len(rt.replaces()) > 0 {
 				return true

@@ -174,7 +174,7 @@ func (f *fleet) workloads() map[string]workload { return fleettest.Workloads(f.t
 // waitFor polls cond for at most d.
 func (f *fleet) waitFor(d time.Duration, what string, cond func() bool) {
 	f.t.Helper()
-	fleettest.WaitFor(f.t, d, what, cond)
+	testkit.Eventually(f.t, d, what, cond)
 }
 
 // running says every node runs exactly one container, healthy, of sha.

@@ -10,7 +10,6 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
 
@@ -47,7 +46,7 @@ func TestIdleAgentDoesNotPoll(t *testing.T) {
 	if _, err := st.Commit(ctx, "web", spec, "test", "commit"); err != nil {
 		t.Fatal(err)
 	}
-	fleettest.WaitFor(t, time.Minute, "the agent to converge", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to converge", func() bool {
 		gs, err := st.Read(ctx, "web", nil)
 		return err == nil && gs.Progress().Done
 	})

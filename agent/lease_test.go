@@ -14,7 +14,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -176,13 +176,8 @@ func (w *slotWatch) end(t *testing.T) {
 // n1 "lost while replacing" the moment its session ended, and was granted
 // beside it.
 func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("liveholder")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "liveholder")
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	v1 := commitLease(t, st, group, "v1")
 	v2, _ := leaseSpec(t, group, "v2").SHA()
 	rt1 := newLeaseRuntime("", v2)
@@ -195,7 +190,7 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 		t.Fatal("n1 never began to verify v2")
 	}
 	startLeaseAgent(t, st, group, "n2", newLeaseRuntime(v1, ""))
-	fleettest.WaitFor(t, time.Minute, "n2 in line", func() bool {
+	testkit.Eventually(t, time.Minute, "n2 in line", func() bool {
 		h := readHolders(srv, k)
 		return h != nil && len(h.Waiting) == 1
 	})
@@ -209,7 +204,7 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := time.Now()
-	fleettest.WaitFor(t, time.Minute, "n1 to reclaim its slot with a new session", func() bool {
+	testkit.Eventually(t, time.Minute, "n1 to reclaim its slot with a new session", func() bool {
 		w.check(t)
 		s, ok := groupkit.Holding(readHolders(srv, k), "n1")
 		return ok && s != claim.Session
@@ -232,13 +227,8 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 // too late to vouch for it, and the fence it runs again fails. On 6d7f554
 // n1 took its step beside n2.
 func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("pausedholder")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "pausedholder")
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	v1 := commitLease(t, st, group, "v1")
 	cl, faults := srv.FaultyClient()
 	rt1 := newLeaseRuntime("", "")
@@ -255,7 +245,7 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	}
 	rt2 := newLeaseRuntime(v1, v2) // holds its slot, verifying, while n1 resumes
 	startLeaseAgent(t, st, group, "n2", rt2)
-	fleettest.WaitFor(t, time.Minute, "n2 in line", func() bool {
+	testkit.Eventually(t, time.Minute, "n2 in line", func() bool {
 		h := readHolders(srv, k)
 		return h != nil && len(h.Waiting) == 1
 	})
@@ -268,7 +258,7 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("n1's pause never ended")
 	}
-	fleettest.WaitFor(t, time.Minute, "n1's slot free", func() bool { return slotFree(t, srv, k, "n1") })
+	testkit.Eventually(t, time.Minute, "n1's slot free", func() bool { return slotFree(t, srv, k, "n1") })
 	calls := rt1.Calls()
 	for _, c := range []string{"set old aside", "start new", "Restore", "Finish"} {
 		if slices.Contains(calls, c) {
@@ -317,7 +307,7 @@ func pauseAfterFence(srv *consultest.Server, k coordinator.Keys, faults *consult
 			paused <- err
 			return nil
 		}
-		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := groupkit.Holding(readHolders(srv, k), "n2"); return ok }) {
+		if !testkit.Poll(2*time.Minute, func() bool { _, ok := groupkit.Holding(readHolders(srv, k), "n2"); return ok }) {
 			paused <- errors.New("n2 was not granted n1's slot within 2m")
 			return nil
 		}

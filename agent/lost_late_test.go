@@ -12,6 +12,8 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -76,7 +78,7 @@ func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 			rt := &recordingRuntime{}
 			startAgent(t, st, group, "n1", rt, agent.Allow{})
 			var gs *coordinator.GroupState
-			fleettest.WaitFor(t, time.Minute, "n1 to converge on x, or x to stop", func() bool {
+			testkit.Eventually(t, time.Minute, "n1 to converge on x, or x to stop", func() bool {
 				gs, err = st.Read(context.Background(), group, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -108,9 +110,8 @@ func readDesired(t *testing.T, st *coordinator.Store, group string) *coordinator
 // The claim a grant writes names the commit it was for, which is what lets
 // a late lost report be told from a failure of the commit desired now.
 func TestGrantClaimNamesItsCommit(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("claimnote")
+	g := groupkit.New(t, "claimnote")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &asideRuntime{sha: v1, healthy: true}
 	notes := make(chan string, 1)

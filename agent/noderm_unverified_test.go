@@ -8,8 +8,8 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // Issue 25, review: `rollagent node rm --force` of a node whose agent died
@@ -21,13 +21,8 @@ import (
 // 6d7f554 it reclaimed its slot, found the workload healthy at that look,
 // and released it as converged.
 func TestNodeRemovedMidVerifyIsVerifiedAgain(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("rmverify")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "rmverify")
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v1 := commitRecording(t, st, group, "v1", "")
@@ -43,7 +38,7 @@ func TestNodeRemovedMidVerifyIsVerifiedAgain(t *testing.T) {
 	rt := &recordingRuntime{sha: v1, sick: "test: unhealthy after its first probe"}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
 	var final *coordinator.NodeState
-	fleettest.WaitFor(t, time.Minute, "n1 to settle on converged or failed", func() bool {
+	testkit.Eventually(t, time.Minute, "n1 to settle on converged or failed", func() bool {
 		final = nodeState(t, st, group, "n1")
 		return final != nil && (final.State == coordinator.StateConverged || final.State == coordinator.StatePaused ||
 			final.State == coordinator.StateFailed)

@@ -13,6 +13,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // sickRuntime is a recordingRuntime whose workload of sick is never
@@ -59,7 +60,7 @@ func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	})
 	rt.Calls()
 	commitRecording(t, st, group, "bad", "") // pauses at its first failure
-	fleettest.WaitFor(t, time.Minute, "the agent to fail to record the failure", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to fail to record the failure", func() bool {
 		return strings.Contains(a.logs.String(), "cannot record the failure")
 	})
 	if err := srv.Start(); err != nil {
@@ -68,7 +69,7 @@ func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	if err := srv.WaitReady(consultest.StartTimeout); err != nil {
 		t.Fatal(err)
 	}
-	fleettest.WaitFor(t, time.Minute, "the failure to be recorded and the group paused", func() bool {
+	testkit.Eventually(t, time.Minute, "the failure to be recorded and the group paused", func() bool {
 		gs, err := st.Read(context.Background(), group, nil)
 		return err == nil && len(gs.Failures) == 1 && gs.Failures[0].Node == "n1" && gs.Pause != nil
 	})

@@ -14,7 +14,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
 
@@ -220,7 +219,7 @@ func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordin
 // waitNode waits for node's record to satisfy cond.
 func waitNode(t *testing.T, st *coordinator.Store, group, node, what string, cond func(n *coordinator.NodeState) bool) {
 	t.Helper()
-	fleettest.WaitFor(t, time.Minute, node+" to be "+what, func() bool {
+	testkit.Eventually(t, time.Minute, node+" to be "+what, func() bool {
 		n := nodeState(t, st, group, node)
 		return n != nil && cond(n)
 	})

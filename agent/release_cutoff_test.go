@@ -13,7 +13,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -33,13 +33,8 @@ const releaseBound = 4 * time.Second
 // The outage is the holder's alone (its client is cut off, Consul stays
 // up), which is what keeps its alive check, and its session, passing.
 func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "") // the test's view, never cut off
-	group := fleettest.Group("cutrelease")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "cutrelease") // the test's view, never cut off
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	v1 := commitRecording(t, st, group, "v1", "")
 	v2, _ := recordingSpec(t, group, "v2", "").SHA()
 	c := &cutOnce{victim: make(chan string, 1)}
@@ -61,7 +56,7 @@ func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
 	cut := time.Now()
 	// The log says only when the release has given up, to end the outage
 	// past it; what the test asserts, it reads from Consul.
-	fleettest.WaitFor(t, releaseBound+30*time.Second, victim+"'s release to give up", func() bool {
+	testkit.Eventually(t, releaseBound+30*time.Second, victim+"'s release to give up", func() bool {
 		return strings.Contains(agents[victim].logs.String(), "cannot release the slot yet")
 	})
 	// The looks that follow find Consul out of reach too, as in a longer
@@ -76,7 +71,7 @@ func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
 	faults[victim].Cut(false)
 	t.Logf("%s cut off from Consul for %s, past its release's bound of %s", victim, time.Since(cut).Round(time.Millisecond), releaseBound)
 	back := time.Now()
-	fleettest.WaitFor(t, 45*time.Second, victim+"'s claim and holder key to go", func() bool {
+	testkit.Eventually(t, 45*time.Second, victim+"'s claim and holder key to go", func() bool {
 		return slotFree(t, srv, k, victim)
 	})
 	t.Logf("%s's slot given back %s after Consul came back", victim, time.Since(back).Round(time.Millisecond))

@@ -12,8 +12,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // An agent with nothing to contend for holds no session: a session's TTL
@@ -21,10 +21,9 @@ import (
 // waiter that is cancelled, and then nodes that finish a rollout, must not
 // keep their sessions until desired moves again or the next resync.
 func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
-	srv := consultest.NewDev(t)
+	g := groupkit.New(t, "idle-session")
+	srv, st, group := g.Srv, g.Store, g.Name
 	c := srv.Client()
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("idle-session")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	for _, n := range []string{"n1", "n2"} {
@@ -53,13 +52,13 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 		return res.SHA
 	}
 	v1 := commit("1")
-	fleettest.WaitFor(t, time.Minute, "one holder and one waiter", func() bool {
+	testkit.Eventually(t, time.Minute, "one holder and one waiter", func() bool {
 		gs, err := st.Read(ctx, group, nil)
 		return err == nil && gs.Holders != nil && len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == 1
 	})
 	// Each contender's session check is carried by its service: one
 	// registration, one catalog write, made as it turned to waiting.
-	fleettest.WaitFor(t, 10*time.Second, "each contender's session check on its service", func() bool {
+	testkit.Eventually(t, 10*time.Second, "each contender's session check on its service", func() bool {
 		return len(sessionChecks(t, c, group, true)) == 2
 	})
 	if _, err := st.Cancel(ctx, group, v1, "test", "test"); err != nil {
@@ -68,7 +67,7 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	// The holder's step stops at the fence of its end, behind the closed
 	// gate (issue 25), and both nodes end cancelled; or, had its end
 	// passed its fence first, converged.
-	fleettest.WaitFor(t, time.Minute, "the holder settled and the waiter cancelled", func() bool {
+	testkit.Eventually(t, time.Minute, "the holder settled and the waiter cancelled", func() bool {
 		gs, err := st.Read(ctx, group, nil)
 		if err != nil || gs.Holders == nil || len(gs.Holders.Counted(time.Now())) > 0 {
 			return false
@@ -83,12 +82,12 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	})
 	noSessions(t, c, group, "once the waiter is cancelled")
 	commit("2")
-	fleettest.WaitFor(t, time.Minute, "the rollout of 2", func() bool {
+	testkit.Eventually(t, time.Minute, "the rollout of 2", func() bool {
 		gs, err := st.Read(ctx, group, nil)
 		return err == nil && gs.Progress().Converged == 2
 	})
 	noSessions(t, c, group, "once the rollout is done")
-	fleettest.WaitFor(t, 10*time.Second, "no session check left", func() bool {
+	testkit.Eventually(t, 10*time.Second, "no session check left", func() bool {
 		return len(sessionChecks(t, c, group, false)) == 0
 	})
 }
@@ -116,7 +115,7 @@ func sessionChecks(t *testing.T, c *api.Client, group string, onService bool) []
 func noSessions(t *testing.T, c *api.Client, group, when string) {
 	t.Helper()
 	last := ""
-	fleettest.WaitFor(t, 30*time.Second, "no session left to the idle agents "+when, func() bool {
+	testkit.Eventually(t, 30*time.Second, "no session left to the idle agents "+when, func() bool {
 		left, err := agentSessions(c, group)
 		if now := fmt.Sprint(left, err); now != last {
 			t.Logf("sessions of the group's agents %s: %s", when, now)

@@ -7,17 +7,16 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // A session check that a killed agent left on its service (critical once
 // nobody passes it) is gone after the next agent registers the service.
 func TestStaleSessionCheckIsDropped(t *testing.T) {
-	srv := consultest.NewDev(t)
+	g := groupkit.New(t, "stalecheck")
+	srv, st, group := g.Srv, g.Store, g.Name
 	c := srv.Client()
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("stalecheck")
 	commitRecording(t, st, group, "v1", "")
 	id := "rollagent-" + group + "-n1"
 	stale := id + ":session-dead"
@@ -30,7 +29,7 @@ func TestStaleSessionCheckIsDropped(t *testing.T) {
 	waitNode(t, st, group, "n1", "converged", func(n *coordinator.NodeState) bool {
 		return n.State == coordinator.StateConverged
 	})
-	fleettest.WaitFor(t, 10*time.Second, "the stale session check to go", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the stale session check to go", func() bool {
 		checks, err := c.Agent().Checks()
 		return err == nil && checks[stale] == nil && checks[id+":workload"] != nil
 	})

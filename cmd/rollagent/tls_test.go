@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
 
@@ -57,7 +56,7 @@ func TestCLIAndAgentOverTLS(t *testing.T) {
 			t.Errorf("agent exited %d: %s", code, logs.String())
 		}
 	}()
-	fleettest.WaitFor(t, time.Minute, "the agent to converge over TLS", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to converge over TLS", func() bool {
 		code, out, _ := runEnv(t, "status", "web", "-o", "json")
 		var s struct {
 			Progress struct{ Done bool } `json:"progress"`
@@ -85,7 +84,7 @@ func TestWrongCAIsRefusedAndWritesNothing(t *testing.T) {
 	logs := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, execAgentArgs(t.TempDir()), logs, logs) }()
-	fleettest.WaitFor(t, 30*time.Second, "the agent to log the certificate error", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the agent to log the certificate error", func() bool {
 		return strings.Contains(logs.String(), "certificate")
 	})
 	cancel()
