@@ -23,7 +23,7 @@ import (
 // ends it.
 func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, counted := countedClient(t, srv)
+	c, counted := testkit.CountedClient(srv)
 	st := coordinator.NewStore(c, "")
 	group := fleettest.Group("alive")
 	rt := &switchHealth{}

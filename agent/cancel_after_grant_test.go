@@ -10,7 +10,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -118,7 +117,7 @@ func (m *gapMetrics) count() int {
 // lets the runtime call its step: the step's own fence must refuse it.
 func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
 	g := groupkit.New(t, "cancelgrant")
-	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &gatedRuntime{recordingRuntime: &recordingRuntime{}}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
@@ -130,7 +129,7 @@ func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
 	if n := nodeState(t, st, group, "n1"); n == nil || n.State != coordinator.StateReplacing || n.Desired != v2 || n.SHA != v1 {
 		t.Fatalf("n1's record %+v, want the grant's: replacing from %.12s toward %.12s", n, v1, v2)
 	}
-	holdersOf(t, srv, k, func(h *lockstep.Holders) string {
+	holdersOf(t, g, func(h *lockstep.Holders) string {
 		if _, ok := groupkit.Holding(h, "n1"); !ok {
 			return "n1 does not hold the slot"
 		}
@@ -143,7 +142,7 @@ func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	rt.goOn()
-	testkit.Eventually(t, 30*time.Second, "n1's slot given back", func() bool { return slotFree(t, srv, k, "n1") })
+	g.WaitFor(30*time.Second, "n1's slot given back", func() bool { return slotFree(t, g, "n1") })
 	calls := rt.Calls()
 	if !slices.Contains(calls, "Replace") {
 		t.Fatalf("the agent never began its first step, so this tested nothing; calls: %v", calls)

@@ -162,7 +162,7 @@ func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
 	putClaim(t, srv.Client(), k, "n1", v2)
 	rt := &asideRuntime{sha: v2, aside: v1}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	testkit.Eventually(t, time.Minute, "n1 to keep its slot, or to act", func() bool {
+	g.WaitFor(time.Minute, "n1 to keep its slot, or to act", func() bool {
 		n := nodeState(t, st, group, "n1")
 		kept := n != nil && n.State == coordinator.StateCancelled && strings.Contains(n.Error, "keeps its slot")
 		return kept || len(rt.destructiveCalls()) > 0
@@ -205,7 +205,7 @@ func TestCancelDuringVerificationDropsNothing(t *testing.T) {
 	}
 	rt.mu.Unlock()
 	v2 := commitRecording(t, st, group, "v2", "")
-	testkit.Eventually(t, time.Minute, "n1 to report the CANCEL with its slot given back, or to drop v1", func() bool {
+	g.WaitFor(time.Minute, "n1 to report the CANCEL with its slot given back, or to drop v1", func() bool {
 		n := nodeState(t, st, group, "n1")
 		done := n != nil && n.State == coordinator.StateCancelled && !counted(t, st, group, "n1")
 		return done || slices.Contains(rt.destructiveCalls(), "Finish")

@@ -227,7 +227,7 @@ func TestANodeKeepingItsSlotBehindAClosedGateSaysSo(t *testing.T) {
 	// Up from critical: the next look comes at once, and finds the node
 	// still not healthy, so it keeps its slot.
 	rt.setHealth(agent.HealthFailing)
-	testkit.Eventually(t, time.Minute, "a look that takes the slot back again", func() bool { return reclaims() > before })
+	g.WaitFor(time.Minute, "a look that takes the slot back again", func() bool { return reclaims() > before })
 	if !testkit.Poll(time.Minute, func() bool { return paused(nodeState(t, st, group, "n1")) }) {
 		t.Fatalf("n1's record is %+v after the look, not paused", nodeState(t, st, group, "n1"))
 	}

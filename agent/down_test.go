@@ -11,7 +11,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
@@ -106,10 +105,10 @@ func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []
 	return inLine, using
 }
 
-// agentCheck is the status of the Consul check id on srv's agent.
-func agentCheck(t *testing.T, srv *consultest.Server, id string) string {
+// agentCheck is the status of the Consul check id on c's agent.
+func agentCheck(t *testing.T, c *api.Client, id string) string {
 	t.Helper()
-	cs, err := srv.Client().Agent().Checks()
+	cs, err := c.Agent().Checks()
 	if err != nil || cs[id] == nil {
 		return ""
 	}

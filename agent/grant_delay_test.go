@@ -10,7 +10,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -57,8 +56,8 @@ func TestDelayedGrantReplyFencesFirstStep(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no grant within a minute")
 	}
-	testkit.Eventually(t, 30*time.Second, "n1's claim given back under the CANCEL", func() bool {
-		return slotFree(t, srv, k, "n1")
+	g.WaitFor(30*time.Second, "n1's claim given back under the CANCEL", func() bool {
+		return slotFree(t, g, "n1")
 	})
 	if n := nodeState(t, st, group, "n1"); n == nil || n.SHA != v1 || n.State != coordinator.StateCancelled {
 		t.Fatalf("n1's record %+v, want cancelled on %.12s", n, v1)

@@ -98,7 +98,7 @@ func TestHealthHandler(t *testing.T) {
 // TTL check itself.
 func TestHTTPWorkloadCheck(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, counted := countedClient(t, srv)
+	c, counted := testkit.CountedClient(srv)
 	st := coordinator.NewStore(c, "")
 	group := fleettest.Group("httpcheck")
 	rt := &switchHealth{}

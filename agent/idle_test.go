@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
@@ -13,18 +12,11 @@ import (
 	"github.com/rollagent/rollagent/internal/testkit"
 )
 
-// countedClient is a client of srv whose requests are counted by path.
-func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *testkit.Counter) {
-	t.Helper()
-	ct := &testkit.Counter{}
-	return srv.ClientVia(ct), ct
-}
-
 // An idle agent waits on blocking queries; it must not poll, neither before
 // anything is committed nor once converged.
 func TestIdleAgentDoesNotPoll(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, ct := countedClient(t, srv)
+	c, ct := testkit.CountedClient(srv)
 	dir := t.TempDir()
 	rt := &agent.Exec{ReplaceCmd: []string{"sh", "-c", "cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json"},
 		HealthCmd: []string{"test", "-f", dir + "/installed.json"}, StateDir: dir, Group: "web", Node: "n1"}

@@ -11,8 +11,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -42,7 +40,6 @@ func putExpiredClaim(t *testing.T, c *api.Client, k coordinator.Keys, node, note
 // still charged: n2 lost on this rollout pauses it.
 func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
 	tests := []struct {
 		name    string
 		claim   func(first, now *coordinator.Desired) (note string, since time.Time)
@@ -60,11 +57,8 @@ func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			group := fleettest.Group(fmt.Sprintf("latelost%d", i))
-			k, err := st.Keys(group)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := groupkit.On(t, srv, fmt.Sprintf("latelost%d", i))
+			st, group, k := g.Store, g.Name, g.Keys
 			x := commitRecording(t, st, group, "x", "")
 			first := readDesired(t, st, group)
 			commitRecording(t, st, group, "y", "")
@@ -78,7 +72,8 @@ func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 			rt := &recordingRuntime{}
 			startAgent(t, st, group, "n1", rt, agent.Allow{})
 			var gs *coordinator.GroupState
-			testkit.Eventually(t, time.Minute, "n1 to converge on x, or x to stop", func() bool {
+			g.WaitFor(time.Minute, "n1 to converge on x, or x to stop", func() bool {
+				var err error
 				gs, err = st.Read(context.Background(), group, nil)
 				if err != nil {
 					t.Fatal(err)

@@ -22,17 +22,16 @@ import (
 // keep their sessions until desired moves again or the next resync.
 func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	g := groupkit.New(t, "idle-session")
-	srv, st, group := g.Srv, g.Store, g.Name
-	c := srv.Client()
+	c := g.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	for _, n := range []string{"n1", "n2"} {
 		d := t.TempDir()
 		inst := filepath.Join(d, "installed")
-		rt := &agent.Exec{StateDir: d, Group: group, Node: n,
+		rt := &agent.Exec{StateDir: d, Group: g.Name, Node: n,
 			ReplaceCmd: []string{"sh", "-c", `sleep 2 && echo "$ROLLAGENT_SHA" >'` + inst + `'`},
 			HealthCmd:  []string{"sh", "-c", `grep -qx "$ROLLAGENT_SHA" '` + inst + `'`}}
-		a, err := agent.New(agent.Config{Group: group, Node: n, Store: st, Runtime: rt})
+		a, err := agent.New(agent.Config{Group: g.Name, Node: n, Store: g.Store, Runtime: rt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,34 +40,34 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	commit := func(release string) string {
 		spec, _, err := hashspec.Load([]byte(fmt.Sprintf(`{"name":%q,"container":{"image":"example.com/app:%s"},
-			"update":{"max_parallel":1,"min_healthy_time":"1s"}}`, group, release)), hashspec.FormatJSON, "spec")
+			"update":{"max_parallel":1,"min_healthy_time":"1s"}}`, g.Name, release)), hashspec.FormatJSON, "spec")
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := st.Commit(ctx, group, spec, "test", "commit")
+		res, err := g.Store.Commit(ctx, g.Name, spec, "test", "commit")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.SHA
 	}
 	v1 := commit("1")
-	testkit.Eventually(t, time.Minute, "one holder and one waiter", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "one holder and one waiter", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		return err == nil && gs.Holders != nil && len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == 1
 	})
 	// Each contender's session check is carried by its service: one
 	// registration, one catalog write, made as it turned to waiting.
-	testkit.Eventually(t, 10*time.Second, "each contender's session check on its service", func() bool {
-		return len(sessionChecks(t, c, group, true)) == 2
+	g.WaitFor(10*time.Second, "each contender's session check on its service", func() bool {
+		return len(sessionChecks(t, c, g.Name, true)) == 2
 	})
-	if _, err := st.Cancel(ctx, group, v1, "test", "test"); err != nil {
+	if _, err := g.Store.Cancel(ctx, g.Name, v1, "test", "test"); err != nil {
 		t.Fatal(err)
 	}
 	// The holder's step stops at the fence of its end, behind the closed
 	// gate (issue 25), and both nodes end cancelled; or, had its end
 	// passed its fence first, converged.
-	testkit.Eventually(t, time.Minute, "the holder settled and the waiter cancelled", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "the holder settled and the waiter cancelled", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		if err != nil || gs.Holders == nil || len(gs.Holders.Counted(time.Now())) > 0 {
 			return false
 		}
@@ -80,15 +79,15 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 		}
 		return settled == 2 && nodeIn(gs, coordinator.StateCancelled)
 	})
-	noSessions(t, c, group, "once the waiter is cancelled")
+	noSessions(t, c, g.Name, "once the waiter is cancelled")
 	commit("2")
-	testkit.Eventually(t, time.Minute, "the rollout of 2", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "the rollout of 2", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		return err == nil && gs.Progress().Converged == 2
 	})
-	noSessions(t, c, group, "once the rollout is done")
-	testkit.Eventually(t, 10*time.Second, "no session check left", func() bool {
-		return len(sessionChecks(t, c, group, false)) == 0
+	noSessions(t, c, g.Name, "once the rollout is done")
+	g.WaitFor(10*time.Second, "no session check left", func() bool {
+		return len(sessionChecks(t, c, g.Name, false)) == 0
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -22,7 +21,7 @@ func TestCleanStopMarksTheRecord(t *testing.T) {
 	rt := &recordingRuntime{}
 	p := startAgent(t, st, group, "n1", rt, agent.Allow{})
 	var since time.Time
-	testkit.Eventually(t, 30*time.Second, "n1 converged", func() bool {
+	g.WaitFor(30*time.Second, "n1 converged", func() bool {
 		n := nodeState(t, st, group, "n1")
 		if n != nil && n.SHA == sha && n.State == coordinator.StateConverged {
 			since = n.Since
@@ -48,7 +47,7 @@ func TestCleanStopMarksTheRecord(t *testing.T) {
 		t.Fatalf("last sign %s, want the stop %s", got, n.Stopped)
 	}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	testkit.Eventually(t, 30*time.Second, "the restarted agent's record without the mark", func() bool {
+	g.WaitFor(30*time.Second, "the restarted agent's record without the mark", func() bool {
 		n := nodeState(t, st, group, "n1")
 		return n != nil && n.Stopped == nil && n.State == coordinator.StateConverged
 	})

@@ -5,17 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
-
-// loggedClient is a client of srv that keeps every request it sends.
-func loggedClient(t *testing.T, srv *consultest.Server) (*api.Client, *testkit.Counter) {
-	t.Helper()
-	log := &testkit.Counter{}
-	return srv.ClientVia(log), log
-}
 
 // nonBlocking counts the reads of path that are not blocking queries.
 func nonBlocking(log *testkit.Counter, path string) int {
@@ -26,7 +18,7 @@ func nonBlocking(log *testkit.Counter, path string) int {
 // fleet of quick replacements that is a request per turn.
 func TestShortHoldSendsNoWatch(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, log := loggedClient(t, srv)
+	c, log := testkit.CountedClient(srv)
 	g := commit(t, c, "short", 1)
 	ctx := ctxFor(t, 30*time.Second)
 	m := newSem(t, c, "quick")
@@ -56,7 +48,7 @@ func TestLostSeesTheHolderKeyGo(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := consultest.NewDev(t)
-			c, log := loggedClient(t, srv)
+			c, log := testkit.CountedClient(srv)
 			g := commit(t, c, "lost", 1)
 			ctx := ctxFor(t, 30*time.Second)
 			m := newSem(t, c, "holder")
@@ -96,7 +88,7 @@ func TestHeadBlocksFromTheGrantAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := newSem(t, c, "second")
-	lc, log := loggedClient(t, srv)
+	lc, log := testkit.CountedClient(srv)
 	third, err := New(lc, newSession(t, lc), Options{Prefix: testPrefix, Name: "third"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // Waiters get the slot in the order they joined the line, whoever holds it
@@ -109,7 +110,7 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	lc, log := loggedClient(t, srv)
+	lc, log := testkit.CountedClient(srv)
 	g := commit(t, c, "tail", 1)
 	ctx := ctxFor(t, 30*time.Second)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // Request is what a Counter keeps of one request.
@@ -97,4 +99,11 @@ func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// CountedClient returns a client of srv and the Counter that keeps its
+// requests.
+func CountedClient(srv *consultest.Server) (*api.Client, *Counter) {
+	c := &Counter{}
+	return srv.ClientVia(c), c
 }

@@ -10,20 +10,24 @@ package groupkit
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
 // Group is one group of a test, on a Consul dev agent of its own.
 type Group struct {
-	Srv   *consultest.Server
-	Store *coordinator.Store // the test's view, on a client of its own
-	Name  string             // the group's name, unique to this test run
-	Keys  coordinator.Keys
+	t      testing.TB
+	Srv    *consultest.Server
+	Client *api.Client        // the test's own client of Srv
+	Store  *coordinator.Store // the test's view, on Client
+	Name   string             // the group's name, unique to this test run
+	Keys   coordinator.Keys
 }
 
 // New starts a Consul dev agent for the test and names a group on it after
@@ -37,7 +41,8 @@ func New(t testing.TB, name string) *Group {
 // groups, or one that cuts its Consul off.
 func On(t testing.TB, srv *consultest.Server, name string) *Group {
 	t.Helper()
-	g := &Group{Srv: srv, Store: coordinator.NewStore(srv.Client(), ""), Name: fleettest.Group(name)}
+	c := srv.Client()
+	g := &Group{t: t, Srv: srv, Client: c, Store: coordinator.NewStore(c, ""), Name: fleettest.Group(name)}
 	k, err := g.Store.Keys(g.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +50,16 @@ func On(t testing.TB, srv *consultest.Server, name string) *Group {
 	g.Keys = k
 	return g
 }
+
+// WaitFor polls cond for at most d, failing the test that made the group
+// if it never holds (testkit.Eventually).
+func (g *Group) WaitFor(d time.Duration, what string, cond func() bool) {
+	g.t.Helper()
+	testkit.Eventually(g.t, d, what, cond)
+}
+
+// Holders reads the group's slot, once.
+func (g *Group) Holders() (*lockstep.Holders, error) { return Holders(g.Client, g.Keys) }
 
 // Keys names the keys of group, as every agent and the CLI do (the
 // default prefix), failing the test for a name no group can have.
