@@ -12,9 +12,8 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // With an AliveURL, the agent's session is bound to an HTTP check that
@@ -22,10 +21,9 @@ import (
 // after rollout with nothing passed to keep it, and stopping the agent
 // ends it.
 func TestAliveSessionOutlivesRollouts(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c, counted := testkit.CountedClient(srv)
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("alive")
+	counted := &testkit.Counter{}
+	g := groupkit.NewVia(t, "alive", counted)
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()
@@ -132,16 +130,14 @@ func (f *flakyAlive) set(do func(*flakyAlive)) {
 // and cost a holder its turn. It is listed once; a run of failures as long
 // as FailuresBeforeCritical still ends the session.
 func TestAliveCheckOutlivesStateChanges(t *testing.T) {
-	srv := consultest.NewDev(t)
 	alive := &flakyAlive{}
 	// alive hears of each service registration Consul accepted.
-	c := srv.ClientVia(&testkit.Counter{OnReply: func(r *http.Request, resp *http.Response) {
+	g := groupkit.NewVia(t, "flaky", &testkit.Counter{OnReply: func(r *http.Request, resp *http.Response) {
 		if resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
 			alive.registered()
 		}
 	}})
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("flaky")
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()

@@ -14,7 +14,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -168,7 +167,7 @@ func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
 		return kept || len(rt.destructiveCalls()) > 0
 	})
 	// A bounded watch: the reclaim is done, and nothing may move after it.
-	testkit.Steady(t, 2*time.Second, 100*time.Millisecond, func() error {
+	g.Steady(2*time.Second, 100*time.Millisecond, func() error {
 		if calls := rt.destructiveCalls(); len(calls) > 0 {
 			return fmt.Errorf("under the CANCEL the agent called %v on its node", calls)
 		}

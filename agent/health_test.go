@@ -12,10 +12,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
-	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // switchHealth is a recording runtime whose health the test sets.
@@ -97,10 +95,9 @@ func TestHealthHandler(t *testing.T) {
 // HealthHandler: the check follows the workload, and the agent passes no
 // TTL check itself.
 func TestHTTPWorkloadCheck(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c, counted := testkit.CountedClient(srv)
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("httpcheck")
+	counted := &testkit.Counter{}
+	g := groupkit.NewVia(t, "httpcheck", counted)
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	hs := httptest.NewServer(agent.HealthHandler(rt))

@@ -8,6 +8,7 @@
 package groupkit
 
 import (
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -37,11 +38,24 @@ func New(t testing.TB, name string) *Group {
 	return On(t, consultest.NewDev(t), name)
 }
 
+// NewVia is New whose client, and so its Store, sends its requests through
+// rt: a testkit.Counter, say, for a test that counts what an agent on that
+// Store asks of Consul.
+func NewVia(t testing.TB, name string, rt http.RoundTripper) *Group {
+	t.Helper()
+	srv := consultest.NewDev(t)
+	return on(t, srv, srv.ClientVia(rt), name)
+}
+
 // On is New on a Consul agent the test already has: a test with several
 // groups, or one that cuts its Consul off.
 func On(t testing.TB, srv *consultest.Server, name string) *Group {
 	t.Helper()
-	c := srv.Client()
+	return on(t, srv, srv.Client(), name)
+}
+
+func on(t testing.TB, srv *consultest.Server, c *api.Client, name string) *Group {
+	t.Helper()
 	g := &Group{t: t, Srv: srv, Client: c, Store: coordinator.NewStore(c, ""), Name: fleettest.Group(name)}
 	k, err := g.Store.Keys(g.Name)
 	if err != nil {
@@ -56,6 +70,13 @@ func On(t testing.TB, srv *consultest.Server, name string) *Group {
 func (g *Group) WaitFor(d time.Duration, what string, cond func() bool) {
 	g.t.Helper()
 	testkit.Eventually(g.t, d, what, cond)
+}
+
+// Steady watches for d, every interval, that nothing changes, failing the
+// test that made the group with what check says did (testkit.Steady).
+func (g *Group) Steady(d, interval time.Duration, check func() error) {
+	g.t.Helper()
+	testkit.Steady(g.t, d, interval, check)
 }
 
 // Holders reads the group's slot, once.
