@@ -53,6 +53,15 @@ func rolloutOf(t *testing.T, srv *consultest.Server, group string) {
 	}
 }
 
+// aclRollout is an ACL'd Consul (aclConsul) holding the rollout of group
+// that rolloutOf leaves, and a client of it with the root token.
+func aclRollout(t *testing.T, group string) (*consultest.Server, *api.Client) {
+	t.Helper()
+	srv := aclConsul(t)
+	rolloutOf(t, srv, group)
+	return srv, srv.Client()
+}
+
 // writes are the commands that change a group's KV; each would succeed
 // with the rights it needs.
 func writes(t *testing.T, group string) map[string][]string {
@@ -69,9 +78,7 @@ func writes(t *testing.T, group string) map[string][]string {
 // denied, naming what it lacks, and the command writes nothing at all: not
 // even the keys the token may write.
 func TestDeniedCommandsWriteNothing(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	k := groupkit.Keys(t, "web")
 	tokens := map[string]string{
 		"no policy": tokenWith(t, c, "nothing", `key_prefix "other/" { policy = "write" }`),
@@ -98,9 +105,7 @@ func TestDeniedCommandsWriteNothing(t *testing.T) {
 // An operator token scoped to one group can change nothing in another,
 // even where that group has a rollout to cancel, resume or roll back.
 func TestGroupTokenCannotTouchAnotherGroup(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	rolloutOf(t, srv, "api")
 	webOp := tokenFor(t, c, "acl-operator.hcl", "web")
 	for cmd, args := range writes(t, "api") {

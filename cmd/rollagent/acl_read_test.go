@@ -13,9 +13,7 @@ import (
 // for a request with no token does not even say it filtered it. A token
 // that may read an empty group still gets "nothing committed".
 func TestDeniedReadsNameTheKey(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	apiOp := tokenFor(t, c, "acl-operator.hcl", "api")
 	emptyOp := tokenFor(t, c, "acl-operator.hcl", "empty")
 	spec := writeSpec(t, "v9.json", []byte(`{"container": {"image": "rollagent-demo/web:v9"}}`))

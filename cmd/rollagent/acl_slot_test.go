@@ -17,9 +17,7 @@ import (
 // for its own node, and no other key under slot/: neither a key no reader
 // would expect there, nor a contender or holder key of another node's.
 func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	agentKV := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).KV()
 	slot := groupkit.Keys(t, "web").Slot()
 	for _, tc := range []struct {
