@@ -65,6 +65,15 @@ func newSem(t testing.TB, c *api.Client, name string) *Semaphore {
 	return m
 }
 
+// committed is a client of a dev agent of its own, the gate of sha
+// committed there with limit, and a context that ends after d: how most
+// tests begin.
+func committed(t testing.TB, sha string, limit int, d time.Duration) (*api.Client, Gate, context.Context) {
+	t.Helper()
+	c := devClient(t)
+	return c, commit(t, c, sha, limit), ctxFor(t, d)
+}
+
 func devClient(t testing.TB) *api.Client {
 	t.Helper()
 	return consultest.NewDev(t).Client()

@@ -17,9 +17,7 @@ import (
 // when they join, and a waiter that leaves the line (its Acquire ends) does
 // not hold up the ones behind it.
 func TestGrantsInLineOrder(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "fifo", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "fifo", 1, time.Minute)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
