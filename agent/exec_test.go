@@ -23,6 +23,7 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // proc is an agent process started by startArgs: done closes once it has
@@ -275,46 +276,32 @@ func (ef *execFleet) checkOneAtATime(ns []string, sha string, minHealthy time.Du
 
 // busySampler counts, from KV every 50ms, the nodes in the middle of a
 // replacement (replacing or verifying) and keeps the most it saw.
-type busySampler struct {
-	samples, maxBusy int
-	stop, done       chan struct{}
-}
+type busySampler struct{ *testkit.Peak }
 
-func (f *fleet) sampleBusy() *busySampler {
-	s := &busySampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			gs, err := f.store.Read(ctx, f.group, nil)
-			cancel()
-			if err == nil {
-				busy := 0
-				for _, n := range gs.Nodes {
-					if n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying {
-						busy++
-					}
-				}
-				s.samples++
-				s.maxBusy = max(s.maxBusy, busy)
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(50 * time.Millisecond):
+func (f *fleet) sampleBusy() busySampler {
+	return busySampler{testkit.StartPeak(50*time.Millisecond, func() (int, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gs, err := f.store.Read(ctx, f.group, nil)
+		if err != nil {
+			return 0, false
+		}
+		busy := 0
+		for _, n := range gs.Nodes {
+			if n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying {
+				busy++
 			}
 		}
-	}()
-	return s
+		return busy, true
+	})}
 }
 
-func (s *busySampler) finish(t *testing.T, k int) {
+func (s busySampler) finish(t *testing.T, k int) {
 	t.Helper()
-	close(s.stop)
-	<-s.done
-	t.Logf("KV monitor: %d samples, at most %d nodes mid-replacement (K=%d)", s.samples, s.maxBusy, k)
-	if s.samples == 0 || s.maxBusy > k {
-		t.Fatalf("%d nodes were mid-replacement at once in %d samples, K=%d", s.maxBusy, s.samples, k)
+	maxBusy, samples := s.Stop()
+	t.Logf("KV monitor: %d samples, at most %d nodes mid-replacement (K=%d)", samples, maxBusy, k)
+	if samples == 0 || maxBusy > k {
+		t.Fatalf("%d nodes were mid-replacement at once in %d samples, K=%d", maxBusy, samples, k)
 	}
 }
 

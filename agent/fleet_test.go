@@ -199,43 +199,27 @@ func (f *fleet) converged(nodes []string, sha string) bool {
 
 // sampler checks, every 100ms until stopped, how many nodes are down (no
 // healthy managed container), and keeps the worst it saw.
-type sampler struct {
-	samples, maxDown int
-	stop             chan struct{}
-	done             chan struct{}
-}
+type sampler struct{ *testkit.Peak }
 
-func (f *fleet) sample(nodes []string) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		for {
-			ws := f.workloads()
-			down := 0
-			for _, n := range nodes {
-				if !ws[n].Healthy {
-					down++
-				}
-			}
-			s.samples++
-			s.maxDown = max(s.maxDown, down)
-			select {
-			case <-s.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
+func (f *fleet) sample(nodes []string) sampler {
+	return sampler{testkit.StartPeak(100*time.Millisecond, func() (int, bool) {
+		ws := f.workloads()
+		down := 0
+		for _, n := range nodes {
+			if !ws[n].Healthy {
+				down++
 			}
 		}
-	}()
-	return s
+		return down, true
+	})}
 }
 
-func (s *sampler) finish(t *testing.T, k int) {
+func (s sampler) finish(t *testing.T, k int) {
 	t.Helper()
-	close(s.stop)
-	<-s.done
-	t.Logf("invariant monitor: %d samples, at most %d down (K=%d)", s.samples, s.maxDown, k)
-	if s.maxDown > k {
-		t.Fatalf("%d nodes were down at once, K=%d", s.maxDown, k)
+	maxDown, samples := s.Stop()
+	t.Logf("invariant monitor: %d samples, at most %d down (K=%d)", samples, maxDown, k)
+	if maxDown > k {
+		t.Fatalf("%d nodes were down at once, K=%d", maxDown, k)
 	}
 }
 
