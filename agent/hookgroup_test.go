@@ -181,12 +181,10 @@ func (ef *execFleet) startHooks(node, before string, extra ...string) *proc {
 // holders, read from Consul's KV at the keys coordinator names.
 func (ef *execFleet) kv(sha string) (failures []string, paused bool, holders []string) {
 	ef.t.Helper()
-	k, err := ef.store.Keys(ef.group)
-	if err != nil {
-		ef.t.Fatal(err)
-	}
+	k := ef.keys()
 	kv := ef.srv.Client().KV()
-	if failures, _, err = kv.Keys(k.FailuresPrefix(sha), "", nil); err != nil {
+	failures, _, err := kv.Keys(k.FailuresPrefix(sha), "", nil)
+	if err != nil {
 		ef.t.Fatal(err)
 	}
 	pause, _, err := kv.Get(k.Pause(sha), nil)

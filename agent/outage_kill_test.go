@@ -179,10 +179,7 @@ func (f *fleet) takeSlot() func() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := f.srv.Client()
-	k, err := f.store.Keys(f.group)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	k := f.keys()
 	s, err := lockstep.NewSession(ctx, c, lockstep.SessionOptions{Name: "test-blocker"})
 	if err != nil {
 		f.t.Fatal(err)
