@@ -13,6 +13,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/benchkit"
+	"github.com/rollagent/rollagent/internal/benchkit/agentbench"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
@@ -59,7 +61,7 @@ func BenchmarkAgentFenceGap(b *testing.B) {
 	go func() { done <- a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for i := range fenceGapRollouts {
-		sha := benchCommit(b, st, group, fmt.Sprintf("v%d", i))
+		sha := agentbench.Commit(b, st, group, fmt.Sprintf("example.com/app:v%d", i), "")
 		fleettest.WaitFor(b, time.Minute, fmt.Sprintf("n1 converged on v%d", i), func() bool {
 			n := nodeState(b, st, group, "n1")
 			return n != nil && n.State == coordinator.StateConverged && n.SHA == sha
@@ -72,26 +74,10 @@ func BenchmarkAgentFenceGap(b *testing.B) {
 	if len(gaps) == 0 {
 		b.Fatal("no fence-to-step gap was reported")
 	}
-	rank := func(p float64) time.Duration { return gaps[max(0, int(float64(len(gaps))*p+0.999999)-1)] }
+	rank := func(q float64) time.Duration { return benchkit.Quantile(gaps, q) }
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(rank(0.5).Microseconds()), "gap-p50-µs")
 	b.ReportMetric(float64(rank(0.99).Microseconds()), "gap-p99-µs")
 	b.ReportMetric(float64(gaps[len(gaps)-1].Microseconds()), "gap-max-µs")
 	b.Logf("%d fence-to-step gaps: p50 %s, p99 %s, max %s", len(gaps), rank(0.5), rank(0.99), gaps[len(gaps)-1])
-}
-
-func benchCommit(b *testing.B, st *coordinator.Store, group, release string) string {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	js := fmt.Sprintf(`{"name":%q,"container":{"image":"example.com/app:%s"}}`, group, release)
-	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "fence gap spec")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := st.Commit(ctx, group, s, "bench", "commit "+release)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r.SHA
 }

@@ -1,13 +1,18 @@
 package agent
 
 import (
+	"cmp"
+	"time"
+
 	"github.com/rollagent/rollagent/coordinator"
 )
 
 // Look is what one look of the agent saw: its workload, its node's own
-// record and slot, and the gate. decide and underSlot are pure functions of
-// it, so that every combination is table-tested without Consul or Docker;
-// reconcile only carries out what they return.
+// record and slot, and the gate. decide, underSlot and conclude are pure
+// functions of it, so that every combination is table-tested without
+// Consul or Docker: every choice of a look is theirs, the state and reason
+// the node publishes included, and reconcile and the turn only carry out
+// what they return.
 type Look struct {
 	// Unreadable says the desired record exists but does not decode.
 	Unreadable bool
@@ -20,6 +25,14 @@ type Look struct {
 	ClosedState coordinator.NodeStatus
 	Reason      string
 	Opens       string
+	// Hold says the gate is closed to new grants only (a maintenance
+	// window, coordinator.Verdict.Hold): a node that holds its slot goes
+	// on as under an open gate, one that does not waits.
+	Hold bool
+	// Recheck is how long until the gate may change by the clock alone (a
+	// maintenance window opens or closes), 0 when only a write to Consul
+	// can change it: a node looks again by then, and leaves the line then.
+	Recheck time.Duration
 	// Refused is why this node will not move to Desired although the gate
 	// is open: a failure of its own recorded for it, or a spec its host
 	// does not allow. "" when none.
@@ -83,6 +96,18 @@ type Decision struct {
 	Plan   Plan
 	State  coordinator.NodeStatus
 	Reason string
+	// Again is how soon an idle node looks again without a change to
+	// desired (before jitter), 0 to wait for one.
+	Again time.Duration
+	// Step is the first step under the slot of a node that waits in line
+	// (PlanContend), as this look sees it. A node that reclaims its slot
+	// learns its step once it holds it (underSlot), from a look that the
+	// reclaim completes.
+	Step Step
+	// Prepare says Desired is prepared before the node takes its slot: its
+	// first step, as this look sees it, replaces the workload. A pull then
+	// takes nothing from the slot's time.
+	Prepare bool
 }
 
 // decide is the choice of one look. An interrupted step is never resolved
@@ -97,29 +122,39 @@ func decide(l Look) Decision {
 	case l.Desired == "":
 		return Decision{}
 	case (l.Leftover || l.Unverified) && !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens"}
+		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens", Again: l.Recheck}
 	case (l.Leftover || l.Unverified) && l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case (l.Leftover || l.Unverified) && l.Down:
 		// Down with its step unresolved: in line, the head would count it
 		// and wait on it while it waits behind the head. It uses one of K
 		// already, so it claims its slot and resolves the step first.
-		return Decision{Plan: PlanClaimDown}
+		return inLine(l, PlanClaimDown)
 	case l.Leftover || l.Unverified:
-		return Decision{Plan: PlanContend}
+		return inLine(l, PlanContend)
 	case l.SHA == l.Desired && l.Down:
-		// Converged, and down since: it counts against K, and says so.
-		return Decision{State: coordinator.StateDown, Reason: "the workload is down: " + l.Why}
+		// Converged, and down since: it counts against K, and says so; it
+		// looks again soon, to say converged again once it is back.
+		return Decision{State: coordinator.StateDown, Reason: "the workload is down: " + l.Why, Again: DefaultRetry}
 	case l.SHA == l.Desired:
 		return Decision{State: coordinator.StateConverged}
 	case !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason}
+		return Decision{State: l.ClosedState, Reason: l.Reason, Again: l.Recheck}
 	case l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case l.Down && l.SHA != "":
-		return Decision{Plan: PlanClaimDown}
+		return inLine(l, PlanClaimDown)
 	}
-	return Decision{Plan: PlanContend}
+	return inLine(l, PlanContend)
+}
+
+// inLine is the decision of a node that takes its slot by plan, in line or
+// ahead of it (PlanClaimDown): a step that replaces at once is prepared
+// before, so that the pull takes nothing from the slot's time.
+func inLine(l Look, plan Plan) Decision {
+	d := Decision{Plan: plan, Step: underSlot(l)}
+	d.Prepare = d.Step == StepReplace
+	return d
 }
 
 // Step is what a node that holds its slot does first.
@@ -144,8 +179,13 @@ const (
 	StepUndo
 )
 
-// underSlot is the first step of a node that holds its slot. With the gate
-// closed (a CANCEL, a pause) nothing destructive runs, an undo included,
+// stepping says a node that holds its slot may step: the gate is open,
+// or closed to new grants only (Hold).
+func (l Look) stepping() bool { return l.Open || l.Hold }
+
+// underSlot is the first step of a node that holds its slot. A gate closed
+// to new grants only (Hold: outside a maintenance window) lets it go on as
+// an open one. With the gate closed (a CANCEL, a pause) nothing destructive runs, an undo included,
 // but one this process began behind a passed fence (Undoing): a healthy
 // workload of any SHA stays, whatever is set aside beside it, and the slot
 // goes back; one that is down keeps its slot, so that it still counts,
@@ -157,7 +197,7 @@ func underSlot(l Look) Step {
 	switch {
 	case l.Undoing != "":
 		return StepUndo
-	case !l.Open:
+	case !l.stepping():
 		return closedStep(l)
 	case l.Lapsed:
 		return lapsedStep(l)
@@ -201,4 +241,201 @@ func lapsedStep(l Look) Step {
 		return StepUndo
 	}
 	return StepKeep
+}
+
+// end is how a turn's step ended, as the turn saw it: conclude makes of it
+// the node's record and what becomes of its slot.
+type end int
+
+const (
+	// endNothing: StepRelease, nothing to change.
+	endNothing end = iota
+	// endDown: StepKeep, down and not allowed to move.
+	endDown
+	// endVerified: what an interrupted step left passed its verification,
+	// a SHA other than Desired, and what was set aside is dropped; the
+	// Look is as after it.
+	endVerified
+	// endConverged: the node converged on Desired.
+	endConverged
+	// endPrepareFailed: Desired could not be prepared.
+	endPrepareFailed
+	// endStopped: cut off by its fence or a fault of the node's.
+	endStopped
+	// endRestoreFailed: the runtime failed the undo.
+	endRestoreFailed
+	// endUnread: the runtime could not be inspected at a look.
+	endUnread
+	// endUndoUnread: after the undo, the runtime could not be inspected.
+	endUndoUnread
+	// endUndone: the undo ran or nothing needed one; the Look is as after
+	// it, Healthy included.
+	endUndone
+)
+
+// event is what conclude needs to know of a step's end.
+type event struct {
+	end end
+	// err is the error that ended the step, for the record's reason.
+	err string
+	// cause is the failure counted as the node's (endUndone), "" if none.
+	cause string
+}
+
+// outcome is what a turn's end comes to: the node's state and reason for
+// its record, and whether it gives its slot back with that record (in the
+// release's transaction) or keeps its claim, for its next look to reclaim.
+type outcome struct {
+	Result result
+	State  coordinator.NodeStatus
+	Reason string
+	// Keep ends the turn holding the slot: the claim stays.
+	Keep bool
+	// Replace goes on to replace the workload with Desired under the same
+	// slot, after endVerified: nothing is published yet.
+	Replace bool
+}
+
+// downKeeps is added to the reason of a node that keeps its slot because
+// its workload is down.
+const downKeeps = "; the workload is down, so the node keeps its slot"
+
+// conclude is what the end of a turn's step leads to, given the look as it
+// is after that step.
+func conclude(l Look, e event) outcome {
+	switch e.end {
+	case endDown:
+		return keptDown(l)
+	case endVerified:
+		if underSlot(l) == StepReplace {
+			return outcome{Replace: true}
+		}
+		return released(l)
+	case endConverged:
+		return outcome{Result: resultSuccess, State: coordinator.StateConverged}
+	case endPrepareFailed:
+		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "prepare: " + e.err}
+	case endStopped:
+		return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: e.err, Keep: true}
+	case endRestoreFailed:
+		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "restoring the old workload: " + e.err, Keep: true}
+	case endUnread:
+		return outcome{Result: resultAborted, State: coordinator.StateUnknown, Reason: e.err}
+	case endUndoUnread:
+		// Whether the restored workload is up cannot be told: the node
+		// keeps its slot, and its next look sees.
+		return outcome{Result: resultKept, State: coordinator.StateUnknown, Reason: "after the undo: " + e.err, Keep: true}
+	case endUndone:
+		return undone(l, e.cause)
+	}
+	return released(l)
+}
+
+// keptDown is the end of a node that keeps its slot while down: the gate
+// is closed, or it is open but the node may not move (its release was
+// refused, or its claim had lapsed).
+func keptDown(l Look) outcome {
+	o := outcome{Result: resultKept, Keep: true, State: coordinator.StateWaiting, Reason: "its claim had lapsed before it was back"}
+	switch {
+	case !l.stepping():
+		o.State, o.Reason = l.ClosedState, l.Reason
+	case l.Refused != "":
+		o.State, o.Reason = coordinator.StateFailed, l.Refused
+	}
+	o.Reason += downKeeps
+	if !l.stepping() {
+		o.Reason += " until " + cmp.Or(l.Opens, coordinator.NewCommitOpens) + " to recover under"
+	}
+	return o
+}
+
+// released is the end of a node that gives its slot back with nothing
+// more to do under it: its record says what decide makes of it without
+// its claim, or waiting, when that is to take the slot again (yielded).
+func released(l Look) outcome {
+	state, reason, idle := settled(l)
+	if !idle {
+		return outcome{Result: resultYielded, State: state, Reason: reason}
+	}
+	return outcome{Result: resultReleased, State: state, Reason: reason}
+}
+
+// undone is the end of an undo: a failure, when one is counted; and the
+// node keeps its slot while what it brought back is down.
+func undone(l Look, cause string) outcome {
+	state, reason, _ := settled(l)
+	r := resultAborted
+	if cause != "" {
+		state, reason, r = coordinator.StateFailed, cause, resultFailed
+	}
+	if !l.Healthy && (l.SHA != "" || l.Leftover) {
+		return outcome{Result: resultKept, Keep: true, State: state, Reason: reason + downKeeps}
+	}
+	return outcome{Result: r, State: state, Reason: reason}
+}
+
+// settled is the state and reason of a node whose step is over, its claim
+// gone: what decide makes of it when idle, or waiting when it would take a
+// slot again.
+func settled(l Look) (coordinator.NodeStatus, string, bool) {
+	l.Claimed, l.Undoing = false, ""
+	d := decide(l)
+	if d.Plan != PlanIdle || d.State == "" {
+		return coordinator.StateWaiting, d.Reason, false
+	}
+	return d.State, d.Reason, true
+}
+
+// again is how soon a node looks again after a turn that ended with r
+// (before jitter), 0 to wait for desired to move; idle says it has nothing
+// to contend for until then.
+func again(r result, open bool) (wait time.Duration, idle bool) {
+	switch r {
+	case resultAborted, resultYielded:
+		// Aborted, the claim stays in Consul: the next look, soon, takes
+		// it back under the gate as it is then. Yielded, the node is
+		// behind still, with its slot given back: into the line again.
+		return 2 * time.Second, false
+	case resultKept:
+		if open {
+			// A failure that did not close the gate: the workload may be
+			// healthy again soon, and its slot should not wait a resync.
+			return DefaultRetry, false
+		}
+		return 0, false // nothing may move until desired does
+	}
+	return 0, true
+}
+
+// carrier is a write that carries the node's record with it, in a
+// transaction of lockstep's or in the service's registration.
+type carrier int
+
+const (
+	// inLineJoin: the node takes its place in line, or registers its
+	// session's check to do so.
+	inLineJoin carrier = iota
+	// inGrant: the grant of its slot.
+	inGrant
+	// inReclaim: its claim, taken back.
+	inReclaim
+	// inFence: a fence (or a check of the slot alone) before a step.
+	inFence
+	// inVerify: written once a verification takes long
+	// (verifyRecordAfter), not in a transaction.
+	inVerify
+)
+
+// carried is the node's state, and reason, in the record that c carries:
+// waiting in line, verifying, and replacing from the grant on.
+func carried(c carrier) (coordinator.NodeStatus, string) {
+	switch c {
+	case inLineJoin:
+		return coordinator.StateWaiting, ""
+	case inReclaim:
+		return coordinator.StateReplacing, "recovering under its own slot"
+	case inVerify:
+		return coordinator.StateVerifying, ""
+	}
+	return coordinator.StateReplacing, ""
 }

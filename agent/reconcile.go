@@ -8,64 +8,101 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// reconcile takes one look at the node against gs and carries out what
-// decide makes of it. It returns how soon to look again without a change
-// to desired, or 0 to wait for one.
+// report is what one look comes to: the node's record to publish, if
+// any, and how soon to look again.
+type report struct {
+	n *coordinator.NodeState
+	// wait is how soon to look again without a change to desired, 0 to
+	// wait for one.
+	wait time.Duration
+	// idle says there is nothing to contend for until desired moves: the
+	// session goes idle (idleSession) once n is published.
+	idle bool
+}
+
+// reconcile takes one look at the node against gs and publishes what came
+// of it, once. It returns how soon to look again without a change to
+// desired, or 0 to wait for one.
 func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.Duration {
+	r := a.lookOnce(ctx, gs)
+	if r.n != nil {
+		a.pub.set(ctx, *r.n)
+		if r.idle {
+			a.idleSession(ctx, *r.n) // nothing to contend for until desired moves
+		}
+	}
+	return r.wait
+}
+
+// lookOnce observes the node, decides, and acts on what decide makes of
+// it.
+func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report {
 	a.learnConsulNode(ctx)
 	a.pub.sync(gs)
 	if err := a.recordPending(ctx); err != nil {
-		return jitter(DefaultRetry)
+		return report{wait: jitter(DefaultRetry)}
 	}
 	obs, err := a.cfg.Runtime.Inspect(ctx)
-	if err == nil {
-		a.pub.observe(obs)
-	}
-	desired := ""
-	if gs.Desired != nil {
-		desired = gs.Desired.SHA
-	}
 	if err != nil {
-		a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateUnknown, err.Error()))
-		return jitter(DefaultRetry)
+		l := Look{SHA: obs.SHA}
+		if gs.Desired != nil {
+			l.Desired = gs.Desired.SHA
+		}
+		return a.reportOf(l, conclude(l, event{end: endUnread, err: err.Error()}), jitter(DefaultRetry))
 	}
+	a.pub.observe(obs)
 	l := a.look(ctx, gs, obs)
 	d := decide(l)
-	a.cfg.Metrics.Converged(desired != "" && obs.SHA == desired && d.State == coordinator.StateConverged)
-	if d.Plan == PlanIdle {
-		if d.State == "" {
-			a.log.Info("nothing committed for the group yet")
-			return 0
+	a.cfg.Metrics.Converged(l.Desired != "" && obs.SHA == l.Desired && d.State == coordinator.StateConverged)
+	switch {
+	case d.Plan == PlanIdle && d.State == "":
+		a.log.Info("nothing committed for the group yet")
+		return report{}
+	case d.Plan == PlanIdle:
+		r := a.reportOf(l, outcome{State: d.State, Reason: d.Reason}, 0)
+		r.wait, r.idle = jitterOrNot(d.Again), true
+		return r
+	case d.Prepare:
+		if err := a.cfg.Runtime.Prepare(ctx, gs.Spec, l.Desired); err != nil {
+			return a.reportOf(l, conclude(l, event{end: endPrepareFailed, err: err.Error()}), jitter(DefaultRetry))
 		}
-		n := a.pub.state(obs.SHA, desired, d.State, d.Reason)
-		a.pub.set(ctx, n)
-		a.idleSession(ctx, n) // nothing to contend for until desired moves
-		if d.State == coordinator.StateDown {
-			return jitter(DefaultRetry) // to say converged again once it is back
-		}
+	}
+	return a.act(ctx, gs, l, d)
+}
+
+// reportOf is the report of a look at l that ends in o, before a slot.
+func (a *Agent) reportOf(l Look, o outcome, wait time.Duration) report {
+	n := a.pub.state(l.SHA, l.Desired, o.State, o.Reason)
+	return report{n: &n, wait: wait}
+}
+
+// jitterOrNot is jitter(d), or 0 for 0: to wait for desired to move.
+func jitterOrNot(d time.Duration) time.Duration {
+	if d == 0 {
 		return 0
 	}
-	if d.Plan != PlanReclaim && underSlot(l) == StepReplace {
-		if err := a.cfg.Runtime.Prepare(ctx, gs.Spec, desired); err != nil {
-			a.pub.set(ctx, a.pub.state(obs.SHA, desired, coordinator.StateFailed, "prepare: "+err.Error()))
-			return jitter(DefaultRetry)
-		}
-	}
-	return a.act(ctx, gs, l, d.Plan)
+	return jitter(d)
 }
 
 // look gathers what decide needs from gs and the runtime.
 func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
-	v := gs.Gate()
-	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason}
+	now := wallclock.Now()
+	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now})
+	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason,
+		Hold: v.Hold}
+	if !v.Recheck.IsZero() {
+		// At least a millisecond: a look right at the change waits for it.
+		l.Recheck = max(v.Recheck.Sub(now), time.Millisecond)
+	}
 	if gs.Desired != nil {
 		l.Desired = gs.Desired.SHA
 	}
 	l.ClosedState, l.Opens = v.Node, v.Opens
-	if v.Open {
+	if l.stepping() {
 		l.Refused = a.refused(gs)
 	}
 	// Against desired only: a node left on a SHA that is no longer desired
@@ -119,60 +156,59 @@ func (a *Agent) refused(gs *coordinator.GroupState) string {
 
 // act takes this node's slot, by reclaiming it or by waiting in line, and
 // does under it what underSlot says.
-func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, plan Plan) time.Duration {
-	if gs.DesiredPair == nil {
-		return jitter(DefaultRetry) // a claim but no desired key: nothing to fence on
+func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d Decision) report {
+	m, g, ok := a.contend(ctx, gs, l)
+	if !ok {
+		return report{wait: jitter(DefaultRetry)}
 	}
-	s, err := a.session(ctx, a.pub.state(l.SHA, l.Desired, coordinator.StateWaiting, ""))
-	if err != nil {
-		a.cfg.Metrics.ConsulError()
-		a.log.Warn("cannot create a session", "error", err)
-		return jitter(DefaultRetry)
-	}
-	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
-		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
-	if err != nil {
-		a.log.Error("cannot contend for a slot", "error", err)
-		return jitter(DefaultRetry)
-	}
-	g := gs.LockGate(a.keys)
-	g.Lease = a.lease(gs.Spec)
 	begin := time.Now()
 	var hold *lockstep.Hold
-	if plan == PlanReclaim || plan == PlanClaimDown {
-		hold, err = a.reclaim(ctx, m, g, gs, &l, plan)
+	var err error
+	if d.Plan == PlanReclaim || d.Plan == PlanClaimDown {
+		hold, err = a.reclaim(ctx, m, g, gs, &l, d.Plan)
 	} else {
 		hold, err = a.acquire(ctx, m, g, gs, l)
 	}
 	waited := time.Since(begin)
 	a.cfg.Metrics.SlotWait(waited)
 	if retry, done := a.notHeld(ctx, m, err); done {
-		return retry
+		return report{wait: retry}
 	}
 	held := time.Now()
-	a.log.Info("slot held", "reclaimed", plan != PlanContend, "waited", waited.Round(time.Millisecond))
-	t := &turn{a: a, hold: hold, gs: gs, l: l, prepared: plan == PlanContend}
-	result := t.run(ctx)
-	a.cfg.Metrics.SlotHold(time.Since(held))
-	a.cfg.Metrics.Replacement(string(result))
-	switch result {
-	case resultAborted:
-		// The claim stays in Consul: the next look, soon, takes it back
-		// under the gate as it is then.
-		return jitter(2 * time.Second)
-	case resultYielded:
-		// Behind still, with its slot given back: into the line again.
-		return jitter(2 * time.Second)
-	case resultKept:
-		if l.Open {
-			// A failure that did not close the gate: the workload may be
-			// healthy again soon, and its slot should not wait a resync.
-			return jitter(DefaultRetry)
-		}
-		return 0 // nothing may move until desired does
+	a.log.Info("slot held", "reclaimed", d.Plan != PlanContend, "waited", waited.Round(time.Millisecond))
+	step := d.Step
+	if d.Plan != PlanContend {
+		step = underSlot(l) // of the look that the reclaim completed
 	}
-	a.idleSession(ctx, a.pub.current())
-	return 0
+	t := &turn{a: a, hold: hold, gs: gs, l: l, prepared: d.Plan == PlanContend}
+	e := t.run(ctx, step)
+	a.cfg.Metrics.SlotHold(time.Since(held))
+	a.cfg.Metrics.Replacement(string(e.result))
+	wait, idle := again(e.result, l.stepping())
+	return report{n: &e.n, wait: jitterOrNot(wait), idle: idle}
+}
+
+// contend readies this node to take its slot: its session, its semaphore,
+// and the gate a grant checks. ok is false, logged, when it cannot.
+func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look) (*lockstep.Semaphore, lockstep.Gate, bool) {
+	if gs.DesiredIndex() == 0 {
+		return nil, lockstep.Gate{}, false // a claim but no desired key: nothing to fence on
+	}
+	s, err := a.session(ctx, a.carried(l.SHA, l.Desired, inLineJoin))
+	if err != nil {
+		a.cfg.Metrics.ConsulError()
+		a.log.Warn("cannot create a session", "error", err)
+		return nil, lockstep.Gate{}, false
+	}
+	m, err := a.cfg.Store.NewSemaphore(s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
+	if err != nil {
+		a.log.Error("cannot contend for a slot", "error", err)
+		return nil, lockstep.Gate{}, false
+	}
+	g := gs.LockGate(a.keys)
+	g.Lease = a.lease(gs.Spec)
+	return m, g, true
 }
 
 // reclaim takes this node's slot back, after claiming it first when its
@@ -184,7 +220,7 @@ func (a *Agent) reclaim(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		}
 		a.log.Info("the workload is down: claimed the node's slot, to be replaced ahead of the line")
 	}
-	recovering := a.pub.state(l.SHA, l.Desired, coordinator.StateReplacing, "recovering under its own slot")
+	recovering := a.carried(l.SHA, l.Desired, inReclaim)
 	hold, err := m.Reclaim(ctx, g, coordinator.ClaimNote(gs.Desired), a.nodeOps(recovering)...)
 	if err != nil {
 		return nil, err
@@ -214,6 +250,8 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 			return time.Millisecond, true // back in line at once
 		}
 		return jitter(DefaultRetry), true
+	case errors.Is(err, errRecheck):
+		return time.Millisecond, true // to look at the gate as it is now
 	case errors.Is(err, errWentDown):
 		return time.Millisecond, true // to claim its slot at once
 	case errors.Is(err, lockstep.ErrNoClaim):
@@ -236,7 +274,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look) (*lockstep.Hold, error) {
 	sha := gs.Desired.SHA
 	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}
-	if waiting := a.pub.state(l.SHA, sha, coordinator.StateWaiting, ""); a.pub.differs(waiting) {
+	if waiting := a.carried(l.SHA, sha, inLineJoin); a.pub.differs(waiting) {
 		w.Join = a.nodeOps(waiting)
 		// Counted as written now: if joining fails, the next look finds
 		// the record unlike this (publisher.sync) and writes it again.
@@ -244,7 +282,7 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	}
 	var claim coordinator.NodeState
 	w.Grant = func() api.TxnOps {
-		claim = a.pub.state(l.SHA, sha, coordinator.StateReplacing, "")
+		claim = a.carried(l.SHA, sha, inGrant)
 		return a.nodeOps(claim)
 	}
 	wctx, stop := context.WithCancelCause(ctx)
@@ -252,11 +290,14 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	if l.SHA != "" {
 		go a.watchDown(wctx, stop)
 	}
+	if l.Recheck > 0 {
+		defer time.AfterFunc(l.Recheck, func() { stop(errRecheck) }).Stop()
+	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
 		a.pub.published(ctx, claim)
-	} else if ctx.Err() == nil && errors.Is(context.Cause(wctx), errWentDown) {
-		err = errWentDown
+	} else if cause := context.Cause(wctx); ctx.Err() == nil && (errors.Is(cause, errWentDown) || errors.Is(cause, errRecheck)) {
+		err = cause
 	}
 	return hold, err
 }
@@ -281,6 +322,12 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 	}
 }
 
+// carried is the node's record of sha that c carries (decide.go's carried).
+func (a *Agent) carried(sha, desired string, c carrier) coordinator.NodeState {
+	state, reason := carried(c)
+	return a.pub.state(sha, desired, state, reason)
+}
+
 // nodeOps is the op that writes n, for a transaction of lockstep's.
 func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
 	op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
@@ -302,7 +349,7 @@ const leaseGrace = 30 * time.Second
 // A holder that is alive and reaches Consul loses nothing by it: it
 // reclaims its claim, which renews it, as soon as it sees its session go.
 func (a *Agent) lease(spec *hashspec.Spec) time.Duration {
-	return addBounds(a.holdBound(spec), a.cfg.leaseGrace)
+	return addBounds(a.holdBound(spec), a.cfg.LeaseGrace)
 }
 
 // stepTimeout bounds one destructive call of the runtime.

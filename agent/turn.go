@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +33,13 @@ const (
 	resultYielded  result = "yielded"  // released to go on in line: look again soon
 )
 
+// ending is how a turn ended, and the node's record then: written already
+// with the release, or for the look to publish.
+type ending struct {
+	result result
+	n      coordinator.NodeState
+}
+
 // turn is one hold of the node's slot: what underSlot says, carried out.
 type turn struct {
 	a    *Agent
@@ -50,21 +56,17 @@ type turn struct {
 	stopping context.Context
 }
 
-// run carries out the turn. A signal now must not leave the workload half
-// replaced: the step runs to its end, or to a state its next look
-// resolves, on a context of its own, each call within its own bound.
-func (t *turn) run(ctx context.Context) result {
+// run carries out step, the turn's first. A signal now must not leave the
+// workload half replaced: the step runs to its end, or to a state its next
+// look resolves, on a context of its own, each call within its own bound.
+func (t *turn) run(ctx context.Context, step Step) ending {
 	t.stopping = ctx
 	ctx = context.WithoutCancel(ctx)
-	switch underSlot(t.l) {
+	switch step {
 	case StepKeep:
-		state, why := t.keepReason()
-		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", why)
-		why += "; the workload is down, so the node keeps its slot"
-		if !t.l.Open {
-			why += " until " + cmp.Or(t.l.Opens, coordinator.NewCommitOpens) + " to recover under"
-		}
-		return t.keep(ctx, state, why)
+		o := conclude(t.l, event{end: endDown})
+		t.a.log.Warn("the workload is down and may not move: touching nothing, keeping the node's slot", "reason", o.Reason)
+		return t.keep(ctx, o)
 	case StepVerify:
 		return t.verify(ctx)
 	case StepReplace:
@@ -72,32 +74,12 @@ func (t *turn) run(ctx context.Context) result {
 	case StepUndo:
 		return t.undoDown(ctx)
 	}
-	after := t.l
-	after.Claimed = false
-	d := decide(after)
-	state, r := d.State, resultReleased
-	if d.Plan != PlanIdle || state == "" {
-		state, r = coordinator.StateWaiting, resultYielded
-	}
-	return t.release(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, state, d.Reason), r)
-}
-
-// keepReason is the node state, and why, of a node that keeps its slot
-// while down: the gate is closed, or it is open but the node may not move
-// (its release was refused, or its claim had lapsed).
-func (t *turn) keepReason() (coordinator.NodeStatus, string) {
-	switch {
-	case !t.l.Open:
-		return t.l.ClosedState, t.l.Reason
-	case t.l.Refused != "":
-		return coordinator.StateFailed, t.l.Refused
-	}
-	return coordinator.StateWaiting, "its claim had lapsed before it was back"
+	return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endNothing}))
 }
 
 // verify waits for what an interrupted step left to be healthy, then drops
 // what was set aside and goes on to the desired SHA; or undoes it.
-func (t *turn) verify(ctx context.Context) result {
+func (t *turn) verify(ctx context.Context) ending {
 	sha := t.l.SHA
 	if sha == "" { // cut off before a new workload started: nothing to verify
 		return t.undo(ctx, "", nil, true)
@@ -130,13 +112,11 @@ func (t *turn) verify(ctx context.Context) result {
 		}
 	}
 	t.l.SHA, t.l.Leftover, t.l.Unverified, t.l.Healthy = sha, false, false, true
-	if t.l.Refused != "" {
-		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateFailed, t.l.Refused), resultReleased)
-	}
-	if t.l.Reclaimed {
-		// Up again on what its step left: going on to Desired takes it
-		// down anew, which takes a grant that counts every node down now.
-		return t.release(ctx, t.a.pub.state(sha, t.l.Desired, coordinator.StateWaiting, ""), resultYielded)
+	// Refused, it moves no further; reclaimed, up again on what its step
+	// left, going on to Desired takes it down anew, which takes a grant
+	// that counts every node down now (conclude).
+	if o := conclude(t.l, event{end: endVerified}); !o.Replace {
+		return t.release(ctx, sha, o)
 	}
 	// The look that won this slot by contending verified first, so it
 	// prepared nothing for Desired (reconcile prepares only a step that
@@ -149,7 +129,7 @@ func (t *turn) verify(ctx context.Context) result {
 // verifies it. A step stopped by its fence or by a fault of the node's is
 // not undone here: the node keeps its slot, and its next look decides
 // under the gate as it is then.
-func (t *turn) replace(ctx context.Context) result {
+func (t *turn) replace(ctx context.Context) ending {
 	rt, sha := t.a.cfg.Runtime, t.l.Desired
 	if !t.prepared {
 		// Not prepared before a place in line was taken: reclaimed, or
@@ -157,7 +137,7 @@ func (t *turn) replace(ctx context.Context) result {
 		if lost, err := t.prepareHeld(ctx, sha); lost {
 			return t.stopped(ctx, lockstep.ErrSessionLost)
 		} else if err != nil {
-			return t.release(ctx, t.a.pub.state(t.l.SHA, sha, coordinator.StateFailed, "prepare: "+err.Error()), resultAborted)
+			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareFailed, err: err.Error()}))
 		}
 	}
 	// Every step is fenced, the first too: the grant checked the gate as
@@ -198,14 +178,14 @@ func (t *turn) replace(ctx context.Context) result {
 // came during the verification stops it, and the node's next look, under
 // its slot, releases it on its verified workload with the old one still
 // set aside, until a new commit.
-func (t *turn) finish(ctx context.Context, sha string) result {
+func (t *turn) finish(ctx context.Context, sha string) ending {
 	obs, err := t.a.cfg.Runtime.Inspect(ctx)
 	if err == nil {
 		t.a.pub.observe(obs) // the record that says converged names the new image
 	}
-	converged := t.a.pub.state(sha, sha, coordinator.StateConverged, "")
+	converged := conclude(t.l, event{end: endConverged})
 	if err == nil && !obs.Leftover {
-		return t.release(ctx, converged, resultSuccess)
+		return t.release(ctx, sha, converged)
 	}
 	if err := t.held(ctx, "drop the old workload"); err != nil {
 		return t.stopped(ctx, err)
@@ -213,7 +193,7 @@ func (t *turn) finish(ctx context.Context, sha string) result {
 	if err := t.a.cfg.Runtime.Finish(ctx); err != nil {
 		t.a.log.Warn("new workload is healthy but the old one was not removed; the next look removes it", "error", err)
 	}
-	return t.release(ctx, converged, resultSuccess)
+	return t.release(ctx, sha, converged)
 }
 
 // stoppedByFault says err stopped a step through no fault of the release.
@@ -229,8 +209,7 @@ func stoppedByFault(err error) bool {
 // the node's claim. An undo that passed its fence runs to its end: if the
 // runtime fails it, this process carries on with it (Agent.undoing) at its
 // next looks, checking its slot only, whatever the gate says then.
-func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) result {
-	rt := t.a.cfg.Runtime
+func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) ending {
 	var rerr error
 	if restore {
 		fence := t.held
@@ -240,14 +219,7 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 		if err := fence(ctx, "undo"); err != nil {
 			return t.stopped(ctx, err)
 		}
-		uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
-		rerr = rt.Restore(uctx, sha)
-		cancel()
-		if rerr != nil {
-			// Before anything that may end the turn early: the next look
-			// must carry on with the undo, never verify what it undoes.
-			t.a.undoing = sha
-		}
+		rerr = t.restore(ctx, sha)
 	}
 	if cause != nil {
 		if rerr != nil {
@@ -261,17 +233,38 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 	if rerr != nil {
 		t.a.log.Warn("cannot restore the old workload yet; the node keeps its slot and tries again", "error", rerr)
 		t.hold.Drop()
-		t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateFailed, "restoring the old workload: "+rerr.Error()))
-		return resultAborted
+		return t.ended(t.l.SHA, conclude(t.l, event{end: endRestoreFailed, err: rerr.Error()}))
 	}
 	t.a.undoing = ""
+	var why string
+	if cause != nil {
+		why = cause.Error()
+	}
+	return t.undone(ctx, restore, why)
+}
+
+// restore brings back what was set aside. If the runtime fails it, the
+// next look must carry on with the undo (Agent.undoing), never verify what
+// it undoes: noted before anything may end the turn early.
+func (t *turn) restore(ctx context.Context, sha string) error {
+	uctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
+	defer cancel()
+	err := t.a.cfg.Runtime.Restore(uctx, sha)
+	if err != nil {
+		t.a.undoing = sha
+	}
+	return err
+}
+
+// undone ends the turn after an undo that counted cause, if not "": with
+// the node's slot while what it brought back is down.
+func (t *turn) undone(ctx context.Context, restored bool, cause string) ending {
+	rt := t.a.cfg.Runtime
 	obs, err := rt.Inspect(ctx)
 	if err != nil {
-		// Whether the restored workload is up cannot be told: the node
-		// keeps its slot, and its next look sees.
-		return t.keep(ctx, coordinator.StateUnknown, "after the undo: "+err.Error())
+		return t.keep(ctx, conclude(t.l, event{end: endUndoUnread, err: err.Error()}))
 	}
-	if restore && obs.SHA != "" && t.gs.Spec != nil {
+	if restored && obs.SHA != "" && t.gs.Spec != nil {
 		// The node counts as down until the old workload is healthy again.
 		if herr := rt.WaitHealthy(ctx, t.gs.Spec); herr != nil {
 			t.a.log.Warn("restored workload is not healthy", "error", herr)
@@ -279,27 +272,19 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 	}
 	after := t.l
 	after.SHA, after.Leftover, after.Unverified, after.Claimed, after.Undoing = obs.SHA, obs.Leftover, false, false, ""
-	d := decide(after)
-	state, msg := d.State, d.Reason
-	if cause != nil {
-		state, msg = coordinator.StateFailed, cause.Error()
-	} else if d.Plan != PlanIdle || state == "" {
-		state = coordinator.StateWaiting
+	after.Healthy, _ = rt.Healthy(ctx)
+	o := conclude(after, event{end: endUndone, cause: cause})
+	if o.Keep {
+		return t.keep(ctx, o)
 	}
-	if ok, _ := rt.Healthy(ctx); !ok && (obs.SHA != "" || obs.Leftover) {
-		return t.keep(ctx, state, msg+"; the workload is down, so the node keeps its slot")
-	}
-	if cause == nil {
-		return t.release(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, msg), resultAborted)
-	}
-	return t.release(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, msg), resultFailed)
+	return t.release(ctx, obs.SHA, o)
 }
 
 // undoDown brings back what was set aside on a node whose workload is down
 // and whose claim had lapsed, behind the gate, or whose undo this process
 // could not finish: counted as a failure of the new workload when one
 // runs, and not when the step was cut off before it started one.
-func (t *turn) undoDown(ctx context.Context) result {
+func (t *turn) undoDown(ctx context.Context) ending {
 	if t.l.Undoing != "" {
 		return t.undo(ctx, t.l.Undoing, nil, true)
 	}
@@ -322,7 +307,7 @@ func (t *turn) held(ctx context.Context, name string) error {
 // passed fence and could not finish (Agent.undoing). It passes no gate, so
 // the record names no fenced step.
 func (t *turn) carryOn(ctx context.Context, name string) error {
-	n := t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateReplacing, "")
+	n := t.a.carried(t.l.SHA, t.l.Desired, inFence)
 	return t.check(ctx, n, name, t.hold.Check, "checked the slot")
 }
 
@@ -330,7 +315,7 @@ func (t *turn) carryOn(ctx context.Context, name string) error {
 // names the step: `cancel` and `status` tell from it that the node passed
 // a gate.
 func (t *turn) step(ctx context.Context, sha, name string) error {
-	n := t.a.pub.state(sha, t.l.Desired, coordinator.StateReplacing, "")
+	n := t.a.carried(sha, t.l.Desired, inFence)
 	n.Fenced = name
 	return t.check(ctx, n, name, t.hold.Fence, "fenced")
 }
@@ -366,7 +351,7 @@ func (t *turn) check(ctx context.Context, n coordinator.NodeState, name string, 
 
 // stopped ends a turn cut off by its fence or a fault of the node's: the
 // node keeps its slot and looks again soon.
-func (t *turn) stopped(ctx context.Context, err error) result {
+func (t *turn) stopped(ctx context.Context, err error) ending {
 	t.a.log.Info("step stopped; the node keeps its slot and looks again", "reason", err)
 	if errors.Is(err, lockstep.ErrSessionLost) {
 		t.a.closeSession()
@@ -384,38 +369,43 @@ func (t *turn) stopped(ctx context.Context, err error) result {
 		}
 	}
 	t.hold.Drop()
-	t.a.pub.set(ctx, t.a.pub.state(t.l.SHA, t.l.Desired, coordinator.StateWaiting, err.Error()))
-	return resultAborted
+	return t.ended(t.l.SHA, conclude(t.l, event{end: endStopped, err: err.Error()}))
 }
 
-// keep ends the turn holding the node's slot, which its next look reclaims.
-func (t *turn) keep(ctx context.Context, state coordinator.NodeStatus, why string) result {
+// keep ends the turn holding the node's slot, which its next look
+// reclaims, with o's record of what runs now.
+func (t *turn) keep(ctx context.Context, o outcome) ending {
 	t.hold.Drop()
 	obs, _ := t.a.cfg.Runtime.Inspect(ctx)
-	t.a.pub.set(ctx, t.a.pub.state(obs.SHA, t.l.Desired, state, why))
-	return resultKept
+	return t.ended(obs.SHA, o)
 }
 
-// release gives the slot back with n, the node's record, in the same
+// ended is the turn's end o, with the node's record for what runs, sha.
+func (t *turn) ended(sha string, o outcome) ending {
+	return ending{result: o.Result, n: t.a.pub.state(sha, t.l.Desired, o.State, o.Reason)}
+}
+
+// release gives the slot back with o's record of sha, in the same
 // transaction, on a fresh bounded context. If it cannot, the claim stays
 // and the next look, soon, reclaims and releases it: a release is never
 // given up while the agent lives.
-func (t *turn) release(ctx context.Context, n coordinator.NodeState, r result) result {
+func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
+	e := t.ended(sha, o)
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// The agent stops (a reboot, say): the release frees the slot and
 		// marks the node stopped in one write, so it counts as down
 		// (Store.Down) before the next node can be granted.
 		now := wallclock.Now().UTC()
-		n.Stopped = &now
+		e.n.Stopped = &now
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
+	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.SettleTimeout)
 	defer cancel()
-	if err := t.hold.Release(rctx, t.a.nodeOps(n)...); err != nil {
+	if err := t.hold.Release(rctx, t.a.nodeOps(e.n)...); err != nil {
 		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)
 		t.hold.Drop()
-		t.a.pub.set(ctx, n)
-		return resultAborted
+		e.result = resultAborted
+		return e
 	}
-	t.a.pub.published(ctx, n)
-	return r
+	t.a.pub.published(ctx, e.n)
+	return e
 }

@@ -24,6 +24,13 @@ type Verdict struct {
 	// Opens says what opens a closed gate, for a node that keeps its slot
 	// while down: a phrase (see Closed.Opens).
 	Opens string
+	// Hold: the gate is closed to new grants only; a node that holds its
+	// slot goes on with its step (see Closed.Hold).
+	Hold bool
+	// Recheck is when the verdict may change by the clock alone (a
+	// maintenance window opens or closes); zero when only a write to
+	// Consul can change it. A node looks again by then.
+	Recheck time.Time
 }
 
 // GateState is the kind of verdict, for scripts and metrics; Reason says
@@ -63,6 +70,14 @@ type Closed struct {
 	// Opens says what opens the gate again, as a phrase that ends in
 	// "opens the gate"; optional, defaults to NewCommitOpens.
 	Opens string
+	// Hold closes the gate to new grants only, for a rule about when a
+	// rollout may move (a maintenance window): a node that holds its slot
+	// finishes its step. Optional, defaults to false: a rule about what
+	// may run (a CANCEL) stops every step.
+	Hold bool
+	// Recheck is when the rule's answer may change by the clock alone;
+	// optional, and read also from a rule that lets the gate open.
+	Recheck time.Time
 }
 
 // NewCommitOpens is what opens any closed gate: a new SHA has a gate of
@@ -94,6 +109,9 @@ var Rules = []Rule{
 	operatorPauseRule{},
 	pauseRule{},
 	failureBudgetRule{},
+	// Holds last: a rule that stops every step wins over one that only
+	// holds new grants.
+	windowRule{},
 }
 
 // GateStates lists every GateState, for exporters that show each one.
@@ -130,8 +148,12 @@ func Evaluate(in GateInput) Verdict {
 		v.MaxParallel = g.Spec.Update.MaxParallel
 	}
 	for _, r := range Rules {
-		if c, closed := r.Close(in); closed {
-			v.State, v.Reason, v.Opens = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens)
+		c, closed := r.Close(in)
+		if !c.Recheck.IsZero() && (v.Recheck.IsZero() || c.Recheck.Before(v.Recheck)) {
+			v.Recheck = c.Recheck
+		}
+		if closed {
+			v.State, v.Reason, v.Opens, v.Hold = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens), c.Hold
 			if c.Node != "" {
 				v.Node = c.Node
 			}
@@ -140,6 +162,16 @@ func Evaluate(in GateInput) Verdict {
 	}
 	v.Open, v.State, v.Reason, v.Limit = true, GateOpen, "open", v.MaxParallel
 	return v
+}
+
+// Wait is the reason of a closed gate with, when the clock alone opens it
+// (Recheck), how long until then, as of now: "…; the next opens Tue 02:00
+// Europe/Berlin (in 3h12m)". Records keep Reason, which does not age.
+func (v Verdict) Wait(now time.Time) string {
+	if v.Open || v.Recheck.IsZero() || !v.Recheck.After(now) {
+		return v.Reason
+	}
+	return v.Reason + " (in " + RoundWait(v.Recheck.Sub(now)) + ")"
 }
 
 // Gate is Evaluate of g now.

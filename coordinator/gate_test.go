@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
 )
 
 // ruleCase is one row of a rule's table: the group, whether the rule
@@ -127,5 +128,48 @@ func TestEvaluateTakesTheFirstRuleThatCloses(t *testing.T) {
 	}
 	if got, want := k.Brakes(shaNew), []string{k.Cancel(shaNew), k.LegacyCancel(shaNew), k.OperatorPause(shaNew)}; !slices.Equal(got, want) {
 		t.Errorf("brakes %v, want %v", got, want)
+	}
+}
+
+// The window rule holds new grants outside every window, says when the
+// next opens, and tells the agent when to look again, open or closed.
+func TestWindowRule(t *testing.T) {
+	s := specWith(t, "pause", 1, 1)
+	s.Update.Windows = []hashspec.Window{{Days: []string{"tue"}, Start: "02:00", Length: hashspec.Duration(time.Hour), TimeZone: "Europe/Berlin"}}
+	g := group(fixture{spec: s})(t)
+	tue := time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC) // 02:00 CEST
+	for _, tc := range []struct {
+		name    string
+		now     time.Time
+		closes  bool
+		reason  string
+		recheck time.Time
+		wait    string
+	}{
+		{"before", tue.Add(-3*time.Hour - 12*time.Minute), true, "the next opens Tue 02:00 Europe/Berlin", tue, "(in 3h12m)"},
+		{"in it", tue.Add(30 * time.Minute), false, "", tue.Add(time.Hour), ""},
+		{"after", tue.Add(time.Hour), true, "the next opens Tue 02:00 Europe/Berlin", tue.Add(7 * 24 * time.Hour), "(in 167h)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, closed := windowRule{}.Close(GateInput{Group: g, Now: tc.now})
+			if closed != tc.closes || !strings.Contains(c.Reason, tc.reason) || !c.Recheck.Equal(tc.recheck) {
+				t.Fatalf("got %+v closed=%v, want closed=%v with %q, recheck %s", c, closed, tc.closes, tc.reason, tc.recheck)
+			}
+			if closed && (!c.Hold || c.Node != "") {
+				t.Errorf("outside a window is a hold with node state waiting, got %+v", c)
+			}
+			v := Evaluate(GateInput{Group: g, Now: tc.now})
+			if v.Open == tc.closes || !v.Recheck.Equal(tc.recheck) || v.Hold != tc.closes {
+				t.Errorf("verdict %+v: open must be %v with recheck %s", v, !tc.closes, tc.recheck)
+			}
+			if w := v.Wait(tc.now); tc.closes && !strings.HasSuffix(w, tc.wait) {
+				t.Errorf("Wait = %q, want it to end %q", w, tc.wait)
+			}
+		})
+	}
+	// A CANCEL stops every step: it wins over a hold.
+	cg := group(fixture{spec: s, cancel: true})(t)
+	if v := Evaluate(GateInput{Group: cg, Now: tue.Add(-time.Hour)}); v.State != GateCancelled || v.Hold {
+		t.Errorf("cancelled outside a window: %+v, want cancelled and no hold", v)
 	}
 }

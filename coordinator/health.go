@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -92,23 +93,30 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //     not that is a sustained signal yet. One with nothing deployed (a
 //     first deploy) was never available and is not counted, or every node
 //     of a first deploy would wait on the others.
+//
+// A node the operator removed (`node rm`: no record, and a removal mark)
+// is none of these, whatever the catalog still holds of it, until its
+// agent writes a record again.
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
 	}
 	var checks api.HealthChecks
-	var cerr error
+	var gone map[string]bool
+	var cerr, gerr error
 	var wg sync.WaitGroup
 	wg.Go(func() { checks, cerr = s.failingChecks(ctx, group) })
+	wg.Go(func() { gone, gerr = s.removedNodes(ctx, k) })
 	recs, err := s.nodeRecords(ctx, k)
 	wg.Wait()
-	if err != nil {
+	if err = cmp.Or(err, cerr, gerr); err != nil {
 		return nil, err
 	}
-	if cerr != nil {
-		return nil, cerr
-	}
+	// A node the operator removed (`node rm`) and that has not written a
+	// record since is out of the group: what is left of it in the catalog
+	// (a dead agent's service) no longer counts it.
+	removed := func(n string) bool { return recs[n] == nil && gone[n] }
 	svc := ServiceName(group)
 	down, hosts := downSet{}, map[string]bool{}
 	for _, c := range checks {
@@ -118,7 +126,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			if c.Status == api.HealthCritical {
 				hosts[c.Node] = true
 			}
-		case !ok:
+		case !ok, removed(n):
 		case !onItsNode(recs[n], c.Node):
 		case c.CheckID != WorkloadCheckID(group, n):
 			if c.Status == api.HealthCritical {
@@ -142,7 +150,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			return nil, err
 		}
 		for n, node := range inst {
-			if hosts[node] && onItsNode(recs[n], node) {
+			if hosts[node] && onItsNode(recs[n], node) && !removed(n) {
 				down.add(n, DownHost)
 			}
 		}
@@ -188,6 +196,19 @@ func (s *Store) nodeRecords(ctx context.Context, k Keys) (map[string]*NodeState,
 		if decode(p.Key, p.Value, &n) == nil {
 			out[strings.TrimPrefix(p.Key, k.NodesPrefix())] = &n
 		}
+	}
+	return out, nil
+}
+
+// removedNodes are the nodes with a removal mark (Keys.Removed).
+func (s *Store) removedNodes(ctx context.Context, k Keys) (map[string]bool, error) {
+	pairs, _, err := s.list(ctx, k.RemovedPrefix(), nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(pairs))
+	for _, p := range pairs {
+		out[strings.TrimPrefix(p.Key, k.RemovedPrefix())] = true
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -214,4 +215,43 @@ func waitDown(t *testing.T, st *coordinator.Store, want map[string]coordinator.D
 		}
 	}
 	t.Fatalf("Down = %v, %v after %s, want %v", got, err, bound, want)
+}
+
+// A node the operator removed leaves the count although its dead agent's
+// service stays in the catalog, failing; one that never had a record (its
+// agent starting) still counts; the removed node's agent back, writing its
+// record, counts again.
+func TestRemovedNodeLeavesTheCount(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range []string{"dead", "starting"} {
+		err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID("web", n),
+			Name: coordinator.ServiceName("web"), Check: &api.AgentServiceCheck{CheckID: n + "-alive", TTL: "1m", Status: api.HealthCritical}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := coordinator.NodeState{Node: "dead", SHA: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		State: coordinator.StateConverged, Since: time.Now().UTC()}
+	if err := st.PutNode(ctx, "web", rec); err != nil {
+		t.Fatal(err)
+	}
+	both := map[string]coordinator.DownReason{"dead": coordinator.DownAgent, "starting": coordinator.DownAgent}
+	waitDown(t, st, both, 10*time.Second)
+	if _, err := st.RemoveNode(ctx, "web", "dead", false, "ops", "host decommissioned"); !errors.Is(err, coordinator.ErrNodeAlive) {
+		t.Fatalf("unforced removal of a registered node: %v, want ErrNodeAlive", err)
+	}
+	waitDown(t, st, both, 10*time.Second)
+	if _, err := st.RemoveNode(ctx, "web", "dead", true, "ops", "host decommissioned"); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, st, map[string]coordinator.DownReason{"starting": coordinator.DownAgent}, 10*time.Second)
+	rec.Since = time.Now().UTC()
+	if err := st.PutNode(ctx, "web", rec); err != nil { // its agent is back
+		t.Fatal(err)
+	}
+	waitDown(t, st, both, 10*time.Second)
 }

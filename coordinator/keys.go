@@ -83,6 +83,14 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
+// Removed is the operator's mark that node was removed from the group
+// (`node rm`): without a record of its own, its service instance in the
+// catalog no longer counts it down. Agents may read it, not write it.
+func (k Keys) Removed(node string) string { return k.root + "removed/" + node }
+
+// RemovedPrefix lists the removal marks.
+func (k Keys) RemovedPrefix() string { return k.root + "removed/" }
+
 // EventsPrefix lists the group's event log, every writer's part of it.
 func (k Keys) EventsPrefix() string { return k.root + "events/" }
 

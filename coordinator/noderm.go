@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -79,7 +80,12 @@ func holding(h *lockstep.Holders, node string) bool {
 // on the record as read: an agent that writes meanwhile is alive, and
 // nothing is removed.
 //
-// Only the record goes. A failure record of the node stays: it is part of
+// The record goes, and a removal mark (Keys.Removed) takes its place in
+// the same transaction: what the node left in Consul's catalog (a dead
+// agent's service, its failing checks) no longer counts it down, until its
+// agent writes a record again and the node is back in the group (Down).
+//
+// Nothing else goes. A failure record of the node stays: it is part of
 // the count that paused the rollout, which `resume` lifts. A claim on a
 // slot stays too: it belongs to lockstep and ends as every claim does, by
 // the node's release or when the next waiter, having watched it orphaned
@@ -124,9 +130,14 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	if err != nil {
 		return nil, err
 	}
+	mark, err := json.Marshal(RemovedMark{Node: node, At: r.At, By: by, Reason: reason})
+	if err != nil {
+		return nil, err
+	}
 	ops := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Removed(node), Value: mark}},
 		ev,
 	}
 	if _, conflict, err := s.txn(ctx, ops); err != nil {
@@ -138,6 +149,16 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	// Best effort, as after every append: the next one prunes what is left.
 	s.prune(ctx, group, OperatorWriter())
 	return r, nil
+}
+
+// RemovedMark is the value of Keys.Removed: who removed the node, when
+// and why. It takes the node out of the count of nodes down until the
+// node's agent writes a record again, which brings it back into the group.
+type RemovedMark struct {
+	Node   string    `json:"node"`
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // removalReason is the event's reason: the operator's, and that the removal

@@ -57,12 +57,20 @@ type hclHealthcheck struct {
 }
 
 type hclUpdate struct {
-	MaxParallel     *int    `hcl:"max_parallel,optional"`
-	MinHealthyTime  *string `hcl:"min_healthy_time,optional"`
-	HealthyDeadline *string `hcl:"healthy_deadline,optional"`
-	FailureAction   string  `hcl:"failure_action,optional"`
-	MaxFailures     *int    `hcl:"max_failures,optional"`
-	Order           string  `hcl:"order,optional"`
+	MaxParallel     *int        `hcl:"max_parallel,optional"`
+	MinHealthyTime  *string     `hcl:"min_healthy_time,optional"`
+	HealthyDeadline *string     `hcl:"healthy_deadline,optional"`
+	FailureAction   string      `hcl:"failure_action,optional"`
+	MaxFailures     *int        `hcl:"max_failures,optional"`
+	Order           string      `hcl:"order,optional"`
+	Windows         []hclWindow `hcl:"window,block"`
+}
+
+type hclWindow struct {
+	Days     []string `hcl:"days,optional"`
+	Start    string   `hcl:"start,optional"`
+	Length   *string  `hcl:"length,optional"`
+	TimeZone string   `hcl:"time_zone,optional"`
 }
 
 func decodeHCL(data []byte, filename string) (*Spec, error) {
@@ -99,6 +107,13 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 	return s, nil
 }
 
+// repeatedBlocks are the blocks that stand for a list, by their parent:
+// in a field path they are named as the list, with an index.
+var repeatedBlocks = map[string]map[string]string{
+	"container": {"port": "ports", "volume": "volumes"},
+	"update":    {"window": "window"},
+}
+
 // hclIndex maps source ranges to field paths so HCL diagnostics can name
 // the field the same way validation errors do.
 type hclIndex struct{ entries []hclEntry }
@@ -115,7 +130,7 @@ func (x *hclIndex) addBody(body *hclsyntax.Body, prefix string) {
 	counts := map[string]int{}
 	for _, b := range body.Blocks {
 		p := fieldPath(prefix, b.Type)
-		if list, ok := map[string]string{"port": "ports", "volume": "volumes"}[b.Type]; ok && prefix == "container" {
+		if list, ok := repeatedBlocks[prefix][b.Type]; ok {
 			p = indexPath(fieldPath(prefix, list), counts[b.Type])
 			counts[b.Type]++
 		}

@@ -42,6 +42,10 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			MaxFailures:     c.int(pathMaxFailures, u.MaxFailures),
 			Order:           u.Order,
 		}
+		for i, w := range u.Windows {
+			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,
+				Length: c.duration(indexPath(pathWindow, i)+".length", w.Length)})
+		}
 	}
 	return s
 }

@@ -31,6 +31,7 @@ const (
 	pathInterval        = "container.healthcheck.interval"
 	pathTimeout         = "container.healthcheck.timeout"
 	pathRetries         = "container.healthcheck.retries"
+	pathWindow          = "update.window"
 )
 
 // WithDefaults returns a deep copy of s with every default filled in and
@@ -134,6 +135,7 @@ func (s *Spec) defaultUpdate(u Update) Update {
 	if u.Order == "" {
 		u.Order = OrderStopFirst
 	}
+	u.Windows = normalWindows(u.Windows)
 	return u
 }
 

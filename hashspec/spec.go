@@ -101,6 +101,9 @@ type Update struct {
 	FailureAction   string   `json:"failure_action"`
 	MaxFailures     int      `json:"max_failures"`
 	Order           string   `json:"order"`
+	// Windows are the maintenance windows in which slots are granted;
+	// optional, none means always.
+	Windows []Window `json:"window,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -347,6 +347,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.oneOf("update.failure_action", u.FailureAction, failureActions)
 	c.atLeast(pathMaxFailures, u.MaxFailures, 1)
 	c.oneOf("update.order", u.Order, updateOrders)
+	c.windows(u.Windows)
 	if u.Order != OrderStartFirst {
 		return
 	}

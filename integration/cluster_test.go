@@ -49,6 +49,8 @@ type cluster struct {
 	pulls *pulls        // the nemesis's commits from it
 
 	nemesisGen int // nemesis commits so far, over every seed of the run: each a SHA of its own
+
+	verdicts []string // the nemesis's result per seed, printed again at the very end of a failed run
 }
 
 func newCluster(t *testing.T) *cluster {

@@ -111,6 +111,7 @@ func (c *cluster) nemesisTest(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { res = c.nemesisRun(t, seed, dur) })
 		results = append(results, res)
 	}
+	c.verdicts = append(c.verdicts, results...)
 	// One line per seed, on stdout, after every run's log.
 	fmt.Println(strings.Join(results, "\n"))
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,7 +118,15 @@ func (c *cluster) containerIDs(group string) []string {
 }
 
 func TestCluster(t *testing.T) {
-	c := newCluster(t)
+	var c *cluster
+	// Registered first, so it runs last: a failure's verdict is then the
+	// end of the output, not lost above the logs that dumpLogs prints.
+	t.Cleanup(func() {
+		if c != nil && t.Failed() && len(c.verdicts) > 0 {
+			t.Logf("verdicts, again below the logs:\n%s", strings.Join(c.verdicts, "\n"))
+		}
+	})
+	c = newCluster(t)
 	t.Cleanup(c.dumpLogs)
 	for _, n := range managers {
 		c.addNode(n, mgrs)

@@ -108,7 +108,7 @@ func storeWith(t *testing.T, addr, token string) *coordinator.Store {
 	return coordinator.NewStore(clientWith(t, addr, token), "")
 }
 
-// clientWith is a client of addr with token.
+// clientWith is a Consul client of addr with token.
 func clientWith(t *testing.T, addr, token string) *api.Client {
 	t.Helper()
 	c, err := api.NewClient(&api.Config{Address: addr, Token: token})

@@ -47,6 +47,29 @@ func newGroupPairs(t *testing.T, at time.Time) *groupPairs {
 	return g
 }
 
+// respec commits, in place of web.json, web.json changed by mut.
+func (g *groupPairs) respec(mut func(s *hashspec.Spec)) *groupPairs {
+	b, err := os.ReadFile("testdata/web.json")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	spec, err := hashspec.Parse(b, hashspec.FormatJSON, "web.json")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	mut(spec)
+	g.sha, err = spec.SHA()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	canon, err := spec.Canonical()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.pairs = nil
+	return g.put(g.k.History(g.sha), coordinator.HistoryEntry{SHA: g.sha, Spec: canon, CommittedAt: g.at})
+}
+
 func (g *groupPairs) put(key string, v any) *groupPairs {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -89,6 +112,11 @@ func TestObserveGate(t *testing.T) {
 			g.pairs = append(g.pairs, &api.KVPair{Key: g.k.Desired(), Value: []byte("garbage")})
 		}, coordinator.GateUnreadable},
 		{"spec missing", func(g *groupPairs) { g.pairs = nil; g.desired() }, coordinator.GateSpecMissing},
+		{"outside its maintenance window", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) {
+				s.Update.Windows = []hashspec.Window{{Start: "12:00", Length: hashspec.Duration(time.Hour)}}
+			}).desired()
+		}, coordinator.GateOutsideWindow},
 	}
 	seen := map[coordinator.GateState]bool{}
 	for _, tc := range tests {
@@ -226,7 +254,7 @@ func TestGroupMetricsExportEveryState(t *testing.T) {
 
 // Before any read a group has only its up gauge (0) and error counter.
 func TestGroupCollectorBeforeRead(t *testing.T) {
-	c := newGroupCollector([]string{"web"}, time.Now)
+	c := newGroupCollector([]string{"web"}, coordinator.DefaultLostAfter, time.Now)
 	c.failed("web")
 	got := gather(t, c)
 	names := make([]string, 0, len(got))

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // statusSchema is bumped on any change that could break a script reading
@@ -43,7 +42,10 @@ type gateJSON struct {
 	Open   bool                  `json:"open"`
 	State  coordinator.GateState `json:"state"`
 	Reason string                `json:"reason"`
-	SHA    string                `json:"sha,omitempty"`
+	// OpensAt is when the clock alone opens a closed gate (a maintenance
+	// window), null when only a write to Consul can.
+	OpensAt *time.Time `json:"opens_at"`
+	SHA     string     `json:"sha,omitempty"`
 	// MaxParallel is the policy's K, while the gate is closed too.
 	MaxParallel int `json:"max_parallel"`
 	// PassedFence are, under a CANCEL, the nodes that may still finish a
@@ -154,11 +156,19 @@ type statusOptions struct {
 	LostAfter time.Duration
 }
 
+func opensAt(v coordinator.Verdict) *time.Time {
+	if v.Open || v.Recheck.IsZero() {
+		return nil
+	}
+	t := v.Recheck.UTC()
+	return &t
+}
+
 func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) statusJSON {
 	sum := gs.Summary(now, o.LostAfter)
 	v := sum.Gate
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
-		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Reason, SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
+		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Wait(now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
@@ -170,7 +180,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 			s.Holders = append(s.Holders, holderJSON{Name: h.Name, Since: h.Since})
 		}
 		sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Name < s.Holders[j].Name })
-		s.Orphans = orphans(gs.Holders, now)
+		s.Orphans = orphans(gs, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
 	diagnose(&s, gs, sum, now)
@@ -222,8 +232,9 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// orphans lists the claims whose session is gone, by node name.
-func orphans(h *lockstep.Holders, now time.Time) []claimJSON {
+// orphans lists the claims of gs whose session is gone, by node name.
+func orphans(gs *coordinator.GroupState, now time.Time) []claimJSON {
+	h := gs.Holders
 	out := []claimJSON{}
 	counted := map[string]bool{}
 	for _, n := range h.Counted(now) {

@@ -1,20 +1,17 @@
-package agent_test
+package agentbench
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/benchkit"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 const (
@@ -32,15 +29,15 @@ type cancelTimes struct {
 	waiters  int
 }
 
-// BenchmarkAgentCancel runs 10 agents, starts a rollout at max_parallel=1
+// Cancel runs 10 agents, starts a rollout at max_parallel=1
 // whose replacements take cancelHookSleep, and once one node holds the slot
 // and the other nine wait in line, runs `rollagent cancel`. It times the
 // CLI's return to every waiter having left the line (its contender key
 // gone: it no longer contends) and to every waiter publishing "cancelled",
 // and checks from the records that nothing started after the CANCEL.
-func BenchmarkAgentCancel(b *testing.B) {
+func Cancel(b *testing.B) {
 	srv := consultest.NewDev(b)
-	ba := newBenchAgents(b, srv.Client(), "cancel", cancelHookSleep)
+	ba := newAgents(b, srv.Client(), "cancel", cancelHookSleep)
 	ns := nodes(cancelAgents)
 	for _, n := range ns {
 		ba.start(n, srv.HTTPAddr)
@@ -62,20 +59,20 @@ func BenchmarkAgentCancel(b *testing.B) {
 		}
 		return out
 	}
-	deq, _, deqMax := durStats(pick(func(t cancelTimes) time.Duration { return t.dequeued }))
-	st, _, stMax := durStats(pick(func(t cancelTimes) time.Duration { return t.states }))
+	deq, _, deqMax := benchkit.DurStats(pick(func(t cancelTimes) time.Duration { return t.dequeued }))
+	st, _, stMax := benchkit.DurStats(pick(func(t cancelTimes) time.Duration { return t.states }))
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(deq)/1e6, "dequeued-p50-ms")
 	b.ReportMetric(float64(deqMax)/1e6, "dequeued-max-ms")
 	b.ReportMetric(float64(st)/1e6, "cancelled-state-p50-ms")
 	b.ReportMetric(float64(stMax)/1e6, "cancelled-state-max-ms")
-	publishBench(b, "cancel", cancelMarkdown(tries, pick))
+	publish(b, "cancel", cancelMarkdown(tries, pick))
 }
 
 // cancelTry commits release, waits for one holder in its step and every
 // other node in line, cancels with the CLI and measures; it returns once
 // the holder has finished its step, so that the next try starts clean.
-func cancelTry(b *testing.B, ba *benchAgents, srv *consultest.Server, ns []string, release string) cancelTimes {
+func cancelTry(b *testing.B, ba *agents, srv *consultest.Server, ns []string, release string) cancelTimes {
 	b.Helper()
 	sha := ba.commit(release, 1)
 	var holder string
@@ -100,7 +97,7 @@ func cancelTry(b *testing.B, ba *benchAgents, srv *consultest.Server, ns []strin
 	fleettest.WaitFor(b, 30*time.Second, "every waiter out of line and cancelled", func() bool {
 		return w.first(func(s groupSnap) bool { return s.dequeued() && s.allIn(waiters, coordinator.StateCancelled) }) != nil
 	})
-	fleettest.WaitFor(b, time.Minute, "the holder to finish its step", func() bool { return ba.converged([]string{holder}, sha) })
+	fleettest.WaitFor(b, time.Minute, "the holder to finish its step and give its slot back", func() bool { return ba.settled(holder) })
 	w.stop()
 	seen := w.first(func(s groupSnap) bool { return s.gs.Cancel != nil })
 	ct.seen = seen.at.Sub(returned)
@@ -110,11 +107,27 @@ func cancelTry(b *testing.B, ba *benchAgents, srv *consultest.Server, ns []strin
 	return ct
 }
 
+// settled says node holds no slot and its record is at rest: converged,
+// or cancelled (a CANCEL stops every fenced step, its last included, so a
+// holder whose workload is healthy ends cancelled, with its slot released).
+func (ba *agents) settled(node string) bool {
+	gs := ba.state()
+	if gs == nil || gs.Holders == nil || len(gs.Holders.Holding) > 0 {
+		return false
+	}
+	for _, n := range gs.Nodes {
+		if n.Node == node {
+			return n.State == coordinator.StateConverged || n.State == coordinator.StateCancelled
+		}
+	}
+	return false
+}
+
 // checkNothingAfterCancel checks the records: no slot granted, no node
 // fenced into "replacing" and no failure recorded at a KV index past the
 // CANCEL's, and no replace hook begun for sha but the holder's, which began
 // before the CLI started.
-func checkNothingAfterCancel(b *testing.B, ba *benchAgents, w *groupWatch, ns []string, sha, holder string, start time.Time) {
+func checkNothingAfterCancel(b *testing.B, ba *agents, w *groupWatch, ns []string, sha, holder string, start time.Time) {
 	b.Helper()
 	final := w.last()
 	cancelIndex := final.createIndex(ba.keys().Cancel(sha))
@@ -135,8 +148,10 @@ func checkNothingAfterCancel(b *testing.B, ba *benchAgents, w *groupWatch, ns []
 			}
 		}
 		for _, n := range s.gs.Nodes {
-			if n.Desired == sha && n.State == coordinator.StateReplacing && s.modifyIndex(ba.keys().Node(n.Node)) > cancelIndex {
-				b.Errorf("%s fenced into %q at index %d, after the CANCEL at %d", n.Node, n.State, s.modifyIndex(ba.keys().Node(n.Node)), cancelIndex)
+			// A fence writes its step into the record; a reclaim of the
+			// node's own slot (state replacing, "recovering") is no step.
+			if n.Desired == sha && n.Fenced != "" && s.modifyIndex(ba.keys().Node(n.Node)) > cancelIndex {
+				b.Errorf("%s fenced into %q at index %d, after the CANCEL at %d", n.Node, n.Fenced, s.modifyIndex(ba.keys().Node(n.Node)), cancelIndex)
 			}
 		}
 	}
@@ -151,17 +166,9 @@ func checkNothingAfterCancel(b *testing.B, ba *benchAgents, w *groupWatch, ns []
 	}
 }
 
-func (ba *benchAgents) keys() coordinator.Keys {
-	k, err := ba.store.Keys(ba.group)
-	if err != nil {
-		ba.tb.Fatal(err)
-	}
-	return k
-}
-
 func cancelMarkdown(tries []cancelTimes, pick func(func(cancelTimes) time.Duration) []time.Duration) string {
 	var sb strings.Builder
-	sb.WriteString(benchHeader("BenchmarkAgentCancel"))
+	sb.WriteString(header("BenchmarkAgentCancel"))
 	fmt.Fprintf(&sb, "%d `rollagent run` processes (exec runtime) on one Consul dev agent; a rollout at max_parallel=1 "+
 		"with one node in its %s step and %d in line, then `rollagent cancel`; %d tries. Times are from the CLI "+
 		"returning, taken from a blocking-query watch of the group's KV tree (negative: before the CLI had exited).\n\n",
@@ -177,130 +184,14 @@ func cancelMarkdown(tries []cancelTimes, pick func(func(cancelTimes) time.Durati
 		{"every waiter's `nodes/<node>` state is `cancelled`", func(t cancelTimes) time.Duration { return t.states }},
 	}
 	for _, r := range rows {
-		med, lo, hi := durStats(pick(r.f))
-		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %.1f |\n", r.what, millis(med), millis(lo), millis(hi))
+		med, lo, hi := benchkit.DurStats(pick(r.f))
+		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %.1f |\n", r.what, benchkit.Ms(med), benchkit.Ms(lo), benchkit.Ms(hi))
 	}
 	sb.WriteString("\nChecked in every try, from the records: no slot granted, no node fenced into `replacing` and no " +
 		"failure recorded at a KV index past the CANCEL's CreateIndex, and no replace hook begun for the cancelled " +
-		"SHA but the holder's, which began before the CLI started. The holder's step runs to its end. " +
+		"SHA but the holder's, which began before the CLI started. The holder's replace hook runs to its end; " +
+		"its next fence finds the CANCEL, so it releases its slot, cancelled, without dropping the old workload. " +
 		"The waiters keep their sessions: as `rollagent run` does by default with Consul on loopback, each agent keeps one, " +
 		"bound to a liveness check Consul runs, for as long as it runs.\n")
 	return sb.String()
-}
-
-func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// groupSnap is the group's KV tree as one blocking read returned it.
-type groupSnap struct {
-	at    time.Time
-	index uint64
-	pairs map[string]*api.KVPair
-	gs    *coordinator.GroupState
-}
-
-// dequeued says no contender waits in line.
-func (s groupSnap) dequeued() bool { return s.gs.Holders == nil || len(s.gs.Holders.Waiting) == 0 }
-
-// allIn says every node in ns publishes state.
-func (s groupSnap) allIn(ns []string, state coordinator.NodeStatus) bool {
-	n := 0
-	for _, x := range s.gs.Nodes {
-		if slices.Contains(ns, x.Node) && x.State == state {
-			n++
-		}
-	}
-	return n == len(ns)
-}
-
-func (s groupSnap) createIndex(key string) uint64 {
-	if p := s.pairs[key]; p != nil {
-		return p.CreateIndex
-	}
-	return 0
-}
-
-func (s groupSnap) modifyIndex(key string) uint64 {
-	if p := s.pairs[key]; p != nil {
-		return p.ModifyIndex
-	}
-	return 0
-}
-
-// groupWatch records every state of a group's KV tree, with the time a
-// blocking query returned it, until stopped.
-type groupWatch struct {
-	mu     sync.Mutex
-	all    []groupSnap
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// watchGroup reads the tree once, so that the watch starts from now, and
-// then follows it with blocking queries.
-func watchGroup(b *testing.B, c *api.Client, st *coordinator.Store, group string) *groupWatch {
-	b.Helper()
-	k, err := st.Keys(group)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &groupWatch{cancel: cancel, done: make(chan struct{})}
-	read := func(index uint64) (uint64, error) {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Minute}).WithContext(ctx)
-		pairs, meta, err := c.KV().List(k.Root(), q)
-		if err != nil {
-			return index, err
-		}
-		s := groupSnap{at: time.Now(), index: meta.LastIndex, pairs: map[string]*api.KVPair{},
-			gs: coordinator.Parse(k, group, pairs, meta.LastIndex)}
-		for _, p := range pairs {
-			s.pairs[p.Key] = p
-		}
-		if s.gs.Holders == nil {
-			s.gs.Holders = &lockstep.Holders{}
-		}
-		w.mu.Lock()
-		w.all = append(w.all, s)
-		w.mu.Unlock()
-		return meta.LastIndex, nil
-	}
-	index, err := read(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		defer close(w.done)
-		for ctx.Err() == nil {
-			if next, err := read(index); err == nil {
-				index = next
-			} else if ctx.Err() == nil {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	b.Cleanup(w.stop)
-	return w
-}
-
-func (w *groupWatch) stop() { w.cancel(); <-w.done }
-
-func (w *groupWatch) snaps() []groupSnap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.all)
-}
-
-func (w *groupWatch) last() groupSnap {
-	s := w.snaps()
-	return s[len(s)-1]
-}
-
-// first returns the earliest snapshot for which cond holds, or nil.
-func (w *groupWatch) first(cond func(groupSnap) bool) *groupSnap {
-	for _, s := range w.snaps() {
-		if cond(s) {
-			return &s
-		}
-	}
-	return nil
 }

@@ -1,24 +1,19 @@
-package agent_test
+package agentbench
 
 import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/internal/benchkit"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
@@ -30,9 +25,6 @@ const (
 	// idleSettle lets the converged agent's last service update land
 	// before the window opens.
 	idleSettle = 5 * time.Second
-	// clockTick is USER_HZ, the unit of /proc/<pid>/stat times: 100 on
-	// every Linux platform Go supports.
-	clockTick = 10 * time.Millisecond
 )
 
 // idleProc is one observed process: max RSS over 1 s samples and CPU time
@@ -55,7 +47,7 @@ type idleAgent struct {
 	end  map[string]int // in flight at its end
 }
 
-// BenchmarkAgentIdle observes, over idleWindow, two converged `rollagent
+// Idle observes, over idleWindow, two converged `rollagent
 // run` processes (exec runtime) side by side, one that serves its health
 // on loopback for Consul to check (the default, --health-addr=auto, as it
 // reaches Consul over loopback) and one whose workload check is a TTL check
@@ -63,10 +55,10 @@ type idleAgent struct {
 // agent through a counting reverse proxy of its own. Two baselines run in
 // the same window: that Consul client agent, and an idle minimal Go HTTP
 // server (demoapp).
-func BenchmarkAgentIdle(b *testing.B) {
+func Idle(b *testing.B) {
 	srv := consultest.NewDev(b)
 	client := consultest.NewClients(b, srv, 1, "")[0]
-	ba := newBenchAgents(b, srv.Client(), "idle", 0)
+	ba := newAgents(b, srv.Client(), "idle", 0)
 	ba.logLevel = "info" // as deployed: debug lines would cost CPU the window measures
 	agents := []*idleAgent{{mode: "HTTP check on loopback (default)"}, {mode: "TTL check (--health-addr=off)"}}
 	for i, a := range agents {
@@ -99,7 +91,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	}
 	b.ReportMetric(float64(agents[0].proc.maxRSS)/float64(consul.maxRSS), "rss-vs-consul")
 	b.ReportMetric(float64(agents[0].proc.maxRSS)/float64(demo.maxRSS), "rss-vs-demoapp")
-	publishBench(b, "idle", idleMarkdown(procs, agents))
+	publish(b, "idle", idleMarkdown(procs, agents))
 }
 
 // observeIdle samples procs every second over idleWindow, and records in
@@ -107,9 +99,9 @@ func BenchmarkAgentIdle(b *testing.B) {
 // flight at its end, by class.
 func observeIdle(b *testing.B, procs []*idleProc, agents []*idleAgent) {
 	b.Helper()
-	start := make([]procStat, len(procs))
+	start := make([]benchkit.ProcStat, len(procs))
 	for i, p := range procs {
-		st, err := readProcStat(p.pid)
+		st, err := benchkit.ReadProcStat(p.pid)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -122,11 +114,11 @@ func observeIdle(b *testing.B, procs []*idleProc, agents []*idleAgent) {
 	end := time.Now().Add(idleWindow)
 	for time.Now().Before(end) {
 		for _, p := range procs {
-			st, err := readProcStat(p.pid)
+			st, err := benchkit.ReadProcStat(p.pid)
 			if err != nil {
 				b.Fatalf("%s: %v", p.name, err)
 			}
-			p.maxRSS = max(p.maxRSS, st.rssKB)
+			p.maxRSS = max(p.maxRSS, st.RSSKB)
 		}
 		time.Sleep(min(time.Second, time.Until(end)))
 	}
@@ -141,11 +133,11 @@ func observeIdle(b *testing.B, procs []*idleProc, agents []*idleAgent) {
 		}
 	}
 	for i, p := range procs {
-		st, err := readProcStat(p.pid)
+		st, err := benchkit.ReadProcStat(p.pid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.cpu, p.onCPU, p.childCP = st.cpu-start[i].cpu, st.onCPU-start[i].onCPU, st.children-start[i].children
+		p.cpu, p.onCPU, p.childCP = st.CPU-start[i].CPU, st.OnCPU-start[i].OnCPU, st.Children-start[i].Children
 	}
 }
 
@@ -165,7 +157,7 @@ func cpuPercent(d time.Duration) float64 { return 100 * d.Seconds() / idleWindow
 
 func idleMarkdown(procs []*idleProc, agents []*idleAgent) string {
 	var sb strings.Builder
-	sb.WriteString(benchHeader("BenchmarkAgentIdle"))
+	sb.WriteString(header("BenchmarkAgentIdle"))
 	fmt.Fprintf(&sb, "Two converged `rollagent run` processes (exec runtime) observed side by side for %s, each talking to "+
 		"the node's Consul client agent through a counting loopback reverse proxy of its own: one serves its workload's "+
 		"health on a loopback port for Consul to check over HTTP (the default, `--health-addr=auto`, as Consul is reached over "+
@@ -178,8 +170,8 @@ func idleMarkdown(procs []*idleProc, agents []*idleAgent) string {
 		"|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range procs {
 		fmt.Fprintf(&sb, "| %s | %.1f | %.2f | %.1f | %.4f | %.3f | %s | %s |\n", p.name, float64(p.maxRSS)/1024, p.cpu.Seconds(),
-			millis(p.onCPU), cpuPercent(p.onCPU), p.childCP.Seconds(), idleRatio(float64(first.maxRSS), float64(p.maxRSS)),
-			idleRatio(first.onCPU.Seconds(), p.onCPU.Seconds()))
+			benchkit.Ms(p.onCPU), cpuPercent(p.onCPU), p.childCP.Seconds(), benchkit.Ratio(float64(first.maxRSS), float64(p.maxRSS)),
+			benchkit.Ratio(first.onCPU.Seconds(), p.onCPU.Seconds()))
 	}
 	sb.WriteString("\nHealth hooks' CPU is that of the reaped children, on top of the process's own.\n\n")
 	idleRequests(&sb, agents)
@@ -220,144 +212,6 @@ func idleRequests(sb *strings.Builder, agents []*idleAgent) {
 		"the TTL check of the `rollagent-<group>` service, passed every 10 s from the workload's health and answered by " +
 		"the local client agent, with `--health-addr=off`; by default that client agent asks the rollagent agent every 10 s " +
 		"instead, so the agent sends Consul nothing but its blocking query.\n")
-}
-
-// ratio formats a/b as "agent is N× this", or "–" when either is zero.
-func idleRatio(a, b float64) string {
-	if a <= 0 || b <= 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
-}
-
-// procStat is what /proc says of one process.
-type procStat struct {
-	rssKB    int64
-	cpu      time.Duration // utime + stime
-	onCPU    time.Duration // sum of the live threads' schedstat run time
-	children time.Duration // cutime + cstime
-}
-
-func readProcStat(pid int) (procStat, error) {
-	var ps procStat
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ps, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			ps.rssKB, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ps, err
-	}
-	// Fields after the command name, which is in parentheses and may
-	// contain spaces: state is field 3, utime..cstime are 14..17.
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 15 {
-		return ps, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	tick := func(i int) time.Duration {
-		n, _ := strconv.ParseInt(f[i-3], 10, 64)
-		return time.Duration(n) * clockTick
-	}
-	ps.cpu, ps.children = tick(14)+tick(15), tick(16)+tick(17)
-	ps.onCPU, err = onCPU(pid)
-	return ps, err
-}
-
-// onCPU sums the first field of each thread's schedstat: nanoseconds spent
-// on a CPU, far finer than utime and stime. A thread that exited is missed,
-// which Go's long-lived threads make rare.
-func onCPU(pid int) (time.Duration, error) {
-	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(paths) == 0 {
-		return 0, fmt.Errorf("schedstat of %d: %v", pid, err)
-	}
-	var sum time.Duration
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread exited
-		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			sum += time.Duration(n)
-		}
-	}
-	return sum, nil
-}
-
-// countingProxy is a loopback reverse proxy to a Consul agent that counts
-// requests by method, path class and whether they block (an index=
-// parameter other than 0).
-type countingProxy struct {
-	addr     string
-	mu       sync.Mutex
-	n        map[string]int // started
-	inFlight map[string]int
-}
-
-func newCountingProxy(tb testing.TB, target string) *countingProxy {
-	tb.Helper()
-	u, err := url.Parse("http://" + target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	px := &countingProxy{n: map[string]int{}, inFlight: map[string]int{}}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	// A request the agent gives up on (it is killed at the end) is no
-	// error worth a log line.
-	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind := ""
-		if idx := r.URL.Query().Get("index"); idx != "" && idx != "0" {
-			kind = " (blocking)"
-		}
-		class := r.Method + " " + pathClass(r.URL.Path) + kind
-		px.mu.Lock()
-		px.n[class]++
-		px.inFlight[class]++
-		px.mu.Unlock()
-		rp.ServeHTTP(w, r)
-		px.mu.Lock()
-		px.inFlight[class]--
-		px.mu.Unlock()
-	}))
-	tb.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
-	px.addr = hs.Listener.Addr().String()
-	return px
-}
-
-// counts returns the requests started so far, and those in flight now.
-func (px *countingProxy) counts() (started, inFlight map[string]int) {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	started, inFlight = map[string]int{}, map[string]int{}
-	for k, v := range px.n {
-		started[k] = v
-	}
-	for k, v := range px.inFlight {
-		if v > 0 {
-			inFlight[k] = v
-		}
-	}
-	return started, inFlight
-}
-
-// pathClass drops the key or ID at the end of a Consul API path.
-func pathClass(p string) string {
-	for _, prefix := range []string{"/v1/kv/", "/v1/agent/check/update/", "/v1/agent/check/pass/",
-		"/v1/agent/check/deregister/", "/v1/agent/service/deregister/", "/v1/session/renew/",
-		"/v1/session/destroy/", "/v1/session/info/"} {
-		if strings.HasPrefix(p, prefix) {
-			return prefix + "…"
-		}
-	}
-	return p
 }
 
 // startDemoapp runs an idle demoapp on a free loopback port, until the

@@ -1,4 +1,4 @@
-package agent_test
+package fleetbench
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"testing"
 )
 
 // What a fleet's requests are for, in the order the report lists them: a
@@ -160,42 +159,4 @@ func endpointTable(rows []*fleetResult) string {
 		sb.WriteString("\n")
 	}
 	return sb.String()
-}
-
-func TestEndpointOf(t *testing.T) {
-	grant := `[{"KV":{"Verb":"check-index","Key":"rollagent/groups/web/desired"}},{"KV":{"Verb":"check-session","Key":"rollagent/groups/web/slot/c/s1"}},` +
-		`{"KV":{"Verb":"cas","Key":"rollagent/groups/web/slot/.holders"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/.holders/s1"}}]`
-	release := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/.holders/s1"}},{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/s1"}}]`
-	join := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/s1"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/s1"}},` +
-		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.tail"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/slot/.tail"}},` +
-		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.holders/s1"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
-	tests := []struct {
-		name, method, url, body, want string
-	}{
-		{"commit wait", "GET", "/v1/kv/rollagent/groups/web/desired?index=12", "", "wait on desired (blocking: for a commit; the gate's watch)"},
-		{"desired", "GET", "/v1/kv/rollagent/groups/web/desired", "", "read desired"},
-		{"line", "GET", "/v1/kv/rollagent/groups/web/slot/?recurse=", "", "list the line (on joining)"},
-		{"holders", "GET", "/v1/kv/rollagent/groups/web/slot/.holders?recurse=", "", "head: read the holders"},
-		{"holders blocking", "GET", "/v1/kv/rollagent/groups/web/slot/.holders?recurse=&index=5", "", "head: wait on the holders (blocking)"},
-		{"own key", "GET", "/v1/kv/rollagent/groups/web/slot/.holders/s1?index=5", "", "holder: watch its own key (blocking)"},
-		{"ahead", "GET", "/v1/kv/rollagent/groups/web/slot/c/s0?index=5", "", "wait on the waiter ahead (blocking)"},
-		{"grant", "PUT", "/v1/txn", grant, "txn: grant (and write replacing)"},
-		{"release", "PUT", "/v1/txn", release, "txn: release (and write converged)"},
-		{"join", "PUT", "/v1/txn", join, "txn: join the line (and write waiting)"},
-		{"records", "PUT", "/v1/txn", `[{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/nodes/n1"}}]`, "txn: read the node's records"},
-		{"garbled txn", "PUT", "/v1/txn", `{`, "txn: not JSON"},
-		{"check removed", "PUT", "/v1/agent/check/deregister/rollagent-web-n1-session-ab", "", "remove the session check"},
-		{"other", "GET", "/v1/kv/rollagent/groups/web/nodes/n1", "", "GET /v1/kv/rollagent/groups/*/nodes/*"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, err := http.NewRequest(tt.method, "http://127.0.0.1"+tt.url, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := endpointOf(r); got != tt.want {
-				t.Fatalf("endpointOf = %q, want %q", got, tt.want)
-			}
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package agent_test
+package fleetbench
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -321,54 +320,4 @@ func releasesAfter(turns []fleetTurn, from time.Duration) (n int) {
 		}
 	}
 	return n
-}
-
-func TestBytesKindOf(t *testing.T) {
-	tests := []struct {
-		path string
-		want int
-	}{
-		{"/v1/kv/rollagent/groups/web/", bytesGroup},
-		{"/v1/kv/rollagent/groups/web/slot/", bytesSlot},
-		{"/v1/kv/rollagent/groups/web/slot/.holders", bytesSlot},
-		{"/v1/kv/rollagent/groups/web/slot/c/abc", bytesSlot},
-		{"/v1/kv/rollagent/groups/web/desired", bytesOther},
-		{"/v1/kv/rollagent/groups/web/nodes/", bytesOther},
-		{"/v1/txn", bytesOther},
-		{"/v1/agent/self", bytesOther},
-	}
-	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
-			if got := bytesKindOf(tt.path); got != tt.want {
-				t.Fatalf("bytesKindOf(%q) = %d, want %d", tt.path, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestJoinsLine(t *testing.T) {
-	lock := `[{"KV":{"Verb":"delete","Key":"rollagent/groups/web/slot/c/abc"}},{"KV":{"Verb":"lock","Key":"rollagent/groups/web/slot/c/abc"}},` +
-		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.tail"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/slot/.tail"}},` +
-		`{"KV":{"Verb":"get-tree","Key":"rollagent/groups/web/slot/.holders/abc"}},{"KV":{"Verb":"set","Key":"rollagent/groups/web/nodes/n1"}}]`
-	tests := []struct {
-		name, method, url, body string
-		want                    bool
-	}{
-		{"kv acquire of a contender key", "PUT", "/v1/kv/rollagent/groups/web/slot/c/abc?acquire=s", "", true},
-		{"kv acquire elsewhere", "PUT", "/v1/kv/rollagent/groups/web/lock?acquire=s", "", false},
-		{"txn joining the line", "PUT", "/v1/txn", lock, true},
-		{"txn of a grant", "PUT", "/v1/txn", `[{"KV":{"Verb":"check-index","Key":"rollagent/groups/web/desired"}}]`, false},
-		{"txn that is not JSON", "PUT", "/v1/txn", `{`, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, err := http.NewRequest(tt.method, "http://127.0.0.1"+tt.url, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := joinsLine(r); got != tt.want {
-				t.Fatalf("joinsLine = %v, want %v", got, tt.want)
-			}
-		})
-	}
 }

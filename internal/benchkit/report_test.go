@@ -1,4 +1,4 @@
-package benchmd
+package benchkit
 
 import (
 	"os"

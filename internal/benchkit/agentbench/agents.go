@@ -1,15 +1,13 @@
-package agent_test
-
-// What the agent benchmarks (bench_failover, bench_cancel, bench_idle)
-// share: real `rollagent run` processes with the exec runtime, their hook
-// logs, and the Markdown report. Run them all at once:
-//
-//	go test -run '^$' -bench 'BenchmarkAgent(Failover|Cancel|Idle)' -benchtime 1x -timeout 30m ./agent/
+// Package agentbench is the harness of the agent benchmarks that run real
+// `rollagent run` processes with the exec runtime (BenchmarkAgentFailover,
+// BenchmarkAgentCancel, BenchmarkAgentIdle): the processes, their hook
+// logs, the measurements and the Markdown report.
 //
 // Each benchmark does its work once, whatever b.N is, so -benchtime 1x is
 // the intended setting. Each prints a Markdown block; set AGENT_BENCH_MD to
 // a file, such as BENCHMARKS.md, to have the block written there too,
-// between markers of its own (internal/benchmd).
+// between markers of its own (benchkit.Report).
+package agentbench
 
 import (
 	"bufio"
@@ -18,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,22 +27,18 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/benchmd"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
-const agentBenchMDEnv = "AGENT_BENCH_MD"
-
-// benchAgents runs `rollagent run --runtime=exec` processes, each against
-// the Consul HTTP address it is given. A node's replace hook appends
-// "begin <unix ns> <sha>" to dir/<node>/hook.log, sleeps hookSleep (so that
-// a holder can be killed in the middle of its step), installs and appends
+// agents runs `rollagent run --runtime=exec` processes, each against the
+// Consul HTTP address it is given. A node's replace hook appends "begin
+// <unix ns> <sha>" to dir/<node>/hook.log, sleeps hookSleep (so that a
+// holder can be killed in the middle of its step), installs and appends
 // "end ...": a begin line is when that node started replacing, on this
 // machine's clock. The health hook passes once the SHA it is asked about is
 // the one installed.
-type benchAgents struct {
+type agents struct {
 	tb        testing.TB
 	bin       string
 	group     string
@@ -54,30 +47,30 @@ type benchAgents struct {
 	hookSleep time.Duration
 	logLevel  string
 	mu        sync.Mutex
-	procs     map[string]*benchProc
+	procs     map[string]*proc
 }
 
-// benchProc is one agent process, in a process group of its own so that a
-// kill takes its running hook with it, as a crash of the node would.
-type benchProc struct {
+// proc is one agent process, in a process group of its own so that a kill
+// takes its running hook with it, as a crash of the node would.
+type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-func newBenchAgents(tb testing.TB, c *api.Client, group string, hookSleep time.Duration) *benchAgents {
+func newAgents(tb testing.TB, c *api.Client, group string, hookSleep time.Duration) *agents {
 	tb.Helper()
-	ba := &benchAgents{tb: tb, bin: dockertest.BuildBinary(tb, "./cmd/rollagent"), group: fleettest.Group(group),
+	ba := &agents{tb: tb, bin: dockertest.BuildBinary(tb, "./cmd/rollagent"), group: fleettest.Group(group),
 		dir: tb.TempDir(), logs: tb.TempDir(), store: coordinator.NewStore(c, ""), hookSleep: hookSleep,
-		logLevel: "debug", procs: map[string]*benchProc{}}
+		logLevel: "debug", procs: map[string]*proc{}}
 	tb.Cleanup(ba.stopAll)
 	return ba
 }
 
-func (ba *benchAgents) nodeDir(node string) string { return filepath.Join(ba.dir, node) }
+func (ba *agents) nodeDir(node string) string { return filepath.Join(ba.dir, node) }
 
 // start starts node's agent against consulAddr and returns its process;
 // extra are more flags for `run`.
-func (ba *benchAgents) start(node, consulAddr string, extra ...string) *benchProc {
+func (ba *agents) start(node, consulAddr string, extra ...string) *proc {
 	ba.tb.Helper()
 	d := ba.nodeDir(node)
 	if err := os.MkdirAll(filepath.Join(d, "state"), 0o755); err != nil {
@@ -103,7 +96,7 @@ func (ba *benchAgents) start(node, consulAddr string, extra ...string) *benchPro
 		logf.Close()
 		ba.tb.Fatal(err)
 	}
-	p := &benchProc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
 	ba.mu.Lock()
 	ba.procs[node] = p
@@ -113,7 +106,7 @@ func (ba *benchAgents) start(node, consulAddr string, extra ...string) *benchPro
 
 // kill SIGKILLs node's agent and its hooks, and waits for the agent to be
 // gone.
-func (ba *benchAgents) kill(node string) {
+func (ba *agents) kill(node string) {
 	ba.mu.Lock()
 	p := ba.procs[node]
 	delete(ba.procs, node)
@@ -129,7 +122,7 @@ func (ba *benchAgents) kill(node string) {
 	}
 }
 
-func (ba *benchAgents) stopAll() {
+func (ba *agents) stopAll() {
 	ba.mu.Lock()
 	var ns []string
 	for n := range ba.procs {
@@ -156,26 +149,35 @@ func (ba *benchAgents) stopAll() {
 }
 
 // commit makes release the desired spec at max_parallel parallel.
-func (ba *benchAgents) commit(release string, parallel int) string {
+func (ba *agents) commit(release string, parallel int) string {
 	ba.tb.Helper()
-	js := fmt.Sprintf(`{"name":%q,"container":{"image":"example.com/app:%s"},"update":{"max_parallel":%d,
-		"min_healthy_time":"1s","healthy_deadline":"30s","failure_action":"pause","max_failures":1}}`,
-		ba.group, release, parallel)
-	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "bench spec")
-	if err != nil {
-		ba.tb.Fatal(err)
+	update := fmt.Sprintf(`{"max_parallel":%d,"min_healthy_time":"1s","healthy_deadline":"30s","failure_action":"pause","max_failures":1}`, parallel)
+	return Commit(ba.tb, ba.store, ba.group, "example.com/app:"+release, update)
+}
+
+// Commit commits a spec of group that runs image, with update as its
+// update block (JSON; none when empty), and returns its SHA.
+func Commit(tb testing.TB, st *coordinator.Store, group, image, update string) string {
+	tb.Helper()
+	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q}`, group, image)
+	if update != "" {
+		js += `,"update":` + update
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := ba.store.Commit(ctx, ba.group, s, "bench", "bench "+release)
+	s, _, err := hashspec.Load([]byte(js+"}"), hashspec.FormatJSON, "bench spec")
 	if err != nil {
-		ba.tb.Fatal(err)
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := st.Commit(ctx, group, s, "bench", "bench "+image)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return res.SHA
 }
 
 // state reads the group, or returns nil when Consul does not answer.
-func (ba *benchAgents) state() *coordinator.GroupState {
+func (ba *agents) state() *coordinator.GroupState {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	gs, err := ba.store.Read(ctx, ba.group, nil)
@@ -186,7 +188,7 @@ func (ba *benchAgents) state() *coordinator.GroupState {
 }
 
 // converged says every node in ns reports sha converged.
-func (ba *benchAgents) converged(ns []string, sha string) bool {
+func (ba *agents) converged(ns []string, sha string) bool {
 	gs := ba.state()
 	if gs == nil {
 		return false
@@ -200,6 +202,30 @@ func (ba *benchAgents) converged(ns []string, sha string) bool {
 	return done == len(ns)
 }
 
+// holds says whether node holds a slot by the KV records: its contender key,
+// locked by its session, is there and the holders record names it. An
+// unreadable group counts as held.
+func (ba *agents) holds(node string) bool {
+	gs := ba.state()
+	if gs == nil || gs.Holders == nil {
+		return gs == nil
+	}
+	for _, e := range gs.Holders.Holding {
+		if e.Name == node {
+			return true
+		}
+	}
+	return false
+}
+
+func (ba *agents) keys() coordinator.Keys {
+	k, err := ba.store.Keys(ba.group)
+	if err != nil {
+		ba.tb.Fatal(err)
+	}
+	return k
+}
+
 // hookBegin is one begin line of a node's hook log.
 type hookBegin struct {
 	node, sha string
@@ -207,7 +233,7 @@ type hookBegin struct {
 }
 
 // begins lists the begin lines of node's hook log, in order.
-func (ba *benchAgents) begins(node string) []hookBegin {
+func (ba *agents) begins(node string) []hookBegin {
 	fh, err := os.Open(filepath.Join(ba.nodeDir(node), "hook.log"))
 	if err != nil {
 		return nil
@@ -230,7 +256,7 @@ func (ba *benchAgents) begins(node string) []hookBegin {
 }
 
 // beginsOf lists every node's begins of sha, earliest first.
-func (ba *benchAgents) beginsOf(ns []string, sha string) []hookBegin {
+func (ba *agents) beginsOf(ns []string, sha string) []hookBegin {
 	var out []hookBegin
 	for _, n := range ns {
 		for _, hb := range ba.begins(n) {
@@ -243,66 +269,11 @@ func (ba *benchAgents) beginsOf(ns []string, sha string) []hookBegin {
 	return out
 }
 
-// benchPoll polls cond every 10ms for at most d; it is what times events
-// that have no timestamp of their own, so it polls finely.
-func benchPoll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
+// nodes names n nodes n1..n<n>.
+func nodes(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%d", i+1)
 	}
-	return cond()
-}
-
-// durStats are the nearest-rank median, min and max of ds.
-func durStats(ds []time.Duration) (med, lo, hi time.Duration) {
-	if len(ds) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)+1)/2-1], s[0], s[len(s)-1]
-}
-
-// benchHeader says how and where a block was generated.
-func benchHeader(bench string) string {
-	cmd := fmt.Sprintf("go test -run '^$' -bench '%s' -benchtime 1x -timeout 30m ./agent/", bench)
-	if p := os.Getenv(agentBenchMDEnv); p != "" {
-		// Only the file's name: the report is committed, this machine's
-		// paths are not.
-		cmd = agentBenchMDEnv + "=$PWD/" + filepath.Base(p) + " " + cmd
-	}
-	return fmt.Sprintf("Generated by `%s` on %s.\nConsul %s, %s, %s/%s, %d CPUs.\n\n", cmd,
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), consultest.Version, runtime.Version(),
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-}
-
-// publishBench prints md and, with AGENT_BENCH_MD set, writes it into that
-// file as the block named "agent bench <name>".
-func publishBench(b *testing.B, name, md string) {
-	// Printed, not logged: a parent benchmark's log shows only under -v.
-	fmt.Println("\n" + md)
-	if p := os.Getenv(agentBenchMDEnv); p != "" {
-		if err := benchmd.Write(p, "agent bench "+name, md); err != nil {
-			b.Errorf("%s: %v", p, err)
-		}
-	}
-}
-
-// holds says whether node holds a slot by the KV records: its contender key,
-// locked by its session, is there and the holders record names it. An
-// unreadable group counts as held.
-func (ba *benchAgents) holds(node string) bool {
-	gs := ba.state()
-	if gs == nil || gs.Holders == nil {
-		return gs == nil
-	}
-	for _, e := range gs.Holders.Holding {
-		if e.Name == node {
-			return true
-		}
-	}
-	return false
+	return out
 }

@@ -1,4 +1,4 @@
-package agent_test
+package agentbench
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/internal/benchkit"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
@@ -93,12 +94,12 @@ type failoverRow struct {
 // next node's hook beginning (which adds the agents' part).
 type failoverTimes struct{ freed, next time.Duration }
 
-// BenchmarkAgentFailover runs 10 agents, each on its own Consul client agent
+// Failover runs 10 agents, each on its own Consul client agent
 // joined to one server, rolls out at max_parallel=1 with replacements of
 // failoverHookSleep, and SIGKILLs the slot holder in the middle of its
 // step: failoverTries times per kind, it times the kill to the next node's
 // replace hook beginning.
-func BenchmarkAgentFailover(b *testing.B) {
+func Failover(b *testing.B) {
 	clusters := map[string]failoverCluster{}
 	var rows []*failoverRow
 	for _, k := range failoverKinds {
@@ -112,8 +113,8 @@ func BenchmarkAgentFailover(b *testing.B) {
 			clusters[k.gossip] = c
 		}
 		b.Run(k.name, func(b *testing.B) {
-			r := benchFailover(b, c.srv, c.clients, k)
-			med, _, hi := durStats(r.tries)
+			r := failoverRun(b, c.srv, c.clients, k)
+			med, _, hi := benchkit.DurStats(r.tries)
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(med.Seconds(), "failover-p50-s")
 			b.ReportMetric(hi.Seconds(), "failover-max-s")
@@ -121,11 +122,13 @@ func BenchmarkAgentFailover(b *testing.B) {
 			rows = append(rows, r)
 		})
 	}
-	publishBench(b, "failover", failoverMarkdown(rows))
+	publish(b, "failover", failoverMarkdown(rows))
 }
 
-func benchFailover(b *testing.B, srv *consultest.Server, clients []*consultest.Server, k failoverKind) *failoverRow {
-	ba := newBenchAgents(b, srv.Client(), "failover-"+k.slug, failoverHookSleep)
+// failoverRun runs k's tries on a group of its own: its agents start on
+// the cluster's client agents and first install v0 everywhere.
+func failoverRun(b *testing.B, srv *consultest.Server, clients []*consultest.Server, k failoverKind) *failoverRow {
+	ba := newAgents(b, srv.Client(), "failover-"+k.slug, failoverHookSleep)
 	ns := nodes(failoverAgents)
 	client := map[string]*consultest.Server{}
 	for i, n := range ns {
@@ -167,7 +170,7 @@ var errFailoverTimeout = fmt.Errorf("no node started within %s of the kill", fai
 // to begin its replacement, kills it phase later and times the kill to the
 // slot being free and to the next node's begin; then it brings the killed
 // node back.
-func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
+func failoverTry(ba *agents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
 	sha, first, killed, err := failoverKill(ba, ns, client, k, release, phase)
 	if err != nil {
@@ -176,7 +179,7 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 	var next hookBegin
 	var revived time.Time
 	var reviveErr error
-	ok := benchPoll(failoverTryCap, func() bool {
+	ok := benchkit.Poll(failoverTryCap, func() bool {
 		if revived.IsZero() && time.Since(killed) >= k.downFor {
 			revived, reviveErr = time.Now(), failoverRevive(ba, client, k, first.node)
 		}
@@ -215,14 +218,14 @@ func failoverTry(ba *benchAgents, ns []string, client map[string]*consultest.Ser
 // times the kill to the node's failure record, checks that the record
 // waited for the claim's lease and that no other node began meanwhile,
 // and only then brings the node back.
-func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
+func failoverLostTry(ba *agents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (failoverTimes, error) {
 	var ft failoverTimes
 	sha, first, killed, err := failoverKill(ba, ns, client, k, release, phase)
 	if err != nil {
 		return ft, err
 	}
 	var lost time.Time
-	ok := benchPoll(k.lease()+time.Minute, func() bool {
+	ok := benchkit.Poll(k.lease()+time.Minute, func() bool {
 		if gs := ba.state(); gs != nil {
 			for _, f := range gs.Failures {
 				if f.Node == first.node && f.SHA == sha {
@@ -256,9 +259,9 @@ func failoverLostTry(ba *benchAgents, ns []string, client map[string]*consultest
 // failoverKill commits release at max_parallel=1, waits for the first
 // node to begin replacing, and kills it (with its Consul client when the
 // node dies) phase into its step.
-func failoverKill(ba *benchAgents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (sha string, first hookBegin, killed time.Time, err error) {
+func failoverKill(ba *agents, ns []string, client map[string]*consultest.Server, k failoverKind, release string, phase time.Duration) (sha string, first hookBegin, killed time.Time, err error) {
 	sha = ba.commit(release, 1)
-	if !benchPoll(2*time.Minute, func() bool {
+	if !benchkit.Poll(2*time.Minute, func() bool {
 		bs := ba.beginsOf(ns, sha)
 		if len(bs) > 0 {
 			first = bs[0]
@@ -277,7 +280,7 @@ func failoverKill(ba *benchAgents, ns []string, client map[string]*consultest.Se
 }
 
 // failoverRevive restarts what the try killed.
-func failoverRevive(ba *benchAgents, client map[string]*consultest.Server, k failoverKind, node string) error {
+func failoverRevive(ba *agents, client map[string]*consultest.Server, k failoverKind, node string) error {
 	if k.nodeDies {
 		if err := client[node].Restart(); err != nil {
 			return fmt.Errorf("restart the Consul client of %s: %w", node, err)
@@ -289,7 +292,7 @@ func failoverRevive(ba *benchAgents, client map[string]*consultest.Server, k fai
 
 func failoverMarkdown(rows []*failoverRow) string {
 	var sb strings.Builder
-	sb.WriteString(benchHeader("BenchmarkAgentFailover"))
+	sb.WriteString(header("BenchmarkAgentFailover"))
 	fmt.Fprintf(&sb, "%d `rollagent run` processes (exec runtime), each on its own Consul client agent joined to one "+
 		"server (not -dev; Consul's default gossip settings unless the row says otherwise); max_parallel=1, each replacement's hook takes %s; the holder is killed where the row says. "+
 		"Measured: kill → the next node's replace hook begins; for a node never back, kill → its failure record. "+
@@ -300,20 +303,20 @@ func failoverMarkdown(rows []*failoverRow) string {
 		"Slot free, median (s) | Slot free → next begins, median (ms) | Note |\n")
 	sb.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
 	for _, r := range rows {
-		med, lo, hi := durStats(r.tries)
-		freed, _, _ := durStats(r.freed)
+		med, lo, hi := benchkit.DurStats(r.tries)
+		freed, _, _ := benchkit.DurStats(r.freed)
 		var handoff []time.Duration
 		for i := range r.tries {
 			handoff = append(handoff, r.tries[i]-r.freed[i])
 		}
-		hmed, _, _ := durStats(handoff)
+		hmed, _, _ := benchkit.DurStats(handoff)
 		target := "≤ 5 s after it is back"
 		if r.kind.neverBack {
 			target = fmt.Sprintf("its lease, %s after its session is seen gone", r.kind.lease())
 		}
 		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.2f | %.2f | %d | %s | %.2f | %.0f | %s |\n", r.kind.name,
 			len(r.tries)+r.timeouts, med.Seconds(), lo.Seconds(), hi.Seconds(), r.timeouts, target, freed.Seconds(),
-			millis(hmed), r.kind.note)
+			benchkit.Ms(hmed), r.kind.note)
 	}
 	sb.WriteString("\n\"Slot free\" is polled every 10 ms from KV: the holder's contender key gone with its session, " +
 		"which is Consul's part (TTL check lapsing, or gossip declaring the node dead); the rest is the agents' handoff, " +

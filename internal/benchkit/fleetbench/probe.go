@@ -1,4 +1,4 @@
-package agent_test
+package fleetbench
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/benchkit"
 	"github.com/rollagent/rollagent/internal/consultest"
 )
 
@@ -36,18 +37,18 @@ func casBound(b *testing.B, c *api.Client, key string, n int) time.Duration {
 // fleetCPU is the CPU time used so far by this process and by the Consul
 // agents, from /proc.
 func (f *benchFleet) fleetCPU() (agents, consul time.Duration) {
-	self, err := readProcStat(os.Getpid())
+	self, err := benchkit.ReadProcStat(os.Getpid())
 	if err != nil {
 		f.b.Fatal(err)
 	}
 	for _, s := range append([]*consultest.Server{f.srv}, f.clients...) {
-		st, err := readProcStat(s.PID())
+		st, err := benchkit.ReadProcStat(s.PID())
 		if err != nil {
 			f.b.Fatal(err)
 		}
-		consul += st.cpu
+		consul += st.CPU
 	}
-	return self.cpu, consul
+	return self.CPU, consul
 }
 
 // profiled is the Consul agent to profile: the server, or with

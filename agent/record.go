@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/wallclock"
+)
+
+// nodeRecord is this node's record in KV (coordinator.NodeState), and its
+// only owner: it builds each record, writes those that go on their own,
+// and is told of those that go in a transaction of lockstep's (a grant, a
+// fence, a release), so that it knows what KV holds.
+type nodeRecord struct {
+	store *coordinator.Store
+	group string
+	node  string
+	log   hclog.Logger
+	// written is told of each record written, without waiting: the
+	// catalog mirrors it.
+	written func()
+
+	mu    sync.Mutex
+	last  coordinator.NodeState
+	stale bool // KV holds something else than last: write it again
+	// consulNode is the local Consul agent's node name, "" until learnt:
+	// every record carries it (NodeState.ConsulNode).
+	consulNode string
+	// imageID is the image the workload ran at the runtime's last
+	// inspection (observe): every record carries it.
+	imageID string
+}
+
+// state builds this node's NodeState, keeping the previous Since when
+// nothing changed, so that "since" means since the last change.
+func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, errText string) coordinator.NodeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
+		ConsulNode: r.consulNode, ImageID: r.imageID}
+	if coordinator.SamePublished(r.last, n) {
+		n.Since = r.last.Since
+	}
+	return n
+}
+
+// observe notes what the runtime's inspection found, for the records
+// built from then on.
+func (r *nodeRecord) observe(obs Observed) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.imageID = obs.ImageID
+}
+
+// knowsConsulNode says the Consul agent's node name is learnt.
+func (r *nodeRecord) knowsConsulNode() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.consulNode != ""
+}
+
+// learnt notes the Consul agent's node name, for the records built from
+// then on.
+func (r *nodeRecord) learnt(consulNode string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.consulNode = consulNode
+}
+
+// current is what was published last.
+func (r *nodeRecord) current() coordinator.NodeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// sync marks what was published last as stale when gs shows another
+// record for this node (overwritten, truncated or deleted by someone else),
+// so that the next set writes it again.
+func (r *nodeRecord) sync(gs *coordinator.GroupState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stale = r.last.State != ""
+	for _, n := range gs.Nodes {
+		if n.Node == r.node && coordinator.SamePublished(n, r.last) {
+			r.stale = false
+		}
+	}
+}
+
+// differs says whether n needs writing: it is not what was published last,
+// or that record is gone from KV.
+func (r *nodeRecord) differs(n coordinator.NodeState) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stale || !coordinator.SamePublished(r.last, n)
+}
+
+// publishTimeout bounds one write of the node's record.
+const publishTimeout = 30 * time.Second
+
+// set publishes n if it differs from what was published last.
+func (r *nodeRecord) set(ctx context.Context, n coordinator.NodeState) {
+	if !r.differs(n) {
+		return
+	}
+	// Bounded: a Consul client agent cut off from its servers may hold a
+	// write for minutes, and a turn that is undoing a step must not wait
+	// on its record; a record not written is written at the next look.
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if err := r.store.PutNode(ctx, r.group, n); err != nil {
+		r.log.Warn("could not publish node state", "state", n.State, "error", err)
+		return
+	}
+	r.published(ctx, n)
+}
+
+// published records n as written (by set or inside a fence) and asks for
+// the service to be updated. It does not wait for that: a Consul client cut
+// off from its servers holds its local state lock while it tries to sync,
+// and a replacement must not wait on the UI.
+func (r *nodeRecord) published(_ context.Context, n coordinator.NodeState) {
+	r.mu.Lock()
+	r.last, r.stale = n, false
+	r.mu.Unlock()
+	r.log.Info("node state", "state", n.State, "sha", coordinator.ShortSHA(n.SHA), "desired", coordinator.ShortSHA(n.Desired), "error", n.Error)
+	r.written()
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// A group outside its maintenance window shows it: the gate's state, when
+// the next window opens in its zone, in how long, and the same in JSON.
+func TestStatusOutsideWindow(t *testing.T) {
+	srv := consultest.NewDev(t)
+	next := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	spec := fmt.Sprintf(`container { image = "rollagent-demo/web:v1" }
+update {
+  window {
+    start  = %q
+    length = "30m"
+  }
+}
+`, next.Format("15:04"))
+	path := filepath.Join(t.TempDir(), "web.hcl")
+	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
+	want := fmt.Sprintf("CLOSED (outside_window): outside the maintenance window; the next opens %s UTC (in ", next.Format("Mon 15:04"))
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
+	}
+	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
+	var doc struct {
+		Gate struct {
+			State   string     `json:"state"`
+			OpensAt *time.Time `json:"opens_at"`
+		} `json:"gate"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Gate.State != "outside_window" || doc.Gate.OpensAt == nil || !doc.Gate.OpensAt.Equal(next) {
+		t.Fatalf("status -o json gate: %+v, want outside_window opening at %s", doc.Gate, next)
+	}
+}

@@ -1,0 +1,151 @@
+package fleetbench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+)
+
+// fleetResult is one case's row.
+type fleetResult struct {
+	fleetCase
+	wall, bound time.Duration
+	// boundClient is the bound timed through a client agent, for the rows
+	// whose agents reach the server through client agents, as on a fleet.
+	boundClient time.Duration
+	turns       int
+	counts      fleetCounts
+	raft        uint64
+	perRelease  float64
+	span        fleetSpan // what perRelease is measured over
+	note        string
+	// handoff is the median of release → next grant, hold of grant →
+	// release: where a K=1 rollout's time goes.
+	handoff, hold time.Duration
+	// firstGrant is when the first slot was granted, after the commit:
+	// the time every agent needs to notice the commit and line up.
+	firstGrant time.Duration
+	// kb is the JSON read per node, in KB, by bytesKindOf.
+	kb [bytesKinds]float64
+	// slowLive is the longest TTL check pass: the shared Consul agent
+	// stalls its local endpoints while its anti-entropy syncs.
+	slowLive time.Duration
+	// liveStuck counts the liveness requests still in flight when the
+	// case ended: slowLive counts them as lasting until then.
+	liveStuck int
+	// busyAgents and busyConsul are the cores this process (the agents)
+	// and the Consul agents kept busy from the commit to the last turn:
+	// their sum near GOMAXPROCS means the machine, not a wait, paced it.
+	busyAgents, busyConsul float64
+	// endpoints counts the requests by what they are for (endpointOf).
+	endpoints map[string]int64
+}
+
+// turnTimes returns the median hold and, in grant order, the median time
+// from one release to the next grant, which at K=1 is the handoff.
+func turnTimes(turns []fleetTurn) (handoff, hold time.Duration) {
+	slices.SortFunc(turns, func(a, b fleetTurn) int { return int(a.granted - b.granted) })
+	var hs, ho []time.Duration
+	for i, t := range turns {
+		ho = append(ho, t.released-t.granted)
+		if i > 0 {
+			hs = append(hs, t.granted-turns[i-1].released)
+		}
+	}
+	return median(hs), median(ho)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// runFleetCase times the lower bound, brings up the fleet converged on v1,
+// and rolls it to v2.
+func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int, opts Options) *fleetResult {
+	f := &benchFleet{b: b, opts: opts, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-nm%t-r%d", fc.n, fc.k, fc.clients, fc.ttl, fc.noMirror, run+1),
+		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
+		log: fleetLogger(b)}
+	r := &fleetResult{fleetCase: fc}
+	r.bound = casBound(b, srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
+	if len(clients) > 0 {
+		r.boundClient = casBound(b, clients[0].Client(), "bench-fleet/"+f.group+"/bound-client", 3*fc.n)
+	}
+	v1 := f.commit("v1")
+	f.startAgents(v1)
+	defer f.stopAgents()
+	f.converged(v1, 5*time.Minute)
+	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	f.roll(r)
+	return r
+}
+
+// roll commits v2 and counts every request and raft write from the commit
+// until every node has had its turn and the fleet is quiet again.
+func (f *benchFleet) roll(r *fleetResult) {
+	c := f.srv.Client()
+	raft0, err := raftIndex(c)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	f.mu.Lock()
+	f.start = time.Now()
+	f.mu.Unlock()
+	f.traffic.record(f.start)
+	prof := profileConsul(f.b, f.profiled())
+	agents0, consul0 := f.fleetCPU()
+	f.commit("v2")
+	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
+		r.note = err.Error()
+		f.b.Error(err)
+	}
+	agents1, consul1 := f.fleetCPU()
+	took := time.Since(f.start).Seconds()
+	r.busyAgents, r.busyConsul = (agents1-agents0).Seconds()/took, (consul1-consul0).Seconds()/took
+	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
+		f.b.Error(err)
+	}
+	prof()
+	evs, endpoints := f.traffic.stop()
+	raft1, err := raftIndex(c)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	f.mu.Lock()
+	turns, bad := slices.Clone(f.turns), slices.Clone(f.bad)
+	f.mu.Unlock()
+	if len(bad) > 0 {
+		// Stopped by their fence (a lost session, say) and tried again: safe,
+		// but worth seeing.
+		r.note = strings.TrimSpace(fmt.Sprintf("%s %d turns did not succeed and were tried again: %v", r.note, len(bad), bad))
+	}
+	r.raft, r.endpoints = raft1-raft0, endpoints
+	r.slowLive, r.liveStuck = f.traffic.slowestLive()
+	for i := range r.kb {
+		r.kb[i] = float64(f.traffic.bytes[i].Load()) / 1024 / float64(f.fc.n)
+	}
+	r.fill(turns, evs)
+}
+
+// fill derives the row's times and counts from the turns and requests.
+func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
+	r.firstGrant = fleetRolloutCap
+	for _, t := range turns {
+		r.wall = max(r.wall, t.released)
+		r.firstGrant = min(r.firstGrant, t.granted)
+	}
+	r.turns, r.counts = len(turns), countEvents(evs)
+	r.span = lineSpan(evs, turns)
+	r.perRelease = readsPerRelease(evs, r.span)
+	r.handoff, r.hold = turnTimes(turns)
+}
