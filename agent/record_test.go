@@ -12,8 +12,8 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // sickRuntime is a recordingRuntime whose workload of sick is never
@@ -49,8 +49,8 @@ func (r *sickRuntime) Restore(ctx context.Context, sha string) error {
 // undo), between the undo and the failure's record.
 func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	srv := consultest.New(t, consultest.Options{Persistent: true})
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("record")
+	g := groupkit.On(t, srv, "record")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	bad, _ := recordingSpec(t, group, "bad", "").SHA()
 	rt := &sickRuntime{recordingRuntime: &recordingRuntime{}, sick: bad, before: srv.Kill}
