@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // With an AliveURL, the agent's session is bound to an HTTP check that
@@ -22,10 +21,9 @@ import (
 // after rollout with nothing passed to keep it, and stopping the agent
 // ends it.
 func TestAliveSessionOutlivesRollouts(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c, counted := countedClient(t, srv)
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("alive")
+	counted := &testkit.Counter{}
+	g := groupkit.NewVia(t, "alive", counted)
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()
@@ -39,7 +37,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	// The converged agent makes its session ahead of the first rollout,
 	// bound to a check of its own process.
 	var first, aliveID string
-	fleettest.WaitFor(t, 30*time.Second, "a session made while converged", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a session made while converged", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		if err != nil || len(ss) != 1 {
 			return false
@@ -53,7 +51,7 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	})
 	for _, release := range []string{"v2", "v3"} {
 		sha := commitRecording(t, st, group, release, "")
-		fleettest.WaitFor(t, 30*time.Second, release+" converged", func() bool {
+		testkit.Eventually(t, 30*time.Second, release+" converged", func() bool {
 			n := nodeState(t, st, group, "n1")
 			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged
 		})
@@ -70,12 +68,12 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 		t.Fatalf("alive check %+v (%v), want an HTTP check, passing", cs[aliveID], err)
 	}
 	for path, want := range map[string]int{"/agent/check/update/": 0, "/session/create": 1, "/session/destroy": 0, "/agent/check/deregister/": 0} {
-		if n := counted.count(path); n != want {
+		if n := counted.Containing(path); n != want {
 			t.Errorf("%d requests to %s, want %d", n, path, want)
 		}
 	}
 	p.stop(t)
-	fleettest.WaitFor(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		return err == nil && len(ss) == 0
 	})
@@ -125,20 +123,6 @@ func (f *flakyAlive) set(do func(*flakyAlive)) {
 	do(f)
 }
 
-// onRegister calls hook after each service registration Consul accepted.
-type onRegister struct {
-	next http.RoundTripper
-	hook func()
-}
-
-func (o *onRegister) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := o.next.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
-		o.hook()
-	}
-	return resp, err
-}
-
 // Consul restarts a check that a registration lists, and arms the new one
 // to go critical at its first failed run. The agent registers its service
 // on each change of state, so if each registration listed the alive check,
@@ -146,17 +130,14 @@ func (o *onRegister) RoundTrip(r *http.Request) (*http.Response, error) {
 // and cost a holder its turn. It is listed once; a run of failures as long
 // as FailuresBeforeCritical still ends the session.
 func TestAliveCheckOutlivesStateChanges(t *testing.T) {
-	srv := consultest.NewDev(t)
 	alive := &flakyAlive{}
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.HTTPAddr
-	cfg.HttpClient = &http.Client{Transport: &onRegister{next: cleanhttp.DefaultPooledTransport(), hook: alive.registered}}
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("flaky")
+	// alive hears of each service registration Consul accepted.
+	g := groupkit.NewVia(t, "flaky", &testkit.Counter{OnReply: func(r *http.Request, resp *http.Response) {
+		if resp.StatusCode == http.StatusOK && strings.HasPrefix(r.URL.Path, "/v1/agent/service/register") {
+			alive.registered()
+		}
+	}})
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()
@@ -169,7 +150,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
 	defer p.stop(t)
 	var first string
-	fleettest.WaitFor(t, 30*time.Second, "a session made while converged", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a session made while converged", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		if err == nil && len(ss) == 1 {
 			first = ss[0].ID
@@ -179,7 +160,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 	// A check's first run, too, goes critical if it fails: the session is
 	// made on the check as soon as Consul has it, so the test starts once
 	// that has passed.
-	fleettest.WaitFor(t, 10*time.Second, "the alive check's first run", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the alive check's first run", func() bool {
 		alive.mu.Lock()
 		defer alive.mu.Unlock()
 		return alive.probes > 0
@@ -187,13 +168,13 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 	alive.set(func(f *flakyAlive) { f.armed = true })
 	for i, release := range []string{"v2", "v3", "v4"} {
 		sha := commitRecording(t, st, group, release, "")
-		fleettest.WaitFor(t, 30*time.Second, release+" converged and mirrored", func() bool {
+		testkit.Eventually(t, 30*time.Second, release+" converged and mirrored", func() bool {
 			n := nodeState(t, st, group, "n1")
 			svc, _, err := srv.Client().Agent().Service("rollagent-"+group+"-n1", nil)
 			return n != nil && n.SHA == sha && n.State == coordinator.StateConverged &&
 				err == nil && svc.Meta["state"] == string(coordinator.StateConverged) && svc.Meta["sha"] == sha
 		})
-		fleettest.WaitFor(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
+		testkit.Eventually(t, 10*time.Second, "a probe failed after "+release+" was mirrored", func() bool {
 			alive.mu.Lock()
 			defer alive.mu.Unlock()
 			return alive.failed > i && !alive.failNext
@@ -203,7 +184,7 @@ func TestAliveCheckOutlivesStateChanges(t *testing.T) {
 		t.Fatalf("session %s: %v, %v; want it alive after single failed probes", first, s, err)
 	}
 	alive.set(func(f *flakyAlive) { f.down = true })
-	fleettest.WaitFor(t, 15*time.Second, "the session ended by probes failing in a row", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the session ended by probes failing in a row", func() bool {
 		s, _, err := srv.Client().Session().Info(first, nil)
 		return err == nil && s == nil
 	})

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -11,8 +10,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -118,13 +116,8 @@ func (m *gapMetrics) count() int {
 // transaction, and n1 holding the slot), writes the CANCEL, and only then
 // lets the runtime call its step: the step's own fence must refuse it.
 func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("cancelgrant")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "cancelgrant")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &gatedRuntime{recordingRuntime: &recordingRuntime{}}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
@@ -136,20 +129,20 @@ func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
 	if n := nodeState(t, st, group, "n1"); n == nil || n.State != coordinator.StateReplacing || n.Desired != v2 || n.SHA != v1 {
 		t.Fatalf("n1's record %+v, want the grant's: replacing from %.12s toward %.12s", n, v1, v2)
 	}
-	holdersOf(t, srv, k, func(h *lockstep.Holders) string {
-		if !slices.ContainsFunc(slices.Collect(maps.Values(h.Holding)), func(e lockstep.Entry) bool { return e.Name == "n1" }) {
+	holdersOf(t, g, func(h *lockstep.Holders) string {
+		if _, ok := groupkit.Holding(h, "n1"); !ok {
 			return "n1 does not hold the slot"
 		}
 		return ""
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err = st.Cancel(ctx, group, v2, "right after the grant", "test")
+	_, err := st.Cancel(ctx, group, v2, "right after the grant", "test")
 	cancel()
 	if err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	rt.goOn()
-	fleettest.WaitFor(t, 30*time.Second, "n1's slot given back", func() bool { return slotFree(t, srv, k, "n1") })
+	g.WaitFor(30*time.Second, "n1's slot given back", func() bool { return slotFree(t, g, "n1") })
 	calls := rt.Calls()
 	if !slices.Contains(calls, "Replace") {
 		t.Fatalf("the agent never began its first step, so this tested nothing; calls: %v", calls)
@@ -166,9 +159,8 @@ func TestCancelRightAfterGrantStopsFirstStep(t *testing.T) {
 // step (what `cancel` and `status` read), and its fence-to-step gap is
 // reported to the metrics.
 func TestFirstStepFenceNamesStepAndReportsGap(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("fencegap")
+	g := groupkit.New(t, "fencegap")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &gatedRuntime{recordingRuntime: &recordingRuntime{}}
 	m := &gapMetrics{}

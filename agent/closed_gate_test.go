@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +14,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -151,13 +151,8 @@ func counted(t *testing.T, st *coordinator.Store, group, node string) bool {
 // record says a new commit is how it recovers. On 6d7f554 it restored the
 // old workload behind Hold.Check, a check that skips the gate.
 func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("closeddown")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "closeddown")
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	v1 := commitRecording(t, st, group, "v1", "")
 	v2 := commitRecording(t, st, group, "v2", "")
 	if _, err := st.Cancel(context.Background(), group, v2, "test", "test"); err != nil {
@@ -166,17 +161,18 @@ func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
 	putClaim(t, srv.Client(), k, "n1", v2)
 	rt := &asideRuntime{sha: v2, aside: v1}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	fleettest.WaitFor(t, time.Minute, "n1 to keep its slot, or to act", func() bool {
+	g.WaitFor(time.Minute, "n1 to keep its slot, or to act", func() bool {
 		n := nodeState(t, st, group, "n1")
 		kept := n != nil && n.State == coordinator.StateCancelled && strings.Contains(n.Error, "keeps its slot")
 		return kept || len(rt.destructiveCalls()) > 0
 	})
 	// A bounded watch: the reclaim is done, and nothing may move after it.
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	g.Steady(2*time.Second, 100*time.Millisecond, func() error {
 		if calls := rt.destructiveCalls(); len(calls) > 0 {
-			t.Fatalf("under the CANCEL the agent called %v on its node", calls)
+			return fmt.Errorf("under the CANCEL the agent called %v on its node", calls)
 		}
-	}
+		return nil
+	})
 	if sha, aside := rt.state(); sha != v2 || aside != v1 {
 		t.Fatalf("node runs %.12s with %.12q set aside, want the step as it was left", sha, aside)
 	}
@@ -194,9 +190,8 @@ func TestCancelledDownNodeKeepsItsSlotAndUndoesNothing(t *testing.T) {
 // workload with the old one set aside and gives its slot back. On 6d7f554
 // finish dropped it behind Hold.Check, which skips the gate.
 func TestCancelDuringVerificationDropsNothing(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("closedfinish")
+	g := groupkit.New(t, "closedfinish")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &asideRuntime{sha: v1, healthy: true}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
@@ -209,7 +204,7 @@ func TestCancelDuringVerificationDropsNothing(t *testing.T) {
 	}
 	rt.mu.Unlock()
 	v2 := commitRecording(t, st, group, "v2", "")
-	fleettest.WaitFor(t, time.Minute, "n1 to report the CANCEL with its slot given back, or to drop v1", func() bool {
+	g.WaitFor(time.Minute, "n1 to report the CANCEL with its slot given back, or to drop v1", func() bool {
 		n := nodeState(t, st, group, "n1")
 		done := n != nil && n.State == coordinator.StateCancelled && !counted(t, st, group, "n1")
 		return done || slices.Contains(rt.destructiveCalls(), "Finish")

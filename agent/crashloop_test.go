@@ -13,8 +13,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // crashLoop kills the process of container id through the kernel, as a
@@ -148,9 +148,8 @@ func (r *inTheWay) Replace(ctx context.Context, spec *hashspec.Spec, sha string,
 // release: it is not the release's failure (max_failures 1 would pause
 // the group on it). The node keeps its slot, looks again, and converges.
 func TestAnOldWorkloadInTheWayCountsNoFailure(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("intheway")
+	g := groupkit.New(t, "intheway")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &inTheWay{scriptedRuntime: newScripted(v1), fails: 2}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
@@ -210,9 +209,8 @@ func (r *judgedRuntime) Replace(ctx context.Context, _ *hashspec.Spec, _ string,
 // record for unchanged, and the node stayed "replacing" while it stood
 // still (nemesis seed 6, after a failure paused the managers).
 func TestANodeKeepingItsSlotBehindAClosedGateSaysSo(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("keepsays")
+	g := groupkit.New(t, "keepsays")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &judgedRuntime{scriptedRuntime: newScripted(v1)}
 	p := startAgent(t, st, group, "n1", rt, agent.Allow{})
@@ -229,8 +227,8 @@ func TestANodeKeepingItsSlotBehindAClosedGateSaysSo(t *testing.T) {
 	// Up from critical: the next look comes at once, and finds the node
 	// still not healthy, so it keeps its slot.
 	rt.setHealth(agent.HealthFailing)
-	fleettest.WaitFor(t, time.Minute, "a look that takes the slot back again", func() bool { return reclaims() > before })
-	if !fleettest.Poll(time.Minute, func() bool { return paused(nodeState(t, st, group, "n1")) }) {
+	g.WaitFor(time.Minute, "a look that takes the slot back again", func() bool { return reclaims() > before })
+	if !testkit.Poll(time.Minute, func() bool { return paused(nodeState(t, st, group, "n1")) }) {
 		t.Fatalf("n1's record is %+v after the look, not paused", nodeState(t, st, group, "n1"))
 	}
 	if _, using := slotOf(t, st, group); len(using) != 1 || using[0] != "n1" {

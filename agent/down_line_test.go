@@ -11,6 +11,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // heldRollout starts n1 on v1, commits v2 and waits until n1 holds the
@@ -35,7 +36,7 @@ func heldRollout(t *testing.T, name string) (st *coordinator.Store, group, v1, v
 	startAgent(t, st, group, "n1", rt1, agent.Allow{})
 	waitNode(t, st, group, "n1", "converged on v1", func(n *coordinator.NodeState) bool { return n.SHA == v1 })
 	v2 = commitRecording(t, st, group, "v2", "")
-	fleettest.WaitFor(t, 30*time.Second, "n1 replacing under the slot", func() bool { return len(rt1.replaces()) == 1 })
+	testkit.Eventually(t, 30*time.Second, "n1 replacing under the slot", func() bool { return len(rt1.replaces()) == 1 })
 	return st, group, v1, v2, release
 }
 
@@ -48,7 +49,7 @@ func TestOneFailedProbeDoesNotJumpTheLine(t *testing.T) {
 	failing := time.Now().Add(3 * time.Second)
 	rt2.setSick(func() bool { return time.Now().Before(failing) })
 	startAgent(t, st, group, "n2", rt2, agent.Allow{})
-	fleettest.WaitFor(t, 30*time.Second, "n2 in line, or claiming", func() bool {
+	testkit.Eventually(t, 30*time.Second, "n2 in line, or claiming", func() bool {
 		inLine, using := slotOf(t, st, group)
 		return slices.Contains(inLine, "n2") || slices.Contains(using, "n2") || len(rt2.replaces()) > 0
 	})
@@ -91,7 +92,7 @@ func TestANodeHealthyAgainAfterClaimingGoesBackInLine(t *testing.T) {
 	startAgent(t, st, group, "n2", rt2, agent.Allow{})
 	// Down takes DownAfter (10 s) of failing readings: meanwhile n2 waits
 	// in line, which it leaves to claim its slot once it is down.
-	fleettest.WaitFor(t, time.Minute, "n2 claimed, healthy again and back in line", func() bool {
+	testkit.Eventually(t, time.Minute, "n2 claimed, healthy again and back in line", func() bool {
 		inLine, using := slotOf(t, st, group)
 		return len(rt2.replaces()) > 0 || healed.Load() && slices.Contains(inLine, "n2") && !slices.Contains(using, "n2")
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // A reboot: n3's agent stops cleanly (systemd at shutdown), which marks its
@@ -17,11 +17,9 @@ import (
 // critical). At K = 1 no node may be replaced while n3 is down, as Consul
 // shows it; once the host and its agent are back the rollout goes on.
 func TestARebootingNodeCounts(t *testing.T) {
-	srv := consultest.NewDev(t)
+	g := groupkit.New(t, "reboot")
+	srv, c, st, group := g.Srv, g.Client, g.Store, g.Name
 	host := consultest.NewClients(t, srv, 1, "")[0]
-	c := srv.Client()
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("reboot")
 	v1 := commitRecording(t, st, group, "v1", "")
 	rts := map[string]*scriptedRuntime{"n1": newScripted(v1), "n2": newScripted(v1)}
 	rt3 := newScripted(v1)
@@ -31,12 +29,12 @@ func TestARebootingNodeCounts(t *testing.T) {
 	})
 	n3.stop(t)
 	waitNode(t, st, group, "n3", "marked stopped", func(n *coordinator.NodeState) bool { return n.Stopped != nil })
-	fleettest.WaitFor(t, 30*time.Second, "n3's service gone from the catalog", func() bool {
+	g.WaitFor(30*time.Second, "n3's service gone from the catalog", func() bool {
 		inst, _, err := c.Catalog().Service(coordinator.ServiceName(group), "", nil)
 		return err == nil && len(inst) == 0
 	})
 	host.Kill()
-	fleettest.WaitFor(t, time.Minute, "n3's host seen down by Consul", func() bool { return hostCritical(c, host.Name) })
+	g.WaitFor(time.Minute, "n3's host seen down by Consul", func() bool { return hostCritical(c, host.Name) })
 
 	for n, rt := range rts {
 		startAgent(t, st, group, n, rt, agent.Allow{})
@@ -67,9 +65,8 @@ func TestARebootingNodeCounts(t *testing.T) {
 // critical, and its record says it is down. Once it is healthy again the
 // rollout goes on.
 func TestAConvergedNodeWhoseWorkloadCrashedCounts(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("crashed")
+	g := groupkit.New(t, "crashed")
+	srv, st, group := g.Srv, g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	v2 := commitRecording(t, st, group, "v2", "")
 	rt3 := newScripted(v2)
@@ -81,8 +78,8 @@ func TestAConvergedNodeWhoseWorkloadCrashedCounts(t *testing.T) {
 	check := coordinator.WorkloadCheckID(group, "n3")
 	// Down takes failing readings over DownAfter (10 s); the check is
 	// passed every 10 s.
-	fleettest.WaitFor(t, time.Minute, "n3's workload check critical", func() bool {
-		return agentCheck(t, srv, check) == api.HealthCritical
+	g.WaitFor(time.Minute, "n3's workload check critical", func() bool {
+		return agentCheck(t, srv.Client(), check) == api.HealthCritical
 	})
 
 	rts := map[string]*scriptedRuntime{"n1": newScripted(v1), "n2": newScripted(v1)}
@@ -90,7 +87,7 @@ func TestAConvergedNodeWhoseWorkloadCrashedCounts(t *testing.T) {
 		startAgent(t, st, group, n, rt, agent.Allow{})
 	}
 	waitInLine(t, st, group, []string{"n1", "n2"}, rts["n1"], rts["n2"])
-	if s := agentCheck(t, srv, check); s != api.HealthCritical {
+	if s := agentCheck(t, srv.Client(), check); s != api.HealthCritical {
 		t.Fatalf("n3's workload check is %q, not critical any more", s)
 	}
 	notReplaced(t, "while n3's workload check is critical", rts)
@@ -125,9 +122,8 @@ func convergedAfter(t *testing.T, st *coordinator.Store, group, sha string, rts 
 // critical, and none of them counts: the nodes are replaced one after the
 // other, not each waiting on the others.
 func TestAFirstDeployDoesNotWaitOnNodesWithNothingDeployed(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("first")
+	g := groupkit.New(t, "first")
+	srv, st, group := g.Srv, g.Store, g.Name
 	nodes := []string{"n1", "n2", "n3"}
 	// A cancelled commit first, so that the agents register their service
 	// and their checks go critical, with nothing moving.
@@ -140,9 +136,9 @@ func TestAFirstDeployDoesNotWaitOnNodesWithNothingDeployed(t *testing.T) {
 		rt.setSick(func() bool { return true })
 		startAgent(t, st, group, n, rt, agent.Allow{})
 	}
-	fleettest.WaitFor(t, time.Minute, "every workload check critical", func() bool {
+	g.WaitFor(time.Minute, "every workload check critical", func() bool {
 		for _, n := range nodes {
-			if agentCheck(t, srv, coordinator.WorkloadCheckID(group, n)) != api.HealthCritical {
+			if agentCheck(t, srv.Client(), coordinator.WorkloadCheckID(group, n)) != api.HealthCritical {
 				return false
 			}
 		}

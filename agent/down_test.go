@@ -11,8 +11,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // scriptedRuntime is a recordingRuntime whose workload's health the test
@@ -94,9 +94,7 @@ func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []
 	for _, n := range gs.Holders.Names() {
 		inLine = append(inLine, n)
 	}
-	for _, e := range gs.Holders.Holding {
-		using = append(using, e.Name)
-	}
+	using = groupkit.HolderNames(gs.Holders)
 	for _, n := range gs.Holders.Counted(time.Now()) {
 		if !slices.Contains(using, n) {
 			using = append(using, n)
@@ -107,10 +105,10 @@ func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []
 	return inLine, using
 }
 
-// agentCheck is the status of the Consul check id on srv's agent.
-func agentCheck(t *testing.T, srv *consultest.Server, id string) string {
+// agentCheck is the status of the Consul check id on c's agent.
+func agentCheck(t *testing.T, c *api.Client, id string) string {
 	t.Helper()
-	cs, err := srv.Client().Agent().Checks()
+	cs, err := c.Agent().Checks()
 	if err != nil || cs[id] == nil {
 		return ""
 	}
@@ -135,7 +133,7 @@ func hostCritical(c *api.Client, node string) bool {
 // contender key in Consul), or one of rts has begun a Replace.
 func waitInLine(t *testing.T, st *coordinator.Store, group string, nodes []string, rts ...*scriptedRuntime) {
 	t.Helper()
-	fleettest.WaitFor(t, time.Minute, "every waiter in line, or a replacement", func() bool {
+	testkit.Eventually(t, time.Minute, "every waiter in line, or a replacement", func() bool {
 		for _, rt := range rts {
 			if len(rt.replaces()) > 0 {
 				return true

@@ -82,13 +82,7 @@ func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
 		}
 		return ok == len(ns)
 	})
-	deadline := time.Now().Add(8 * time.Second) // a bounded watch for movement
-	for time.Now().Before(deadline) {
-		if got := f.containerIDs(); !reflect.DeepEqual(got, before) {
-			t.Fatalf("containers changed after the cancel: %v -> %v", before, got)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	f.steady(8*time.Second, "after the cancel", before)
 	v3 := f.commit(f.spec(f.image("v3", nil), 2, "pause", 1))
 	f.waitFor(2*time.Minute, "a new commit to roll after the cancel", func() bool { return f.converged(ns, v3) })
 }

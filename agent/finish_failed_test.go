@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // finishFailsOnce is the exec runtime whose next Finish, once armed, fails
@@ -104,14 +106,15 @@ func (ef *execFleet) convergeWithFinishFailed(rt *finishFailsOnce) (x, y string)
 func (ef *execFleet) checkUntouched(node, x, y string, d time.Duration) {
 	t := ef.t
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	testkit.Steady(t, d, testkit.Every, func() error {
 		sha, pending := ef.execState(node)
 		runs := runSHAs(ef.hookRuns(node))
 		if sha != x || pending != y || !ef.hookInstalled(node, y) || !slices.Equal(runs, []string{x, y}) {
-			t.Fatalf("%s changed with no slot: state file sha=%.12s pending=%.12s, want %.12s beside %.12s; hook runs for %.12q",
+			return fmt.Errorf("%s changed with no slot: state file sha=%.12s pending=%.12s, want %.12s beside %.12s; hook runs for %.12q",
 				node, sha, pending, x, y, runs)
 		}
-	}
+		return nil
+	})
 }
 
 // endedRuns is node's hook runs, each of which must have run to its end.

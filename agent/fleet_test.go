@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,9 @@ import (
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
 	"github.com/rollagent/rollagent/internal/fleetwatch"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // fleet runs real `rollagent run` processes, one per node, against a real
@@ -129,6 +133,31 @@ func (f *fleet) stopAll() {
 	}
 }
 
+// steady watches for d that the fleet's containers stay before, failing
+// the test with what changed when: a bounded watch for movement.
+func (f *fleet) steady(d time.Duration, when string, before []string) {
+	f.t.Helper()
+	testkit.Steady(f.t, d, 250*time.Millisecond, func() error {
+		if got := f.containerIDs(); !reflect.DeepEqual(got, before) {
+			return fmt.Errorf("containers changed %s: %v -> %v", when, before, got)
+		}
+		return nil
+	})
+}
+
+// keys names the keys of the fleet's group.
+func (f *fleet) keys() coordinator.Keys { return groupkit.Keys(f.t, f.group) }
+
+// holders reads the group's slot, failing the test when it cannot.
+func (f *fleet) holders() *lockstep.Holders {
+	f.t.Helper()
+	h, err := groupkit.Holders(f.srv.Client(), f.keys())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
+}
+
 // state reads the group.
 func (f *fleet) state() *coordinator.GroupState {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -147,7 +176,7 @@ func (f *fleet) workloads() map[string]workload { return fleettest.Workloads(f.t
 // waitFor polls cond for at most d.
 func (f *fleet) waitFor(d time.Duration, what string, cond func() bool) {
 	f.t.Helper()
-	fleettest.WaitFor(f.t, d, what, cond)
+	testkit.Eventually(f.t, d, what, cond)
 }
 
 // running says every node runs exactly one container, healthy, of sha.

@@ -15,6 +15,7 @@ import (
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // garbageEnv is a group whose node n1 runs v1, converged by a real agent,
@@ -101,12 +102,12 @@ func TestGarbageInKVIsReportedNotActedOn(t *testing.T) {
 			}
 			rt.Calls()
 			a := startAgent(t, st, e.group, "n1", rt, agent.Allow{})
-			fleettest.WaitFor(t, time.Minute, "the agent to log the problem", func() bool {
+			testkit.Eventually(t, time.Minute, "the agent to log the problem", func() bool {
 				return strings.Contains(a.logs.String(), tc.log) && rt.count("Inspect") >= 1
 			})
 			// A second look proves the first one ended: reconciles run one at a time.
 			e.touch(t)
-			fleettest.WaitFor(t, time.Minute, "a second look", func() bool { return rt.count("Inspect") >= 2 })
+			testkit.Eventually(t, time.Minute, "a second look", func() bool { return rt.count("Inspect") >= 2 })
 			waitNode(t, st, e.group, "n1", string(tc.node), func(n *coordinator.NodeState) bool {
 				return n.State == tc.node && strings.Contains(n.Error, tc.nodeErr)
 			})
@@ -246,7 +247,7 @@ func TestOwnNodeRecordIsRewritten(t *testing.T) {
 	e := convergedEnv(t, srv.Client(), st, rt, "own")
 	rt.Calls()
 	a := startAgent(t, st, e.group, "n1", rt, agent.Allow{})
-	fleettest.WaitFor(t, time.Minute, "the agent's first look", func() bool { return rt.count("Inspect") >= 1 })
+	testkit.Eventually(t, time.Minute, "the agent's first look", func() bool { return rt.count("Inspect") >= 1 })
 	e.put(t, e.k.Node("n1"), `{"node":"n1","sha":"`+e.v1[:10])
 	e.touch(t)
 	waitNode(t, st, e.group, "n1", "converged on v1 again", func(n *coordinator.NodeState) bool {

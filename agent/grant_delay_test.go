@@ -10,7 +10,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // Issue 20: the grant fences the first destructive step only for a moment
@@ -22,13 +22,8 @@ import (
 // must stop it. Nothing on the node may change; its claim is then given
 // back under the closed gate.
 func TestDelayedGrantReplyFencesFirstStep(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "") // the test's view, and its CANCEL
-	group := fleettest.Group("grantdelay")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "grantdelay") // the test's view, and its CANCEL
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	v1 := commitRecording(t, st, group, "v1", "")
 	v2, _ := recordingSpec(t, group, "v2", "").SHA()
 	cl, faults := srv.FaultyClient()
@@ -61,8 +56,8 @@ func TestDelayedGrantReplyFencesFirstStep(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no grant within a minute")
 	}
-	fleettest.WaitFor(t, 30*time.Second, "n1's claim given back under the CANCEL", func() bool {
-		return slotFree(t, srv, k, "n1")
+	g.WaitFor(30*time.Second, "n1's claim given back under the CANCEL", func() bool {
+		return slotFree(t, g, "n1")
 	})
 	if n := nodeState(t, st, group, "n1"); n == nil || n.SHA != v1 || n.State != coordinator.StateCancelled {
 		t.Fatalf("n1's record %+v, want cancelled on %.12s", n, v1)

@@ -12,9 +12,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
-	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // switchHealth is a recording runtime whose health the test sets.
@@ -96,10 +95,9 @@ func TestHealthHandler(t *testing.T) {
 // HealthHandler: the check follows the workload, and the agent passes no
 // TTL check itself.
 func TestHTTPWorkloadCheck(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c, counted := countedClient(t, srv)
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("httpcheck")
+	counted := &testkit.Counter{}
+	g := groupkit.NewVia(t, "httpcheck", counted)
+	srv, st, group := g.Srv, g.Store, g.Name
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	hs := httptest.NewServer(agent.HealthHandler(rt))
@@ -116,7 +114,7 @@ func TestHTTPWorkloadCheck(t *testing.T) {
 	}
 	// The first registration carries the workload's health, before Consul
 	// has run the check at all.
-	fleettest.WaitFor(t, 30*time.Second, "the workload check registered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the workload check registered", func() bool {
 		cs, err := srv.Client().Agent().Checks()
 		return err == nil && cs[id] != nil
 	})
@@ -124,15 +122,15 @@ func TestHTTPWorkloadCheck(t *testing.T) {
 		t.Fatalf("workload check as first registered: %+v, %v; want passing, as the workload is healthy", cs[id], err)
 	}
 	// Consul runs the check within its 10 s interval of each registration.
-	fleettest.WaitFor(t, 30*time.Second, "the HTTP check passing", check(api.HealthPassing, "healthy: serving"))
+	testkit.Eventually(t, 30*time.Second, "the HTTP check passing", check(api.HealthPassing, "healthy: serving"))
 	rt.set(false, "health hook exited 1")
-	fleettest.WaitFor(t, 30*time.Second, "the HTTP check failing with the reason", check(api.HealthCritical, "unhealthy: health hook exited 1"))
+	testkit.Eventually(t, 30*time.Second, "the HTTP check failing with the reason", check(api.HealthCritical, "unhealthy: health hook exited 1"))
 	rt.set(true, "serving again")
-	fleettest.WaitFor(t, 30*time.Second, "the HTTP check passing again", check(api.HealthPassing, "healthy: serving again"))
-	if n := counted.count("/agent/check/update/"); n != 0 {
+	testkit.Eventually(t, 30*time.Second, "the HTTP check passing again", check(api.HealthPassing, "healthy: serving again"))
+	if n := counted.Containing("/agent/check/update/"); n != 0 {
 		t.Fatalf("the agent passed a TTL check %d times; with a HealthURL Consul checks it", n)
 	}
-	if n := counted.count("/agent/service/register"); n == 0 {
+	if n := counted.Containing("/agent/service/register"); n == 0 {
 		t.Fatal("no service registration was counted: the counting client is not the agent's")
 	}
 }

@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/lockstep"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // lateChild is how long a test hook's child sleeps before it writes its
@@ -182,26 +181,17 @@ func (ef *execFleet) startHooks(node, before string, extra ...string) *proc {
 // holders, read from Consul's KV at the keys coordinator names.
 func (ef *execFleet) kv(sha string) (failures []string, paused bool, holders []string) {
 	ef.t.Helper()
-	k, err := ef.store.Keys(ef.group)
-	if err != nil {
-		ef.t.Fatal(err)
-	}
+	k := ef.keys()
 	kv := ef.srv.Client().KV()
-	if failures, _, err = kv.Keys(k.FailuresPrefix(sha), "", nil); err != nil {
+	failures, _, err := kv.Keys(k.FailuresPrefix(sha), "", nil)
+	if err != nil {
 		ef.t.Fatal(err)
 	}
 	pause, _, err := kv.Get(k.Pause(sha), nil)
 	if err != nil {
 		ef.t.Fatal(err)
 	}
-	h, err := lockstep.ReadHolders(ef.srv.Client(), k.Slot(), &api.QueryOptions{})
-	if err != nil {
-		ef.t.Fatal(err)
-	}
-	for _, e := range h.Holding {
-		holders = append(holders, e.Name)
-	}
-	return failures, pause != nil, holders
+	return failures, pause != nil, groupkit.HolderNames(ef.holders())
 }
 
 // slowChild is a hook's before, as for hooks, that for a spec with

@@ -2,74 +2,21 @@ package agent_test
 
 import (
 	"context"
-	"net/http"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
-
-// countingTransport counts an api.Client's requests, in all and by path.
-type countingTransport struct {
-	n    atomic.Int64
-	next http.RoundTripper
-
-	mu    sync.Mutex
-	paths map[string]int
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	c.mu.Lock()
-	if c.paths == nil {
-		c.paths = map[string]int{}
-	}
-	c.paths[r.URL.Path]++
-	c.mu.Unlock()
-	return c.next.RoundTrip(r)
-}
-
-// count is how many requests went to a path containing sub.
-func (c *countingTransport) count(sub string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for p, k := range c.paths {
-		if strings.Contains(p, sub) {
-			n += k
-		}
-	}
-	return n
-}
-
-// countedClient is a client of srv whose requests are counted by path.
-func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *countingTransport) {
-	t.Helper()
-	ct := &countingTransport{next: cleanhttp.DefaultPooledTransport()}
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.HTTPAddr
-	cfg.HttpClient = &http.Client{Transport: ct}
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, ct
-}
 
 // An idle agent waits on blocking queries; it must not poll, neither before
 // anything is committed nor once converged.
 func TestIdleAgentDoesNotPoll(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, ct := countedClient(t, srv)
+	c, ct := testkit.CountedClient(srv)
 	dir := t.TempDir()
 	rt := &agent.Exec{ReplaceCmd: []string{"sh", "-c", "cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json"},
 		HealthCmd: []string{"test", "-f", dir + "/installed.json"}, StateDir: dir, Group: "web", Node: "n1"}
@@ -91,7 +38,7 @@ func TestIdleAgentDoesNotPoll(t *testing.T) {
 	if _, err := st.Commit(ctx, "web", spec, "test", "commit"); err != nil {
 		t.Fatal(err)
 	}
-	fleettest.WaitFor(t, time.Minute, "the agent to converge", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to converge", func() bool {
 		gs, err := st.Read(ctx, "web", nil)
 		return err == nil && gs.Progress().Done
 	})
@@ -100,11 +47,11 @@ func TestIdleAgentDoesNotPoll(t *testing.T) {
 
 // requestsIn3s counts what the agent asks of Consul over an observation
 // window (not a synchronisation) while there is nothing for it to do.
-func requestsIn3s(t *testing.T, ct *countingTransport, when string) {
+func requestsIn3s(t *testing.T, ct *testkit.Counter, when string) {
 	t.Helper()
-	start := ct.n.Load()
+	start := ct.Total()
 	time.Sleep(3 * time.Second)
-	if n := ct.n.Load() - start; n > 10 {
+	if n := ct.Total() - start; n > 10 {
 		t.Fatalf("%d requests in 3s %s: the agent polls", n, when)
 	}
 }

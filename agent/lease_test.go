@@ -14,7 +14,8 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -101,25 +102,9 @@ func startLeaseAgent(t *testing.T, st *coordinator.Store, group, node string, rt
 }
 
 // readHolders reads the group's slot from Consul, nil when it cannot.
-func readHolders(srv *consultest.Server, k coordinator.Keys) *lockstep.Holders {
-	h, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
-	if err != nil {
-		return nil
-	}
+func readHolders(g *groupkit.Group) *lockstep.Holders {
+	h, _ := g.Holders()
 	return h
-}
-
-// holding says name holds a slot now, by its holder key.
-func holding(h *lockstep.Holders, name string) (session string, ok bool) {
-	if h == nil {
-		return "", false
-	}
-	for id, e := range h.Holding {
-		if e.Name == name {
-			return id, true
-		}
-	}
-	return "", false
 }
 
 // slotWatch samples the slot while a test runs and keeps what breaks the
@@ -131,12 +116,12 @@ type slotWatch struct {
 	done   chan struct{}
 }
 
-func watchSlot(srv *consultest.Server, k coordinator.Keys) *slotWatch {
+func watchSlot(g *groupkit.Group) *slotWatch {
 	w := &slotWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for {
-			if h := readHolders(srv, k); h != nil {
+			if h := readHolders(g); h != nil {
 				counted := h.Counted(time.Now())
 				c, claimed := h.ClaimOf("n1")
 				switch {
@@ -191,13 +176,8 @@ func (w *slotWatch) end(t *testing.T) {
 // n1 "lost while replacing" the moment its session ended, and was granted
 // beside it.
 func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("liveholder")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "liveholder")
+	srv, st, group := g.Srv, g.Store, g.Name
 	v1 := commitLease(t, st, group, "v1")
 	v2, _ := leaseSpec(t, group, "v2").SHA()
 	rt1 := newLeaseRuntime("", v2)
@@ -210,23 +190,23 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 		t.Fatal("n1 never began to verify v2")
 	}
 	startLeaseAgent(t, st, group, "n2", newLeaseRuntime(v1, ""))
-	fleettest.WaitFor(t, time.Minute, "n2 in line", func() bool {
-		h := readHolders(srv, k)
+	g.WaitFor(time.Minute, "n2 in line", func() bool {
+		h := readHolders(g)
 		return h != nil && len(h.Waiting) == 1
 	})
-	claim, ok := readHolders(srv, k).ClaimOf("n1")
+	claim, ok := readHolders(g).ClaimOf("n1")
 	if !ok {
 		t.Fatal("n1 holds no claim")
 	}
 	time.Sleep(time.Until(claim.Until) + 100*time.Millisecond) // the lease from the grant is over
-	w := watchSlot(srv, k)
+	w := watchSlot(g)
 	if _, err := srv.Client().Session().Destroy(claim.Session, nil); err != nil {
 		t.Fatal(err)
 	}
 	ended := time.Now()
-	fleettest.WaitFor(t, time.Minute, "n1 to reclaim its slot with a new session", func() bool {
+	g.WaitFor(time.Minute, "n1 to reclaim its slot with a new session", func() bool {
 		w.check(t)
-		s, ok := holding(readHolders(srv, k), "n1")
+		s, ok := groupkit.Holding(readHolders(g), "n1")
 		return ok && s != claim.Session
 	})
 	t.Logf("n1 reclaimed its slot %s after its session ended; its lease is %s", time.Since(ended).Round(10*time.Millisecond), claim.Until.Sub(claim.Since))
@@ -247,13 +227,8 @@ func TestLiveHolderKeepsItsSlotWhenItsSessionEnds(t *testing.T) {
 // too late to vouch for it, and the fence it runs again fails. On 6d7f554
 // n1 took its step beside n2.
 func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("pausedholder")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "pausedholder")
+	srv, st, group := g.Srv, g.Store, g.Name
 	v1 := commitLease(t, st, group, "v1")
 	cl, faults := srv.FaultyClient()
 	rt1 := newLeaseRuntime("", "")
@@ -261,7 +236,7 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	waitNode(t, st, group, "n1", "converged on v1", converged(v1))
 	rt1.Calls()
 
-	fenced, resume, paused := pauseAfterFence(srv, k, faults, rt1)
+	fenced, resume, paused := pauseAfterFence(g, faults, rt1)
 	v2 := commitLease(t, st, group, "v2")
 	select {
 	case <-fenced:
@@ -270,8 +245,8 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	}
 	rt2 := newLeaseRuntime(v1, v2) // holds its slot, verifying, while n1 resumes
 	startLeaseAgent(t, st, group, "n2", rt2)
-	fleettest.WaitFor(t, time.Minute, "n2 in line", func() bool {
-		h := readHolders(srv, k)
+	g.WaitFor(time.Minute, "n2 in line", func() bool {
+		h := readHolders(g)
 		return h != nil && len(h.Waiting) == 1
 	})
 	close(resume)
@@ -283,7 +258,7 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("n1's pause never ended")
 	}
-	fleettest.WaitFor(t, time.Minute, "n1's slot free", func() bool { return slotFree(t, srv, k, "n1") })
+	g.WaitFor(time.Minute, "n1's slot free", func() bool { return slotFree(t, g, "n1") })
 	calls := rt1.Calls()
 	for _, c := range []string{"set old aside", "start new", "Restore", "Finish"} {
 		if slices.Contains(calls, c) {
@@ -305,13 +280,13 @@ func TestPausedHolderDoesNotStepAfterItsSlotPassed(t *testing.T) {
 // closes then; once the test closes resume, the pause goes on as a
 // stopped process's would: its session ends, and paused gets nil once n2
 // holds the slot in its place (or why not).
-func pauseAfterFence(srv *consultest.Server, k coordinator.Keys, faults *consultest.Faults, rt *leaseRuntime) (fenced, resume chan struct{}, paused chan error) {
+func pauseAfterFence(g *groupkit.Group, faults *consultest.Faults, rt *leaseRuntime) (fenced, resume chan struct{}, paused chan error) {
 	fenced, resume, paused = make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	var session string
 	faults.OnTxn(func(ops api.TxnOps) bool {
 		// A fence checks the gate and its holder key's session, and
 		// locks nothing, as a grant does.
-		if !consultest.TxnHas(ops, api.KVCheckIndex, k.Desired()) || consultest.TxnHas(ops, api.KVLock, "") {
+		if !consultest.TxnHas(ops, api.KVCheckIndex, g.Keys.Desired()) || consultest.TxnHas(ops, api.KVLock, "") {
 			return false
 		}
 		for _, op := range ops {
@@ -328,11 +303,11 @@ func pauseAfterFence(srv *consultest.Server, k coordinator.Keys, faults *consult
 		case <-time.After(2 * time.Minute):
 		}
 		// The paused process passes no check: Consul ends its session.
-		if _, err := srv.Client().Session().Destroy(session, nil); err != nil {
+		if _, err := g.Client.Session().Destroy(session, nil); err != nil {
 			paused <- err
 			return nil
 		}
-		if !fleettest.Poll(2*time.Minute, func() bool { _, ok := holding(readHolders(srv, k), "n2"); return ok }) {
+		if !testkit.Poll(2*time.Minute, func() bool { _, ok := groupkit.Holding(readHolders(g), "n2"); return ok }) {
 			paused <- errors.New("n2 was not granted n1's slot within 2m")
 			return nil
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -40,7 +40,6 @@ func putExpiredClaim(t *testing.T, c *api.Client, k coordinator.Keys, node, note
 // still charged: n2 lost on this rollout pauses it.
 func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
 	tests := []struct {
 		name    string
 		claim   func(first, now *coordinator.Desired) (note string, since time.Time)
@@ -58,11 +57,8 @@ func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			group := fleettest.Group(fmt.Sprintf("latelost%d", i))
-			k, err := st.Keys(group)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := groupkit.On(t, srv, fmt.Sprintf("latelost%d", i))
+			st, group, k := g.Store, g.Name, g.Keys
 			x := commitRecording(t, st, group, "x", "")
 			first := readDesired(t, st, group)
 			commitRecording(t, st, group, "y", "")
@@ -76,7 +72,8 @@ func TestLateLostReportCountsAgainstItsOwnCommit(t *testing.T) {
 			rt := &recordingRuntime{}
 			startAgent(t, st, group, "n1", rt, agent.Allow{})
 			var gs *coordinator.GroupState
-			fleettest.WaitFor(t, time.Minute, "n1 to converge on x, or x to stop", func() bool {
+			g.WaitFor(time.Minute, "n1 to converge on x, or x to stop", func() bool {
+				var err error
 				gs, err = st.Read(context.Background(), group, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -108,9 +105,8 @@ func readDesired(t *testing.T, st *coordinator.Store, group string) *coordinator
 // The claim a grant writes names the commit it was for, which is what lets
 // a late lost report be told from a failure of the commit desired now.
 func TestGrantClaimNamesItsCommit(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("claimnote")
+	g := groupkit.New(t, "claimnote")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	rt := &asideRuntime{sha: v1, healthy: true}
 	notes := make(chan string, 1)

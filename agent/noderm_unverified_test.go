@@ -8,8 +8,7 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // Issue 25, review: `rollagent node rm --force` of a node whose agent died
@@ -21,37 +20,31 @@ import (
 // 6d7f554 it reclaimed its slot, found the workload healthy at that look,
 // and released it as converged.
 func TestNodeRemovedMidVerifyIsVerifiedAgain(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("rmverify")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "rmverify")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v1 := commitRecording(t, st, group, "v1", "")
+	v1 := commitRecording(t, g.Store, g.Name, "v1", "")
 	// What the killed agent left: its record, its claim, and the workload.
 	left := coordinator.NodeState{Node: "n1", SHA: v1, Desired: v1, State: coordinator.StateVerifying, Since: time.Now().UTC()}
-	if err := st.PutNode(ctx, group, left); err != nil {
+	if err := g.Store.PutNode(ctx, g.Name, left); err != nil {
 		t.Fatal(err)
 	}
-	putClaim(t, srv.Client(), k, "n1", v1)
-	if _, err := st.RemoveNode(ctx, group, "n1", true, "test", "forced mid-verify"); err != nil {
+	putClaim(t, g.Client, g.Keys, "n1", v1)
+	if _, err := g.Store.RemoveNode(ctx, g.Name, "n1", true, "test", "forced mid-verify"); err != nil {
 		t.Fatal(err)
 	}
 	rt := &recordingRuntime{sha: v1, sick: "test: unhealthy after its first probe"}
-	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
 	var final *coordinator.NodeState
-	fleettest.WaitFor(t, time.Minute, "n1 to settle on converged or failed", func() bool {
-		final = nodeState(t, st, group, "n1")
+	g.WaitFor(time.Minute, "n1 to settle on converged or failed", func() bool {
+		final = nodeState(t, g.Store, g.Name, "n1")
 		return final != nil && (final.State == coordinator.StateConverged || final.State == coordinator.StatePaused ||
 			final.State == coordinator.StateFailed)
 	})
 	if final.State == coordinator.StateConverged {
 		t.Fatalf("n1 published converged on a release it never verified (calls %q)", rt.Calls())
 	}
-	gs, err := st.Read(ctx, group, nil)
+	gs, err := g.Store.Read(ctx, g.Name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (k *killer) nextHolder() string {
 	t := k.f.t
 	t.Helper()
 	c := k.f.srv.Client()
-	prefix := "rollagent/groups/" + k.f.group + "/slot/"
+	prefix := k.f.keys().Slot()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -179,10 +179,7 @@ func (f *fleet) takeSlot() func() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := f.srv.Client()
-	k, err := f.store.Keys(f.group)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	k := f.keys()
 	s, err := lockstep.NewSession(ctx, c, lockstep.SessionOptions{Name: "test-blocker"})
 	if err != nil {
 		f.t.Fatal(err)

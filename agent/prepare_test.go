@@ -6,8 +6,7 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // An image that cannot be fetched (a typo, a registry down) fails the node
@@ -15,14 +14,9 @@ import (
 // no failure counts against the rollout, and the agent tries again on its
 // own, so the rollout goes on once the image can be had.
 func TestPrepareFailureTakesNoSlotAndIsRetried(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("prepare")
+	g := groupkit.New(t, "prepare")
+	srv, st, group, k := g.Srv, g.Store, g.Name, g.Keys
 	sha := commitRecording(t, st, group, "v1", "")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt := &recordingRuntime{unfetchable: 1}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
 	waitNode(t, st, group, "n1", "failed in prepare", func(n *coordinator.NodeState) bool {

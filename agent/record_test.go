@@ -12,7 +12,8 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // sickRuntime is a recordingRuntime whose workload of sick is never
@@ -48,8 +49,8 @@ func (r *sickRuntime) Restore(ctx context.Context, sha string) error {
 // undo), between the undo and the failure's record.
 func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	srv := consultest.New(t, consultest.Options{Persistent: true})
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("record")
+	g := groupkit.On(t, srv, "record")
+	st, group := g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	bad, _ := recordingSpec(t, group, "bad", "").SHA()
 	rt := &sickRuntime{recordingRuntime: &recordingRuntime{}, sick: bad, before: srv.Kill}
@@ -59,7 +60,7 @@ func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	})
 	rt.Calls()
 	commitRecording(t, st, group, "bad", "") // pauses at its first failure
-	fleettest.WaitFor(t, time.Minute, "the agent to fail to record the failure", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to fail to record the failure", func() bool {
 		return strings.Contains(a.logs.String(), "cannot record the failure")
 	})
 	if err := srv.Start(); err != nil {
@@ -68,7 +69,7 @@ func TestFailureRecordedAfterConsulReturns(t *testing.T) {
 	if err := srv.WaitReady(consultest.StartTimeout); err != nil {
 		t.Fatal(err)
 	}
-	fleettest.WaitFor(t, time.Minute, "the failure to be recorded and the group paused", func() bool {
+	testkit.Eventually(t, time.Minute, "the failure to be recorded and the group paused", func() bool {
 		gs, err := st.Read(context.Background(), group, nil)
 		return err == nil && len(gs.Failures) == 1 && gs.Failures[0].Node == "n1" && gs.Pause != nil
 	})

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // recordingRuntime is a Runtime whose workload is a SHA in memory and which
@@ -120,28 +119,10 @@ func (r *recordingRuntime) Healthy(context.Context) (bool, string) {
 	return true, "" // not recorded: the service check calls it on a timer
 }
 
-// syncBuffer is a log destination that agents write to while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // inProcAgent is an agent.Agent running in this process on a runtime the
 // test controls.
 type inProcAgent struct {
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -157,7 +138,7 @@ func startAgent(t *testing.T, st *coordinator.Store, group, node string, rt agen
 // read, until stop or the test's end.
 func startAgentWith(t *testing.T, cfg agent.Config) *inProcAgent {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "agent", Level: hclog.Debug, Output: logs})
 	node := cfg.Node
 	a, err := agent.New(cfg)
@@ -238,7 +219,7 @@ func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordin
 // waitNode waits for node's record to satisfy cond.
 func waitNode(t *testing.T, st *coordinator.Store, group, node, what string, cond func(n *coordinator.NodeState) bool) {
 	t.Helper()
-	fleettest.WaitFor(t, time.Minute, node+" to be "+what, func() bool {
+	testkit.Eventually(t, time.Minute, node+" to be "+what, func() bool {
 		n := nodeState(t, st, group, node)
 		return n != nil && cond(n)
 	})

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"reflect"
 	"syscall"
 	"testing"
 	"time"
@@ -59,11 +58,7 @@ func TestReturningAgentMovesNothingUnderCancel(t *testing.T) {
 		}
 		return ok == len(ns)
 	})
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if got := f.containerIDs(); !reflect.DeepEqual(got, before) {
-			t.Fatalf("containers changed under the CANCEL after the restarts: %v -> %v", before, got)
-		}
-	}
+	f.steady(8*time.Second, "under the CANCEL after the restarts", before)
 	if f.midReplacement() != victim {
 		t.Fatalf("%s's old container is no longer set aside", victim)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -32,13 +32,8 @@ const releaseBound = 4 * time.Second
 // The outage is the holder's alone (its client is cut off, Consul stays
 // up), which is what keeps its alive check, and its session, passing.
 func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "") // the test's view, never cut off
-	group := fleettest.Group("cutrelease")
-	k, err := st.Keys(group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := groupkit.New(t, "cutrelease") // the test's view, never cut off
+	srv, st, group := g.Srv, g.Store, g.Name
 	v1 := commitRecording(t, st, group, "v1", "")
 	v2, _ := recordingSpec(t, group, "v2", "").SHA()
 	c := &cutOnce{victim: make(chan string, 1)}
@@ -60,13 +55,13 @@ func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
 	cut := time.Now()
 	// The log says only when the release has given up, to end the outage
 	// past it; what the test asserts, it reads from Consul.
-	fleettest.WaitFor(t, releaseBound+30*time.Second, victim+"'s release to give up", func() bool {
+	g.WaitFor(releaseBound+30*time.Second, victim+"'s release to give up", func() bool {
 		return strings.Contains(agents[victim].logs.String(), "cannot release the slot yet")
 	})
 	// The looks that follow find Consul out of reach too, as in a longer
 	// outage: the claim must survive them, not only the release.
 	time.Sleep(releaseBound)
-	holdersOf(t, srv, k, func(hs *lockstep.Holders) string {
+	holdersOf(t, g, func(hs *lockstep.Holders) string {
 		if cl, ok := hs.ClaimOf(victim); !ok || !hs.Live(cl.Session) {
 			return "the victim's claim and holder key are not both there when Consul comes back"
 		}
@@ -75,8 +70,8 @@ func TestReleaseCutOffFromConsulIsRetried(t *testing.T) {
 	faults[victim].Cut(false)
 	t.Logf("%s cut off from Consul for %s, past its release's bound of %s", victim, time.Since(cut).Round(time.Millisecond), releaseBound)
 	back := time.Now()
-	fleettest.WaitFor(t, 45*time.Second, victim+"'s claim and holder key to go", func() bool {
-		return slotFree(t, srv, k, victim)
+	g.WaitFor(45*time.Second, victim+"'s claim and holder key to go", func() bool {
+		return slotFree(t, g, victim)
 	})
 	t.Logf("%s's slot given back %s after Consul came back", victim, time.Since(back).Round(time.Millisecond))
 	for n := range agents {
@@ -137,9 +132,9 @@ func converged(sha string) func(n *coordinator.NodeState) bool {
 
 // holdersOf reads the group's slot from Consul and fails the test with
 // what check says is wrong with it, if anything.
-func holdersOf(t *testing.T, srv *consultest.Server, k coordinator.Keys, check func(*lockstep.Holders) string) {
+func holdersOf(t *testing.T, g *groupkit.Group, check func(*lockstep.Holders) string) {
 	t.Helper()
-	hs, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
+	hs, err := g.Holders()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,19 +145,13 @@ func holdersOf(t *testing.T, srv *consultest.Server, k coordinator.Keys, check f
 
 // slotFree says Consul's slot record keeps neither a claim nor a locked
 // holder key of node's.
-func slotFree(t *testing.T, srv *consultest.Server, k coordinator.Keys, node string) bool {
+func slotFree(t *testing.T, g *groupkit.Group, node string) bool {
 	t.Helper()
-	hs, err := lockstep.ReadHolders(srv.Client(), k.Slot(), nil)
+	hs, err := g.Holders()
 	if err != nil {
 		return false
 	}
-	if _, ok := hs.ClaimOf(node); ok {
-		return false
-	}
-	for _, e := range hs.Holding {
-		if e.Name == node {
-			return false
-		}
-	}
-	return true
+	_, claimed := hs.ClaimOf(node)
+	_, holding := groupkit.Holding(hs, node)
+	return !claimed && !holding
 }

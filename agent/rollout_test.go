@@ -1,13 +1,14 @@
 package agent_test
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/fleetwatch"
-	"github.com/rollagent/rollagent/lockstep"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // deploy brings up agents on ns and converges them to a v1 release.
@@ -37,12 +38,9 @@ func TestRolloutConverges(t *testing.T) {
 func (f *fleet) holderName() string {
 	var name string
 	f.waitFor(60*time.Second, "a slot holder", func() bool {
-		h, err := lockstep.ReadHolders(f.srv.Client(), "rollagent/groups/"+f.group+"/slot/", &api.QueryOptions{})
-		if err != nil {
-			return false
-		}
-		for _, e := range h.Holding {
-			name = e.Name
+		h, err := groupkit.Holders(f.srv.Client(), f.keys())
+		if names := groupkit.HolderNames(h); err == nil && len(names) > 0 {
+			name = names[0]
 			return true
 		}
 		return false
@@ -62,13 +60,14 @@ func TestKilledHolderRolloutCompletes(t *testing.T) {
 	victim := f.holderName()
 	mon := f.sample(ns)
 	f.signal(victim, syscall.SIGKILL)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	testkit.Steady(t, 10*time.Second, testkit.Every, func() error {
 		for _, n := range ns {
 			if n != victim && f.holds(n) {
-				t.Fatalf("%s was granted while the killed holder %s was down", n, victim)
+				return fmt.Errorf("%s was granted while the killed holder %s was down", n, victim)
 			}
 		}
-	}
+		return nil
+	})
 	if counted := f.state().Holders.Counted(time.Now()); len(counted) != 1 || counted[0] != victim {
 		t.Fatalf("slots counted while %s is dead: %v, want its own", victim, counted)
 	}

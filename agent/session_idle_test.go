@@ -12,8 +12,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // An agent with nothing to contend for holds no session: a session's TTL
@@ -21,19 +21,17 @@ import (
 // waiter that is cancelled, and then nodes that finish a rollout, must not
 // keep their sessions until desired moves again or the next resync.
 func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, "")
-	group := fleettest.Group("idle-session")
+	g := groupkit.New(t, "idle-session")
+	c := g.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	for _, n := range []string{"n1", "n2"} {
 		d := t.TempDir()
 		inst := filepath.Join(d, "installed")
-		rt := &agent.Exec{StateDir: d, Group: group, Node: n,
+		rt := &agent.Exec{StateDir: d, Group: g.Name, Node: n,
 			ReplaceCmd: []string{"sh", "-c", `sleep 2 && echo "$ROLLAGENT_SHA" >'` + inst + `'`},
 			HealthCmd:  []string{"sh", "-c", `grep -qx "$ROLLAGENT_SHA" '` + inst + `'`}}
-		a, err := agent.New(agent.Config{Group: group, Node: n, Store: st, Runtime: rt})
+		a, err := agent.New(agent.Config{Group: g.Name, Node: n, Store: g.Store, Runtime: rt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,34 +40,34 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	commit := func(release string) string {
 		spec, _, err := hashspec.Load([]byte(fmt.Sprintf(`{"name":%q,"container":{"image":"example.com/app:%s"},
-			"update":{"max_parallel":1,"min_healthy_time":"1s"}}`, group, release)), hashspec.FormatJSON, "spec")
+			"update":{"max_parallel":1,"min_healthy_time":"1s"}}`, g.Name, release)), hashspec.FormatJSON, "spec")
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := st.Commit(ctx, group, spec, "test", "commit")
+		res, err := g.Store.Commit(ctx, g.Name, spec, "test", "commit")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.SHA
 	}
 	v1 := commit("1")
-	fleettest.WaitFor(t, time.Minute, "one holder and one waiter", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "one holder and one waiter", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		return err == nil && gs.Holders != nil && len(gs.Holders.Holding) == 1 && len(gs.Holders.Waiting) == 1
 	})
 	// Each contender's session check is carried by its service: one
 	// registration, one catalog write, made as it turned to waiting.
-	fleettest.WaitFor(t, 10*time.Second, "each contender's session check on its service", func() bool {
-		return len(sessionChecks(t, c, group, true)) == 2
+	g.WaitFor(10*time.Second, "each contender's session check on its service", func() bool {
+		return len(sessionChecks(t, c, g.Name, true)) == 2
 	})
-	if _, err := st.Cancel(ctx, group, v1, "test", "test"); err != nil {
+	if _, err := g.Store.Cancel(ctx, g.Name, v1, "test", "test"); err != nil {
 		t.Fatal(err)
 	}
 	// The holder's step stops at the fence of its end, behind the closed
 	// gate (issue 25), and both nodes end cancelled; or, had its end
 	// passed its fence first, converged.
-	fleettest.WaitFor(t, time.Minute, "the holder settled and the waiter cancelled", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "the holder settled and the waiter cancelled", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		if err != nil || gs.Holders == nil || len(gs.Holders.Counted(time.Now())) > 0 {
 			return false
 		}
@@ -81,15 +79,15 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 		}
 		return settled == 2 && nodeIn(gs, coordinator.StateCancelled)
 	})
-	noSessions(t, c, group, "once the waiter is cancelled")
+	noSessions(t, c, g.Name, "once the waiter is cancelled")
 	commit("2")
-	fleettest.WaitFor(t, time.Minute, "the rollout of 2", func() bool {
-		gs, err := st.Read(ctx, group, nil)
+	g.WaitFor(time.Minute, "the rollout of 2", func() bool {
+		gs, err := g.Store.Read(ctx, g.Name, nil)
 		return err == nil && gs.Progress().Converged == 2
 	})
-	noSessions(t, c, group, "once the rollout is done")
-	fleettest.WaitFor(t, 10*time.Second, "no session check left", func() bool {
-		return len(sessionChecks(t, c, group, false)) == 0
+	noSessions(t, c, g.Name, "once the rollout is done")
+	g.WaitFor(10*time.Second, "no session check left", func() bool {
+		return len(sessionChecks(t, c, g.Name, false)) == 0
 	})
 }
 
@@ -116,7 +114,7 @@ func sessionChecks(t *testing.T, c *api.Client, group string, onService bool) []
 func noSessions(t *testing.T, c *api.Client, group, when string) {
 	t.Helper()
 	last := ""
-	fleettest.WaitFor(t, 30*time.Second, "no session left to the idle agents "+when, func() bool {
+	testkit.Eventually(t, 30*time.Second, "no session left to the idle agents "+when, func() bool {
 		left, err := agentSessions(c, group)
 		if now := fmt.Sprint(left, err); now != last {
 			t.Logf("sessions of the group's agents %s: %s", when, now)

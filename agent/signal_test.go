@@ -8,10 +8,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/internal/dockertest"
-	"github.com/rollagent/rollagent/lockstep"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // startDocker starts node's agent with the Docker runtime, as start does,
@@ -43,16 +42,8 @@ func (f *fleet) midReplacement() string {
 
 // holds says whether a slot holder is named node.
 func (f *fleet) holds(node string) bool {
-	h, err := lockstep.ReadHolders(f.srv.Client(), "rollagent/groups/"+f.group+"/slot/", &api.QueryOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for _, e := range h.Holding {
-		if e.Name == node {
-			return true
-		}
-	}
-	return false
+	_, ok := groupkit.Holding(f.holders(), node)
+	return ok
 }
 
 // SIGTERM to the agent in the middle of a stop-first replacement: it

@@ -73,10 +73,7 @@ func (ef *execFleet) checkOneFailurePaused(node, sha string) {
 	if gs.Pause == nil || gs.Pause.SHA != sha || gs.Gate().Open {
 		t.Fatalf("pause %+v, gate %+v: want failure_action=pause taken for %.12s and the gate closed", gs.Pause, gs.Gate(), sha)
 	}
-	k, err := ef.store.Keys(ef.group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := ef.keys()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p, _, err := ef.srv.Client().KV().Get(k.FailCount(sha), (&api.QueryOptions{}).WithContext(ctx))

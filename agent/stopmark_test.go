@@ -6,8 +6,7 @@ import (
 
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // An agent that stops cleanly marks its record with the time before its
@@ -16,14 +15,13 @@ import (
 // an idle node may be days old. Started again, it writes its record
 // without the mark.
 func TestCleanStopMarksTheRecord(t *testing.T) {
-	srv := consultest.NewDev(t)
-	st := coordinator.NewStore(srv.Client(), "")
-	group := fleettest.Group("stopmark")
+	g := groupkit.New(t, "stopmark")
+	st, group := g.Store, g.Name
 	sha := commitRecording(t, st, group, "v1", "")
 	rt := &recordingRuntime{}
 	p := startAgent(t, st, group, "n1", rt, agent.Allow{})
 	var since time.Time
-	fleettest.WaitFor(t, 30*time.Second, "n1 converged", func() bool {
+	g.WaitFor(30*time.Second, "n1 converged", func() bool {
 		n := nodeState(t, st, group, "n1")
 		if n != nil && n.SHA == sha && n.State == coordinator.StateConverged {
 			since = n.Since
@@ -49,7 +47,7 @@ func TestCleanStopMarksTheRecord(t *testing.T) {
 		t.Fatalf("last sign %s, want the stop %s", got, n.Stopped)
 	}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	fleettest.WaitFor(t, 30*time.Second, "the restarted agent's record without the mark", func() bool {
+	g.WaitFor(30*time.Second, "the restarted agent's record without the mark", func() bool {
 		n := nodeState(t, st, group, "n1")
 		return n != nil && n.Stopped == nil && n.State == coordinator.StateConverged
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // verifyRecordAfter is the agent's delay before a "verifying" record.
@@ -85,12 +86,12 @@ func TestVerifyingRecordOnlyForSlowChecks(t *testing.T) {
 				return n.State == coordinator.StateConverged
 			})
 			// It stays so past the moment a stray "verifying" would land.
-			for end := time.Now().Add(verifyRecordAfter + 500*time.Millisecond); time.Now().Before(end); {
+			testkit.Steady(t, verifyRecordAfter+500*time.Millisecond, 100*time.Millisecond, func() error {
 				if n := nodeState(t, st, group, "n1"); n == nil || n.State != coordinator.StateConverged {
-					t.Fatalf("record after converging: %+v, want converged", n)
+					return fmt.Errorf("record after converging: %+v, want converged", n)
 				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return nil
+			})
 		})
 	}
 }

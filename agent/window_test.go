@@ -10,8 +10,8 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // timedRuntime is a recordingRuntime whose replacement takes slow after
@@ -54,8 +54,8 @@ type windowFleet struct {
 }
 
 func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	srv := consultest.NewDev(t)
-	f := &windowFleet{t: t, st: coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix), group: fleettest.Group("window"),
+	g := groupkit.New(t, "window")
+	f := &windowFleet{t: t, st: g.Store, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")
 	for _, n := range nodes {
@@ -113,7 +113,7 @@ func TestWindowHoldsRolloutUntilItOpens(t *testing.T) {
 		f.start(n)
 	}
 	// waitNode's bound is a minute from when the window opens.
-	fleettest.WaitFor(t, 2*time.Minute, "the window to open", func() bool { return !time.Now().Before(opens) })
+	testkit.Eventually(t, 2*time.Minute, "the window to open", func() bool { return !time.Now().Before(opens) })
 	f.waitConverged(nodes, v2)
 	for _, n := range nodes {
 		if at, ok := f.rts[n].beganAt(v2); !ok || at.Before(opens) {
@@ -134,7 +134,7 @@ func TestWindowClosedMidRolloutLetsTheHolderFinish(t *testing.T) {
 	v2 := f.commit("v2", hashspec.Window{Start: start.Format("15:04"), Length: hashspec.Duration(closes.Sub(start))})
 	// Three steps of 6 s do not fit in 9 s: at most two begin.
 	var began, left []string
-	fleettest.WaitFor(t, time.Minute, "the rollout to settle after the window closed", func() bool {
+	testkit.Eventually(t, time.Minute, "the rollout to settle after the window closed", func() bool {
 		if time.Now().Before(closes.Add(8 * time.Second)) {
 			return false
 		}

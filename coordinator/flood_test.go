@@ -3,41 +3,14 @@ package coordinator
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
-
-// byteCounter counts the bytes of the answers' bodies that its client reads.
-type byteCounter struct {
-	base http.RoundTripper
-	n    atomic.Int64
-}
-
-func (b *byteCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := b.base.RoundTrip(r)
-	if err == nil {
-		resp.Body = &countedBody{ReadCloser: resp.Body, n: &b.n}
-	}
-	return resp, err
-}
-
-type countedBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c *countedBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // flooded is a group with a spec committed, n1's record, and what n1's
 // token may write under slot/: 16 keys of 400 KiB under its own
@@ -81,13 +54,13 @@ func TestLookBoundsSlotFlood(t *testing.T) {
 	if gs.Spec == nil || len(gs.Nodes) != 1 {
 		t.Fatalf("look: spec %v, nodes %+v", gs.Spec, gs.Nodes)
 	}
-	if n := counter.n.Load(); n > lookLimit+(64<<10) {
+	if n := counter.Bytes(); n > lookLimit+(64<<10) {
 		t.Fatalf("one look downloaded %d bytes, over the %d it accepts", n, lookLimit)
 	}
 	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, k.Slot()+".holders/n1/junk00") {
 		t.Errorf("the look's problems do not name the keys it left unread: %q", gs.Problems)
 	}
-	t.Logf("one look: %d bytes; problems %q", counter.n.Load(), gs.Problems)
+	t.Logf("one look: %d bytes; problems %q", counter.Bytes(), gs.Problems)
 }
 
 // status, commit and an agent recording a failure read the whole tree:
@@ -103,10 +76,10 @@ func TestReadBoundsSlotFlood(t *testing.T) {
 	if gs.Spec == nil || len(gs.Nodes) != 1 || len(gs.History) != 1 {
 		t.Fatalf("read: spec %v, nodes %+v, history %d", gs.Spec, gs.Nodes, len(gs.History))
 	}
-	if n := counter.n.Load(); n > DefaultReadLimit+(256<<10) {
+	if n := counter.Bytes(); n > DefaultReadLimit+(256<<10) {
 		t.Fatalf("one read downloaded %d bytes, over the %d it accepts", n, DefaultReadLimit)
 	}
-	t.Logf("one read: %d bytes; problems: %q", counter.n.Load(), gs.Problems)
+	t.Logf("one read: %d bytes; problems: %q", counter.Bytes(), gs.Problems)
 	all := strings.Join(gs.Problems, "\n")
 	for _, want := range []string{k.Slot() + ".holders/n1/junk00", k.Slot() + "junk", "not read"} {
 		if !strings.Contains(all, want) {
@@ -167,16 +140,10 @@ func TestParseNamesOlderSlotKeys(t *testing.T) {
 	}
 }
 
-// countedClient is a client made by NewClient (so read limits apply) that
-// counts the bytes Consul's answers carry.
-func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *byteCounter) {
+// countedClient is a client with NewClient's read limits that counts the
+// bytes Consul's answers carry.
+func countedClient(t *testing.T, srv *consultest.Server) (*api.Client, *testkit.Counter) {
 	t.Helper()
-	counter := &byteCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, counter
+	counter := &testkit.Counter{}
+	return srv.ClientVia(LimitTransport(counter)), counter
 }

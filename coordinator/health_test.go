@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // A node of the group whose agent's liveness check is critical is
@@ -123,16 +124,12 @@ func waitUnavailable(t *testing.T, st *coordinator.Store, want []string, bound t
 	defer cancel()
 	var got []string
 	var err error
-	for ctx.Err() == nil {
-		if got, err = st.Unavailable(ctx, "web"); err == nil && slices.Equal(got, want) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !testkit.PollEvery(bound, 100*time.Millisecond, func() bool {
+		got, err = st.Unavailable(ctx, "web")
+		return err == nil && slices.Equal(got, want)
+	}) {
+		t.Fatalf("Unavailable = %v, %v after %s, want %v", got, err, bound, want)
 	}
-	t.Fatalf("Unavailable = %v, %v after %s, want %v", got, err, bound, want)
 }
 
 // Down names every node that counts as down, and why, from Consul's
@@ -205,16 +202,12 @@ func waitDown(t *testing.T, st *coordinator.Store, want map[string]coordinator.D
 	defer cancel()
 	var got map[string]coordinator.DownReason
 	var err error
-	for ctx.Err() == nil {
-		if got, err = st.Down(ctx, "web"); err == nil && maps.Equal(got, want) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !testkit.PollEvery(bound, 100*time.Millisecond, func() bool {
+		got, err = st.Down(ctx, "web")
+		return err == nil && maps.Equal(got, want)
+	}) {
+		t.Fatalf("Down = %v, %v after %s, want %v", got, err, bound, want)
 	}
-	t.Fatalf("Down = %v, %v after %s, want %v", got, err, bound, want)
 }
 
 // A node the operator removed leaves the count although its dead agent's

@@ -3,12 +3,12 @@ package coordinator
 import (
 	"net/http"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // ReadFor sees what Read sees of the desired SHA and of its own node, and
@@ -76,20 +76,6 @@ func checkReadFor(t *testing.T, got, full *GroupState, cancelled bool) {
 	}
 }
 
-// getCounter counts the GETs of one path that a client sends.
-type getCounter struct {
-	base http.RoundTripper
-	path string
-	n    atomic.Int64
-}
-
-func (g *getCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodGet && r.URL.Path == g.path {
-		g.n.Add(1)
-	}
-	return g.base.RoundTrip(r)
-}
-
 // ReadForAt starts from the desired record it is given, without reading
 // it again, and reads it again only if it moved since: the state is then
 // the current one, as ReadFor's is.
@@ -99,14 +85,9 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 	c := srv.Client()
 	st := NewStore(c, "")
 	k, _ := st.Keys("web")
-	counter := &getCounter{base: http.DefaultTransport.(*http.Transport).Clone(), path: "/v1/kv/" + k.Desired()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme, cfg.HttpClient = srv.HTTPAddr, "http", &http.Client{Transport: counter}
-	cc, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted := NewStore(cc, "")
+	counter := &testkit.Counter{}
+	counted := NewStore(srv.ClientVia(counter), "")
+	desiredReads := func() int { return counter.To(http.MethodGet, "/v1/kv/"+k.Desired()) }
 	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 2, 1), "me", "v1"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +107,7 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := counter.n.Load(); n != 0 {
+		if n := desiredReads(); n != 0 {
 			t.Fatalf("read desired %d times, want none", n)
 		}
 		if got.DesiredPair.ModifyIndex != old.ModifyIndex || !reflect.DeepEqual(got.Desired, full.Desired) || len(got.Nodes) != 1 {
@@ -145,7 +126,7 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 		if got.Desired == nil || got.Desired.SHA != res.SHA || got.DesiredPair.ModifyIndex == old.ModifyIndex {
 			t.Fatalf("ReadForAt from a desired that moved gives %+v, want SHA %s", got.Desired, res.SHA)
 		}
-		if n := counter.n.Load(); n != 1 {
+		if n := desiredReads(); n != 1 {
 			t.Fatalf("read desired %d times, want once, after the check of its index failed", n)
 		}
 	})

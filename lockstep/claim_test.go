@@ -25,10 +25,8 @@ func endSession(t *testing.T, s *Session) {
 // lease runs out: the next waiter is told it is lost, and only after that
 // is reported does the slot pass.
 func TestClaimOutlivesItsSession(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-claim", 1)
+	c, g, ctx := committed(t, "sha-claim", 1, time.Minute)
 	g.Lease = 3 * time.Second
-	ctx := ctxFor(t, time.Minute)
 	dead := newSem(t, c, "n1")
 	granted := time.Now()
 	if _, err := dead.AcquireWith(ctx, g, Writes{Note: "sha-claim"}); err != nil {
@@ -86,10 +84,8 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 // A node's new process reclaims the slot its dead one held, ahead of the
 // line, and the line waits until it releases.
 func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-reclaim", 1)
+	c, g, ctx := committed(t, "sha-reclaim", 1, time.Minute)
 	g.Lease = time.Minute
-	ctx := ctxFor(t, time.Minute)
 	dead := newSem(t, c, "n1")
 	if _, err := dead.Acquire(ctx, g); err != nil {
 		t.Fatal(err)
@@ -200,10 +196,8 @@ func TestClaimWatchStartsAgainOnAWrite(t *testing.T) {
 // A node that is down claims its slot whatever the count, and the line
 // waits for it; a closed gate claims nothing.
 func TestClaimDown(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-down", 1)
+	c, g, ctx := committed(t, "sha-down", 1, time.Minute)
 	g.Lease = time.Minute
-	ctx := ctxFor(t, time.Minute)
 	holder := newSem(t, c, "n1")
 	h1, err := holder.Acquire(ctx, g)
 	if err != nil {
@@ -241,9 +235,7 @@ func TestClaimDown(t *testing.T) {
 // A name that is down outside the line counts against K at the head of the
 // line, which counts again as it comes back.
 func TestUnavailableCountsAgainstK(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-unavail", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "sha-unavail", 1, time.Minute)
 	var mu sync.Mutex
 	down := []string{"n9", "n1"} // n1 is the contender itself: never counted
 	m, err := New(c, newSession(t, c), Options{Prefix: testPrefix, Name: "n1",

@@ -153,9 +153,7 @@ func TestPausedHolderCannotActAfterLosingSlot(t *testing.T) {
 // K comes from the gate, so a new desired spec with a larger max_parallel
 // lets more in at once, on the same semaphore, without a "limit conflict".
 func TestLiveKFromNewDesired(t *testing.T) {
-	c := devClient(t)
-	g1 := commit(t, c, "k1", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g1, ctx := committed(t, "k1", 1, time.Minute)
 	first, err := newSem(t, c, "first").Acquire(ctx, g1)
 	if err != nil {
 		t.Fatal(err)

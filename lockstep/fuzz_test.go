@@ -25,7 +25,7 @@ func FuzzParseHolders(f *testing.F) {
 	f.Add([]byte(`{holders`), "s1", "s1", true)
 	f.Add([]byte(`null`), "s2,s1", "s3", false)
 	f.Fuzz(func(t *testing.T, record []byte, sessions, holding string, named bool) {
-		const prefix = "rollagent/groups/web/slot/"
+		const prefix = testPrefix + "/"
 		ids, locked := splitIDs(sessions), splitIDs(holding)
 		pairs := api.KVPairs{{Key: prefix + holdersKey, Value: record, ModifyIndex: 3}}
 		dir := func(i int) string {

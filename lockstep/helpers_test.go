@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 const testPrefix = "rollagent/g/slot"
@@ -64,6 +65,15 @@ func newSem(t testing.TB, c *api.Client, name string) *Semaphore {
 	return m
 }
 
+// committed is a client of a dev agent of its own, the gate of sha
+// committed there with limit, and a context that ends after d: how most
+// tests begin.
+func committed(t testing.TB, sha string, limit int, d time.Duration) (*api.Client, Gate, context.Context) {
+	t.Helper()
+	c := devClient(t)
+	return c, commit(t, c, sha, limit), ctxFor(t, d)
+}
+
 func devClient(t testing.TB) *api.Client {
 	t.Helper()
 	return consultest.NewDev(t).Client()
@@ -73,14 +83,7 @@ func devClient(t testing.TB) *api.Client {
 // bare sleep.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
+	testkit.EventuallyEvery(t, d, 50*time.Millisecond, what, cond)
 }
 
 // waitInLine waits, bounded, until n contenders wait in line at

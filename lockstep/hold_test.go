@@ -2,75 +2,23 @@ package lockstep
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
-// pathLog records every request a client sends.
-type pathLog struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	reqs []logged
-}
-
-type logged struct {
-	method, path string
-	blocking     bool // a blocking query
-}
-
-func (l *pathLog) RoundTrip(r *http.Request) (*http.Response, error) {
-	_, blocking := r.URL.Query()["index"]
-	l.mu.Lock()
-	l.reqs = append(l.reqs, logged{r.Method, r.URL.Path, blocking})
-	l.mu.Unlock()
-	return l.base.RoundTrip(r)
-}
-
-func (l *pathLog) count(method, path string) (n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.reqs {
-		if r.method == method && r.path == path {
-			n++
-		}
-	}
-	return n
-}
-
 // nonBlocking counts the reads of path that are not blocking queries.
-func (l *pathLog) nonBlocking(path string) (n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.reqs {
-		if r.method == http.MethodGet && r.path == path && !r.blocking {
-			n++
-		}
-	}
-	return n
-}
-
-func loggedClient(t *testing.T, srv *consultest.Server) (*api.Client, *pathLog) {
-	t.Helper()
-	l := &pathLog{base: http.DefaultTransport.(*http.Transport).Clone()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme = srv.HTTPAddr, "http"
-	cfg.HttpClient = &http.Client{Transport: l}
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, l
+func nonBlocking(log *testkit.Counter, path string) int {
+	return log.Count(func(r testkit.Request) bool { return r.Method == http.MethodGet && r.Path == path && !r.Blocking })
 }
 
 // A hold released before watchAfter never watches its holder key: in a
 // fleet of quick replacements that is a request per turn.
 func TestShortHoldSendsNoWatch(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, log := loggedClient(t, srv)
+	c, log := testkit.CountedClient(srv)
 	g := commit(t, c, "short", 1)
 	ctx := ctxFor(t, 30*time.Second)
 	m := newSem(t, c, "quick")
@@ -82,7 +30,7 @@ func TestShortHoldSendsNoWatch(t *testing.T) {
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := log.count(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
+		if n := log.To(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
 			t.Fatalf("round %d: %d reads of the holder key, want none", i, n)
 		}
 	}
@@ -100,7 +48,7 @@ func TestLostSeesTheHolderKeyGo(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := consultest.NewDev(t)
-			c, log := loggedClient(t, srv)
+			c, log := testkit.CountedClient(srv)
 			g := commit(t, c, "lost", 1)
 			ctx := ctxFor(t, 30*time.Second)
 			m := newSem(t, c, "holder")
@@ -110,9 +58,9 @@ func TestLostSeesTheHolderKeyGo(t *testing.T) {
 			}
 			if tt.watching {
 				eventually(t, watchAfter+10*time.Second, "the hold's watch", func() bool {
-					return log.count(http.MethodGet, "/v1/kv/"+m.hkey) > 0
+					return log.To(http.MethodGet, "/v1/kv/"+m.hkey) > 0
 				})
-			} else if n := log.count(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
+			} else if n := log.To(http.MethodGet, "/v1/kv/"+m.hkey); n != 0 {
 				t.Fatalf("the hold watched its key %d times at once, want none before %s", n, watchAfter)
 			}
 			if _, err := srv.Client().KV().Delete(m.hkey, nil); err != nil {
@@ -140,7 +88,7 @@ func TestHeadBlocksFromTheGrantAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := newSem(t, c, "second")
-	lc, log := loggedClient(t, srv)
+	lc, log := testkit.CountedClient(srv)
 	third, err := New(lc, newSession(t, lc), Options{Prefix: testPrefix, Name: "third"})
 	if err != nil {
 		t.Fatal(err)
@@ -158,9 +106,9 @@ func TestHeadBlocksFromTheGrantAhead(t *testing.T) {
 	}
 	holders := "/v1/kv/" + testPrefix + "/.holders"
 	eventually(t, 10*time.Second, "the third's wait on the holders", func() bool {
-		return log.count(http.MethodGet, holders) > 0
+		return log.To(http.MethodGet, holders) > 0
 	})
-	if n := log.nonBlocking(holders); n != 0 {
+	if n := nonBlocking(log, holders); n != 0 {
 		t.Fatalf("the new head read the holders %d times without blocking, want none", n)
 	}
 	if err := h2.Release(ctx); err != nil {

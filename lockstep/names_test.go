@@ -119,10 +119,8 @@ func TestAnOlderContenderKeepsItsPlace(t *testing.T) {
 // tail that all share, is filed under its name: waiting, holding, and
 // after a reclaim.
 func TestKeysAreFiledUnderTheName(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-names", 1)
+	c, g, ctx := committed(t, "sha-names", 1, time.Minute)
 	g.Lease = time.Minute
-	ctx := ctxFor(t, time.Minute)
 	check := func(when string) {
 		t.Helper()
 		keys, _, err := c.KV().Keys(testPrefix+"/", "", nil)
@@ -173,9 +171,7 @@ func TestKeysAreFiledUnderTheName(t *testing.T) {
 // counts: no slot is granted past it, and the next is granted once it
 // goes.
 func TestAnOlderHolderCounts(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-old", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "sha-old", 1, time.Minute)
 	old, _, err := c.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, LockDelay: time.Millisecond, TTL: "60s"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,9 +15,7 @@ func setOp(key, value string) *api.TxnOp {
 // The grant carries the first step's writes: they are not written while the
 // contender waits, and are written by the very transaction that grants.
 func TestAcquireWritesOpsInTheGrant(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "ops", 1)
-	ctx := ctxFor(t, 30*time.Second)
+	c, g, ctx := committed(t, "ops", 1, 30*time.Second)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +49,7 @@ func TestAcquireWritesOpsInTheGrant(t *testing.T) {
 // A caller's op that Consul refuses fails the grant as a whole: nothing is
 // written, the caller is out of line, and it can contend again.
 func TestAcquireWithARefusedOpGrantsNothing(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "badop", 1)
-	ctx := ctxFor(t, 30*time.Second)
+	c, g, ctx := committed(t, "badop", 1, 30*time.Second)
 	m := newSem(t, c, "m")
 	bad := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: "rollagent/g/step", Value: []byte("x"), Index: 12345}}
 	_, err := m.Acquire(ctx, g, setOp("rollagent/g/other", "x"), bad)
@@ -83,9 +79,7 @@ func TestAcquireWithARefusedOpGrantsNothing(t *testing.T) {
 // Release carries the last step's record; a refused op leaves the slot
 // held, and a plain Release then frees it.
 func TestReleaseWritesOps(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "relops", 1)
-	ctx := ctxFor(t, 30*time.Second)
+	c, g, ctx := committed(t, "relops", 1, 30*time.Second)
 	m := newSem(t, c, "m")
 	h, err := m.Acquire(ctx, g)
 	if err != nil {
@@ -119,9 +113,7 @@ func TestReleaseWritesOps(t *testing.T) {
 // the contender waits, before any grant. A refused join op puts no one in
 // line and writes nothing.
 func TestAcquireWithJoinWrites(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "join", 1)
-	ctx := ctxFor(t, 30*time.Second)
+	c, g, ctx := committed(t, "join", 1, 30*time.Second)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)

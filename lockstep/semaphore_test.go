@@ -12,10 +12,8 @@ import (
 )
 
 func TestAcquireWaitsForRelease(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha1", 1)
+	c, g, ctx := committed(t, "sha1", 1, 30*time.Second)
 	a, b := newSem(t, c, "a"), newSem(t, c, "b")
-	ctx := ctxFor(t, 30*time.Second)
 	ha, err := a.Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +115,7 @@ func TestStressNeverMoreThanK(t *testing.T) {
 }
 
 func TestCancelStopsEveryWaiter(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-c", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "sha-c", 1, time.Minute)
 	holder, err := newSem(t, c, "holder").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -180,9 +176,7 @@ func assertNoGrantAfter(t *testing.T, c *api.Client, index uint64, want *Hold) {
 }
 
 func TestNewDesiredSupersedesWaiters(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "old", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "old", 1, time.Minute)
 	h, err := newSem(t, c, "holder").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -215,9 +209,7 @@ func TestNewDesiredSupersedesWaiters(t *testing.T) {
 }
 
 func TestFenceFailsAfterSessionDestroyed(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "sha-f", 1)
-	ctx := ctxFor(t, 30*time.Second)
+	c, g, ctx := committed(t, "sha-f", 1, 30*time.Second)
 	m := newSem(t, c, "a")
 	h, err := m.Acquire(ctx, g)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // A session on the caller's check keeps that check passing, is lost when
@@ -135,7 +136,7 @@ func TestAbandonedSessionEnds(t *testing.T) {
 // answering; the next Acquire on it reports the loss.
 func TestSessionOnConsulRunCheck(t *testing.T) {
 	srv := consultest.NewDev(t)
-	c, log := loggedClient(t, srv)
+	c, log := testkit.CountedClient(srv)
 	ctx := ctxFor(t, 60*time.Second)
 	alive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(alive.Close)
@@ -170,7 +171,7 @@ func TestSessionOnConsulRunCheck(t *testing.T) {
 		}
 		return time.Since(began) > 3*time.Second
 	})
-	if n := log.count(http.MethodPut, "/v1/agent/check/update/alive"); n != 0 {
+	if n := log.To(http.MethodPut, "/v1/agent/check/update/alive"); n != 0 {
 		t.Fatalf("the session passed the check Consul runs %d times", n)
 	}
 

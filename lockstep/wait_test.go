@@ -10,15 +10,14 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // Waiters get the slot in the order they joined the line, whoever holds it
 // when they join, and a waiter that leaves the line (its Acquire ends) does
 // not hold up the ones behind it.
 func TestGrantsInLineOrder(t *testing.T) {
-	c := devClient(t)
-	g := commit(t, c, "fifo", 1)
-	ctx := ctxFor(t, time.Minute)
+	c, g, ctx := committed(t, "fifo", 1, time.Minute)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +108,7 @@ func TestWaitAheadDropsAPredecessorThatCameBack(t *testing.T) {
 func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	lc, log := loggedClient(t, srv)
+	lc, log := testkit.CountedClient(srv)
 	g := commit(t, c, "tail", 1)
 	ctx := ctxFor(t, 30*time.Second)
 	first, err := newSem(t, c, "first").Acquire(ctx, g)
@@ -121,7 +120,7 @@ func TestJoinFindsItsPredecessorWithoutListing(t *testing.T) {
 		gots = append(gots, acquireAsync(t, ctx, newSem(t, lc, fmt.Sprintf("w%d", i)), g))
 		waitInLine(t, c, i+1, fmt.Sprintf("waiter %d in line", i))
 	}
-	if n := log.nonBlocking("/v1/kv/" + testPrefix + "/"); n != 0 {
+	if n := nonBlocking(log, "/v1/kv/"+testPrefix+"/"); n != 0 {
 		t.Fatalf("joiners listed the line %d times, want none", n)
 	}
 	if err := first.Release(ctx); err != nil {

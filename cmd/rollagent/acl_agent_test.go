@@ -16,9 +16,7 @@ import (
 // change nothing in KV. Neither may it write another node's record. The
 // read-only status policy changes nothing either.
 func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	n1 := tokenForNode(t, c, "acl-policy.hcl", "web", "n1")
 	agentClient := clientWith(t, srv.HTTPAddr, n1)
 	agentStore := coordinator.NewStore(agentClient, "")

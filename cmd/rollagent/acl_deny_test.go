@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // tokenWith makes a token with rules as its only policy.
@@ -52,6 +53,15 @@ func rolloutOf(t *testing.T, srv *consultest.Server, group string) {
 	}
 }
 
+// aclRollout is an ACL'd Consul (aclConsul) holding the rollout of group
+// that rolloutOf leaves, and a client of it with the root token.
+func aclRollout(t *testing.T, group string) (*consultest.Server, *api.Client) {
+	t.Helper()
+	srv := aclConsul(t)
+	rolloutOf(t, srv, group)
+	return srv, srv.Client()
+}
+
 // writes are the commands that change a group's KV; each would succeed
 // with the rights it needs.
 func writes(t *testing.T, group string) map[string][]string {
@@ -68,17 +78,16 @@ func writes(t *testing.T, group string) map[string][]string {
 // denied, naming what it lacks, and the command writes nothing at all: not
 // even the keys the token may write.
 func TestDeniedCommandsWriteNothing(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
+	k := groupkit.Keys(t, "web")
 	tokens := map[string]string{
 		"no policy": tokenWith(t, c, "nothing", `key_prefix "other/" { policy = "write" }`),
 		"read only": tokenWith(t, c, "read", `key_prefix "rollagent/" { policy = "read" }`),
 		// Each half of a two-key transaction, without the other half.
 		"desired only": tokenWith(t, c, "desired", `key_prefix "rollagent/" { policy = "read" }
-			key "rollagent/groups/web/desired" { policy = "write" }`),
-		"all but desired": tokenWith(t, c, "nodesired", `key_prefix "rollagent/groups/web/" { policy = "write" }
-			key "rollagent/groups/web/desired" { policy = "read" }`),
+			key "`+k.Desired()+`" { policy = "write" }`),
+		"all but desired": tokenWith(t, c, "nodesired", `key_prefix "`+k.Root()+`" { policy = "write" }
+			key "`+k.Desired()+`" { policy = "read" }`),
 	}
 	for tname, tok := range tokens {
 		for cmd, args := range writes(t, "web") {
@@ -96,9 +105,7 @@ func TestDeniedCommandsWriteNothing(t *testing.T) {
 // An operator token scoped to one group can change nothing in another,
 // even where that group has a rollout to cancel, resume or roll back.
 func TestGroupTokenCannotTouchAnotherGroup(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	rolloutOf(t, srv, "api")
 	webOp := tokenFor(t, c, "acl-operator.hcl", "web")
 	for cmd, args := range writes(t, "api") {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // With default-deny ACLs, a token that may not read a group is told so,
@@ -11,9 +13,7 @@ import (
 // for a request with no token does not even say it filtered it. A token
 // that may read an empty group still gets "nothing committed".
 func TestDeniedReadsNameTheKey(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	apiOp := tokenFor(t, c, "acl-operator.hcl", "api")
 	emptyOp := tokenFor(t, c, "acl-operator.hcl", "empty")
 	spec := writeSpec(t, "v9.json", []byte(`{"container": {"image": "rollagent-demo/web:v9"}}`))
@@ -32,7 +32,7 @@ func TestDeniedReadsNameTheKey(t *testing.T) {
 				before := keys(t, c)
 				code, out, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + tok}, args...)...)
 				t.Logf("code %d: %s", code, strings.TrimSpace(errs))
-				if code == 0 || !strings.Contains(errs, "permission denied") || !strings.Contains(errs, "rollagent/groups/web/") {
+				if code == 0 || !strings.Contains(errs, "permission denied") || !strings.Contains(errs, groupkit.Keys(t, "web").Root()) {
 					t.Fatalf("code %d stdout %q stderr %q; want != 0, permission denied, and the key", code, out, errs)
 				}
 				if strings.Contains(out+errs, "nothing committed") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -16,11 +17,9 @@ import (
 // for its own node, and no other key under slot/: neither a key no reader
 // would expect there, nor a contender or holder key of another node's.
 func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	rolloutOf(t, srv, "web")
+	srv, c := aclRollout(t, "web")
 	agentKV := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).KV()
-	slot := "rollagent/groups/web/slot/"
+	slot := groupkit.Keys(t, "web").Slot()
 	for _, tc := range []struct {
 		key     string
 		allowed bool

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 const rootToken = "8e5a0a1c-0000-4000-8000-00000000root"
@@ -45,7 +46,7 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 		t.Fatal(err)
 	}
 	r := strings.NewReplacer(
-		`"rollagent/groups/web/`, `"rollagent/groups/`+group+`/`,
+		`"`+groupkit.Keys(t, "web").Root(), `"`+groupkit.Keys(t, group).Root(),
 		`nodes/n1"`, `nodes/`+node+`"`,
 		`events/node/n1/"`, `events/node/`+node+`/"`,
 		`slot/.holders/n1/"`, `slot/.holders/`+node+`/"`,
@@ -92,7 +93,8 @@ func TestOperatorPolicyIsScopedToItsGroup(t *testing.T) {
 		})
 	}
 	// desired, history and the commit's event, of web only
-	if ks := keys(t, c); len(ks) != 3 || !strings.HasPrefix(ks[1], "rollagent/groups/web/events/") || !strings.HasPrefix(ks[2], "rollagent/groups/web/history/") {
+	k := groupkit.Keys(t, "web")
+	if ks := keys(t, c); len(ks) != 3 || !strings.HasPrefix(ks[1], k.EventsPrefix()) || !strings.HasPrefix(ks[2], k.HistoryPrefix()) {
 		t.Fatalf("keys after the commits: %v", ks)
 	}
 	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+webOp, "cancel", "api"); code == 0 || !strings.Contains(strings.ToLower(errs), "permission denied") {

@@ -165,60 +165,33 @@ func TestBadNamesAreRefusedByEveryCommand(t *testing.T) {
 	}
 }
 
-// A replace hook bound that is not a positive duration is refused before
-// the agent touches KV: it is also the step bound of the node's lease.
-func TestBadHookTimeoutIsRefused(t *testing.T) {
+// A run flag out of its bounds is refused before the agent touches KV or
+// its state dir, not silently replaced by the default or taken as is.
+func TestBadRunFlagsAreRefused(t *testing.T) {
 	srv := consultest.NewDev(t)
 	commitWeb(t, srv.HTTPAddr)
 	for _, tc := range []struct{ name, flag, want string }{
-		{"zero", "--hook-timeout=0s", "--hook-timeout 0s: must be positive"},
-		{"negative", "--hook-timeout=-1m", "--hook-timeout -1m0s: must be positive"},
-		{"not a duration", "--hook-timeout=soon", "--hook-timeout"},
-		{"over a day", "--hook-timeout=2562047h", "--hook-timeout 2562047h0m0s: must be at most 24h0m0s"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
-	}
-}
-
-// A hook environment variable that would hand the hooks the agent's Consul
-// token (or any CONSUL_* or ROLLAGENT_* setting) is refused before the
-// agent touches KV or its state dir.
-func TestHookEnvTokenIsRefused(t *testing.T) {
-	srv := consultest.NewDev(t)
-	commitWeb(t, srv.HTTPAddr)
-	for _, tc := range []struct{ name, flag, want string }{
-		{"the token", "--hook-env=CONSUL_HTTP_TOKEN", "--hook-env: CONSUL_HTTP_TOKEN refused as a hook environment variable"},
-		{"the token file", "--hook-env=CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE refused"},
-		{"rollagent's token", "--hook-env=ROLLAGENT_TOKEN", "ROLLAGENT_TOKEN refused"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
-	}
-}
-
-// A session TTL outside its documented range is refused before the agent
-// touches KV, not silently replaced by the default or taken as is.
-func TestBadSessionTTLIsRefused(t *testing.T) {
-	srv := consultest.NewDev(t)
-	commitWeb(t, srv.HTTPAddr)
-	for _, tc := range []struct{ name, flag, want string }{
-		{"zero", "--session-ttl=0s", "--session-ttl 0s: must be between 3s and 30s"},
-		{"negative", "--session-ttl=-5s", "--session-ttl -5s: must be between 3s and 30s"},
-		{"under the minimum", "--session-ttl=2999ms", "--session-ttl 2.999s: must be between 3s and 30s"},
-		{"over the maximum", "--session-ttl=31s", "--session-ttl 31s: must be between 3s and 30s"},
-		{"a hundred hours", "--session-ttl=100h", "--session-ttl 100h0m0s: must be between 3s and 30s"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
-	}
-}
-
-// A malformed --allow-volume or --allow-network pattern is refused before
-// the agent touches KV, not taken to match nothing.
-func TestBadAllowPatternIsRefused(t *testing.T) {
-	srv := consultest.NewDev(t)
-	commitWeb(t, srv.HTTPAddr)
-	for _, tc := range []struct{ name, flag, want string }{
-		{"volume", "--allow-volume=web-[", `--allow-volume "web-[": not a pattern`},
-		{"network", "--allow-network=[]", `--allow-network "[]": not a pattern`},
+		// A replace hook bound that is not a positive duration: it is also
+		// the step bound of the node's lease.
+		{"hook timeout zero", "--hook-timeout=0s", "--hook-timeout 0s: must be positive"},
+		{"hook timeout negative", "--hook-timeout=-1m", "--hook-timeout -1m0s: must be positive"},
+		{"hook timeout not a duration", "--hook-timeout=soon", "--hook-timeout"},
+		{"hook timeout over a day", "--hook-timeout=2562047h", "--hook-timeout 2562047h0m0s: must be at most 24h0m0s"},
+		// A hook environment variable that would hand the hooks the agent's
+		// Consul token (or any CONSUL_* or ROLLAGENT_* setting).
+		{"hook env the token", "--hook-env=CONSUL_HTTP_TOKEN", "--hook-env: CONSUL_HTTP_TOKEN refused as a hook environment variable"},
+		{"hook env the token file", "--hook-env=CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE refused"},
+		{"hook env rollagent's token", "--hook-env=ROLLAGENT_TOKEN", "ROLLAGENT_TOKEN refused"},
+		// A session TTL outside its documented range.
+		{"session ttl zero", "--session-ttl=0s", "--session-ttl 0s: must be between 3s and 30s"},
+		{"session ttl negative", "--session-ttl=-5s", "--session-ttl -5s: must be between 3s and 30s"},
+		{"session ttl under the minimum", "--session-ttl=2999ms", "--session-ttl 2.999s: must be between 3s and 30s"},
+		{"session ttl over the maximum", "--session-ttl=31s", "--session-ttl 31s: must be between 3s and 30s"},
+		{"session ttl a hundred hours", "--session-ttl=100h", "--session-ttl 100h0m0s: must be between 3s and 30s"},
+		// A malformed --allow-volume or --allow-network pattern, which must
+		// not be taken to match nothing.
+		{"allow volume", "--allow-volume=web-[", `--allow-volume "web-[": not a pattern`},
+		{"allow network", "--allow-network=[]", `--allow-network "[]": not a pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) { refusedRun(t, srv, tc.want, tc.flag) })
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // runCLI runs the CLI in-process against addr and returns exit code, stdout
@@ -50,19 +51,20 @@ func TestCommitThenCancelWritesDocumentedKeys(t *testing.T) {
 	if code, _, errs = runCLI(t, srv.HTTPAddr, "cancel", "web", "--reason", "test"); code != 0 {
 		t.Fatalf("cancel: %s", errs)
 	}
+	k := groupkit.Keys(t, "web")
 	want := []string{
-		"rollagent/groups/web/brakes/cancel/" + sha,
-		"rollagent/groups/web/cancel/" + sha, // for agents from before brakes/
-		"rollagent/groups/web/desired",
-		"rollagent/groups/web/history/" + sha,
+		k.Cancel(sha),
+		k.LegacyCancel(sha), // for agents from before brakes/
+		k.Desired(),
+		k.History(sha),
 	}
 	// and one event each for the commit and the cancel, under random keys
 	var got, events []string
-	for _, k := range keys(t, srv.Client()) {
-		if strings.HasPrefix(k, "rollagent/groups/web/events/") {
-			events = append(events, k)
+	for _, key := range keys(t, srv.Client()) {
+		if strings.HasPrefix(key, k.EventsPrefix()) {
+			events = append(events, key)
 		} else {
-			got = append(got, k)
+			got = append(got, key)
 		}
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(events) != 2 {

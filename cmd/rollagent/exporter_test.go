@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // startExporter runs `rollagent exporter` for groups against addr on an
@@ -28,9 +29,9 @@ func startExporter(t *testing.T, addr string, groups ...string) string {
 func startExporterArgs(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr lockedBuffer
+	var stderr testkit.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, &lockedBuffer{}, &stderr) }()
+	go func() { done <- run(ctx, args, &testkit.Buffer{}, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

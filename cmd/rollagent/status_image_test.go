@@ -14,7 +14,7 @@ import (
 // the JSON, with each node's image; nodes that report no image (the exec
 // runtime) and agreeing nodes show no split.
 func TestStatusShowsImageSplit(t *testing.T) {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := tableNow
 	sha, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
 	idA, idB := "sha256:"+strings.Repeat("1", 64), "sha256:"+strings.Repeat("2", 64)
 	nodes := []coordinator.NodeState{

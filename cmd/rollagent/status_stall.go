@@ -96,19 +96,24 @@ func slotUseText(u slotUserJSON) string {
 	return string(u.Why)
 }
 
-// downText says why Consul's state makes a node count as down.
+// downTexts say why Consul's state makes a node count as down.
+var downTexts = map[coordinator.DownReason]string{
+	coordinator.DownHost:         "host down: serfHealth critical on its Consul node",
+	coordinator.DownAgentStopped: "agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it",
+	coordinator.DownAgent:        "its agent does not answer",
+	coordinator.DownWorkload:     "workload down: its workload check is critical",
+}
+
 func downText(why coordinator.DownReason) string {
-	switch why {
-	case coordinator.DownHost:
-		return "host down: serfHealth critical on its Consul node"
-	case coordinator.DownAgentStopped:
-		return "agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it"
-	case coordinator.DownAgent:
-		return "its agent does not answer"
-	case coordinator.DownWorkload:
-		return "workload down: its workload check is critical"
+	return textOr(downTexts, why, "its agent does not answer, or its host is gone")
+}
+
+// textOr is the text of k, or otherwise for a value of a newer version.
+func textOr[K comparable](texts map[K]string, k K, otherwise string) string {
+	if s, ok := texts[k]; ok {
+		return s
 	}
-	return "its agent does not answer, or its host is gone"
+	return otherwise
 }
 
 // printStall says that the group is stalled, which nodes wait, and what
@@ -142,18 +147,12 @@ func plural(n int) string {
 	return ""
 }
 
-func causeText(c coordinator.StallCause) string {
-	switch c {
-	case coordinator.CauseHostDown:
-		return "its host is down (serfHealth critical), and it is not in line: bring the host back, or `consul force-leave -prune` it and `rollagent node rm` it if it left the group"
-	case coordinator.CauseAgentStopped:
-		return "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group"
-	case coordinator.CauseAgentDown:
-		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group"
-	case coordinator.CauseNotInLine:
-		return "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group"
-	case coordinator.CauseNotGranted:
-		return "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs"
-	}
-	return string(c)
+var causeTexts = map[coordinator.StallCause]string{
+	coordinator.CauseHostDown:     "its host is down (serfHealth critical), and it is not in line: bring the host back, or `consul force-leave -prune` it and `rollagent node rm` it if it left the group",
+	coordinator.CauseAgentStopped: "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseAgentDown:    "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseNotInLine:    "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseNotGranted:   "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs",
 }
+
+func causeText(c coordinator.StallCause) string { return textOr(causeTexts, c, string(c)) }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -19,7 +20,7 @@ import (
 // and why each is stuck; slots full of nodes that do nothing are named in
 // one line with why each counts.
 func TestStatusTableStallAndBudgetLines(t *testing.T) {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := tableNow
 	sha := strings.Repeat("ab", 32)
 	s := statusJSON{Group: "web", At: now,
 		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-10 * time.Minute)},
@@ -82,11 +83,7 @@ func statusTable(t *testing.T, addr string, want ...string) string {
 // if the rollout had begun d ago, instead of the test sleeping through it.
 func backdateCommit(t *testing.T, c *api.Client, d time.Duration) {
 	t.Helper()
-	k, err := coordinator.NewKeys(coordinator.DefaultPrefix, "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := k.Desired()
+	key := groupkit.Keys(t, "web").Desired()
 	p, _, err := c.KV().Get(key, nil)
 	if err != nil || p == nil {
 		t.Fatalf("read %s: %v", key, err)
@@ -123,11 +120,7 @@ func TestStatusShowsStall(t *testing.T) {
 		checkStallKeys(t, srv.HTTPAddr)
 	})
 
-	keys, err := coordinator.NewKeys(coordinator.DefaultPrefix, "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slot := keys.Slot()
+	slot := groupkit.Keys(t, "web").Slot()
 	t.Run("in line and never granted", func(t *testing.T) {
 		id, _, err := c.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, TTL: "60s"}, nil)
 		if err != nil {

@@ -9,10 +9,13 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 )
 
+// tableNow is the moment the status table tests print their tables at.
+var tableNow = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
 // A paused group's table names what failed, where and when, not only that
 // it paused: every node's error says "paused" by then.
 func TestStatusTableShowsFailureCause(t *testing.T) {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := tableNow
 	sha := strings.Repeat("ab", 32)
 	reason := "paused after 1 failure(s): 1 failure(s) reached max_failures=1"
 	s := statusJSON{Group: "web", At: now,
@@ -37,7 +40,7 @@ func TestStatusTableShowsFailureCause(t *testing.T) {
 // or an escape sequence in it keeps to its row, and the terminal gets no
 // escape to obey.
 func TestStatusTableKeepsKVValuesToOneLine(t *testing.T) {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := tableNow
 	sha := strings.Repeat("ab", 32)
 	s := statusJSON{Group: "web", At: now,
 		Desired: &coordinator.Desired{SHA: sha, CommittedAt: now.Add(-time.Minute), Author: "ops\x1b]0;owned\x07"},

@@ -1,50 +1,31 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
-// lockedBuffer lets a test read what a running command has written so far.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitOutput polls until out holds want after the first `after` bytes.
-func waitOutput(t *testing.T, out *lockedBuffer, after int, want string) int {
+func waitOutput(t *testing.T, out *testkit.Buffer, after int, want string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := out.String(); len(s) > after && strings.Contains(s[after:], want) {
-			return len(s)
-		}
-		time.Sleep(50 * time.Millisecond)
+	n := 0
+	if !testkit.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
+		s := out.String()
+		n = len(s)
+		return len(s) > after && strings.Contains(s[after:], want)
+	}) {
+		t.Fatalf("output never showed %q; got:\n%s", want, out.String())
 	}
-	t.Fatalf("output never showed %q; got:\n%s", want, out.String())
-	return 0
+	return n
 }
 
 func commitWeb(t *testing.T, addr string) string {
@@ -128,7 +109,7 @@ func TestStatusWatchRidesOutConsulOutage(t *testing.T) {
 	putNode(t, st, coordinator.NodeState{Node: "node-a", Desired: sha, State: coordinator.StateWaiting, Since: time.Now()})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "status", "web", "--watch"}, &out, &errb)

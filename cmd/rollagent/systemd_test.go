@@ -15,6 +15,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 const unitFile = "../../docs/examples/rollagent@.service"
@@ -116,7 +117,7 @@ func TestSystemdUnitAgainstACLConsul(t *testing.T) {
 
 	cmd := exec.Command(bin, u.exec[1:]...)
 	cmd.Env = env
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

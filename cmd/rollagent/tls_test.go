@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // runEnv runs the CLI in-process with Consul found only through the
@@ -47,7 +47,7 @@ func TestCLIAndAgentOverTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, execAgentArgs(t.TempDir()), logs, logs) }()
 	defer func() {
@@ -56,7 +56,7 @@ func TestCLIAndAgentOverTLS(t *testing.T) {
 			t.Errorf("agent exited %d: %s", code, logs.String())
 		}
 	}()
-	fleettest.WaitFor(t, time.Minute, "the agent to converge over TLS", func() bool {
+	testkit.Eventually(t, time.Minute, "the agent to converge over TLS", func() bool {
 		code, out, _ := runEnv(t, "status", "web", "-o", "json")
 		var s struct {
 			Progress struct{ Done bool } `json:"progress"`
@@ -81,10 +81,10 @@ func TestWrongCAIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, execAgentArgs(t.TempDir()), logs, logs) }()
-	fleettest.WaitFor(t, 30*time.Second, "the agent to log the certificate error", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the agent to log the certificate error", func() bool {
 		return strings.Contains(logs.String(), "certificate")
 	})
 	cancel()

@@ -45,14 +45,7 @@ type txnFault struct {
 func (s *Server) FaultyClient() (*api.Client, *Faults) {
 	s.t.Helper()
 	f := &Faults{next: cleanhttp.DefaultPooledTransport()}
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Scheme, cfg.Token = s.HTTPAddr, "http", s.opts.Token
-	cfg.HttpClient = &http.Client{Transport: f}
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		s.t.Fatalf("consultest: client: %v", err)
-	}
-	return c, f
+	return s.ClientVia(f), f
 }
 
 // Cut cuts the client off from Consul (true) or puts it back (false).

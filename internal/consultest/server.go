@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,10 +221,20 @@ func (s *Server) PID() int {
 // Client returns an api client for this agent.
 func (s *Server) Client() *api.Client {
 	s.t.Helper()
+	return s.ClientVia(nil)
+}
+
+// ClientVia returns an api client for this agent whose requests go through
+// rt, which a test puts there to count or alter them; nil is Client.
+func (s *Server) ClientVia(rt http.RoundTripper) *api.Client {
+	s.t.Helper()
 	cfg := api.DefaultConfig()
 	cfg.Address = s.HTTPAddr
 	cfg.Scheme = "http"
 	cfg.Token = s.opts.Token
+	if rt != nil {
+		cfg.HttpClient = &http.Client{Transport: rt}
+	}
 	c, err := api.NewClient(cfg)
 	if err != nil {
 		s.t.Fatalf("consultest: client: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // Group makes a group name unique to this test process: managed containers
@@ -171,20 +172,9 @@ func Running(ws map[string]Workload, nodes []string, sha string) bool {
 // bare sleep.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !Poll(d, cond) {
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-	}
+	testkit.Eventually(t, d, what, cond)
 }
 
 // Poll is WaitFor that reports a timeout instead of failing the test, for a
 // check that must go on to clean up, or a goroutine other than the test's.
-func Poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return false
-}
+func Poll(d time.Duration, cond func() bool) bool { return testkit.Poll(d, cond) }
