@@ -75,12 +75,18 @@ func (c *cluster) kill(names ...string) {
 // killErr is kill for the nemesis, which must heal what it broke before it
 // fails: it returns the first error and still kills the rest.
 func (c *cluster) killErr(names ...string) error {
+	return c.each("kill", names, func(ctx context.Context, n string) error { return c.docker.ContainerKill(ctx, n, "KILL") })
+}
+
+// each does op to every container of names, and returns the first error
+// (named by verb) after trying them all.
+func (c *cluster) each(verb string, names []string, op func(ctx context.Context, name string) error) error {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	var first error
 	for _, n := range names {
-		if err := c.docker.ContainerKill(ctx, n, "KILL"); err != nil && first == nil {
-			first = fmt.Errorf("kill %s: %w", n, err)
+		if err := op(ctx, n); err != nil && first == nil {
+			first = fmt.Errorf("%s %s: %w", verb, n, err)
 		}
 	}
 	return first
@@ -95,15 +101,9 @@ func (c *cluster) start(names ...string) {
 }
 
 func (c *cluster) startErr(names ...string) error {
-	ctx, cancel := c.ctx()
-	defer cancel()
-	var first error
-	for _, n := range names {
-		if err := c.docker.ContainerStart(ctx, n, container.StartOptions{}); err != nil && first == nil {
-			first = fmt.Errorf("start %s: %w", n, err)
-		}
-	}
-	return first
+	return c.each("start", names, func(ctx context.Context, n string) error {
+		return c.docker.ContainerStart(ctx, n, container.StartOptions{})
+	})
 }
 
 // killNode kills a whole node, as a host that loses power: its Consul

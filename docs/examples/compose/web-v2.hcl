@@ -1,4 +1,5 @@
-# The demo web app, release v2, for the Compose example fleet.
+# The demo web app, release v2, for the Compose example fleet: a release
+# that also gives the workload a second to start before a failed probe counts.
 name = "web"
 container {
   image = "rollagent-demo/web:v2"
@@ -8,6 +9,8 @@ container {
     interval = "1s"
     timeout  = "1s"
     retries  = 2
+
+    start_period = "1s"
   }
 }
 update {
