@@ -214,7 +214,8 @@ func printTable(out io.Writer, s statusJSON) error {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
 	}
 	for _, n := range s.Down {
-		fmt.Fprintf(out, "node %s is down (%s): it counts against max_parallel\n", cell(n), downText(s.DownWhy[n]))
+		fmt.Fprintf(out, "node %s is down (%s): it counts against max_parallel; %s\n", cell(n), downText(s.DownWhy[n]),
+			wayOut(s.DownWhy[n], cell(s.Group), cell(n)))
 	}
 	for _, c := range s.Orphans {
 		switch {

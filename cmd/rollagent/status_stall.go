@@ -108,6 +108,21 @@ func downText(why coordinator.DownReason) string {
 	return textOr(downTexts, why, "its agent does not answer, or its host is gone")
 }
 
+// wayOutTexts say how a node down for a reason stops counting against
+// max_parallel, for group %[1]s and node %[2]s: an operator must never be
+// left with a rollout held by a node and no way to release it.
+var wayOutTexts = map[coordinator.DownReason]string{
+	coordinator.DownHost: "bring its host back, or, if the node left the group, `consul force-leave -prune` its host " +
+		"and `rollagent node rm %[1]s %[2]s --force`",
+	coordinator.DownAgentStopped: "start its agent, or `rollagent node rm %[1]s %[2]s` if the node left the group",
+	coordinator.DownAgent:        "restart its agent, or `rollagent node rm %[1]s %[2]s --force` if the node left the group",
+	coordinator.DownWorkload:     "its agent replaces it under its own slot while the gate is open; if the agent is gone, `rollagent node rm %[1]s %[2]s --force`",
+}
+
+func wayOut(why coordinator.DownReason, group, node string) string {
+	return fmt.Sprintf(textOr(wayOutTexts, why, wayOutTexts[coordinator.DownAgent]), group, node)
+}
+
 // textOr is the text of k, or otherwise for a value of a newer version.
 func textOr[K comparable](texts map[K]string, k K, otherwise string) string {
 	if s, ok := texts[k]; ok {
