@@ -56,6 +56,14 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 			t.Fatalf("n2's record exists: %s", p.Value)
 		}
 	})
+	// A removal mark takes a node out of the count of nodes down: a stolen
+	// agent token must not be able to write one for a node that is down.
+	t.Run("a removal mark", func(t *testing.T) {
+		_, err := agentClient.KV().Put(&api.KVPair{Key: k.Removed("n2"), Value: []byte(`{"node":"n2"}`)}, nil)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "permission denied") {
+			t.Fatalf("n1's token wrote a removal mark for n2: %v", err)
+		}
+	})
 	tokens := map[string]string{"agent": n1, "status": tokenFor(t, c, "acl-status.hcl", "web")}
 	for tname, tok := range tokens {
 		for cmd, args := range writes(t, "web") {
