@@ -24,8 +24,8 @@ const (
 	// DefaultSessionTTL is the TTL of the check that keeps the agent's
 	// lockstep session alive.
 	DefaultSessionTTL = lockstep.DefaultCheckTTL
-	// DefaultRetry bounds the backoff after an error.
-	DefaultRetry = 10 * time.Second
+	// retryPause bounds the backoff after an error.
+	retryPause = 10 * time.Second
 	// retryMin is the first backoff after Consul could not be reached.
 	retryMin = 250 * time.Millisecond
 )
@@ -291,15 +291,15 @@ func jitter(d time.Duration) time.Duration { return retry.Jitter(d) }
 
 // backoff is a jittered exponential backoff: a Consul away for a leader
 // election is tried again within a fraction of a second, one down for
-// longer at most every DefaultRetry, and a fleet's retries spread out. The
+// longer at most every retryPause, and a fleet's retries spread out. The
 // zero value is ready.
 type backoff struct{ r *retry.Backoff }
 
 // pace is the backoff itself: retryMin doubled per failure so far, up to
-// DefaultRetry, each pause drawn from its upper half.
+// retryPause, each pause drawn from its upper half.
 func (b *backoff) pace() *retry.Backoff {
 	if b.r == nil {
-		b.r = retry.New(retryMin, DefaultRetry)
+		b.r = retry.New(retryMin, retryPause)
 	}
 	return b.r
 }

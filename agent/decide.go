@@ -135,7 +135,7 @@ func decide(l Look) Decision {
 	case l.SHA == l.Desired && l.Down:
 		// Converged, and down since: it counts against K, and says so; it
 		// looks again soon, to say converged again once it is back.
-		return Decision{State: coordinator.StateDown, Reason: "the workload is down: " + l.Why, Again: DefaultRetry}
+		return Decision{State: coordinator.StateDown, Reason: "the workload is down: " + l.Why, Again: retryPause}
 	case l.SHA == l.Desired:
 		return Decision{State: coordinator.StateConverged}
 	case !l.Open:
@@ -400,7 +400,7 @@ func again(r result, open bool) (wait time.Duration, idle bool) {
 		if open {
 			// A failure that did not close the gate: the workload may be
 			// healthy again soon, and its slot should not wait a resync.
-			return DefaultRetry, false
+			return retryPause, false
 		}
 		return 0, false // nothing may move until desired does
 	}

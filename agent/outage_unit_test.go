@@ -15,7 +15,7 @@ import (
 )
 
 // The agent's retries while Consul is unreachable grow from retryMin to
-// DefaultRetry, each drawn from the upper half of its step so that a fleet
+// retryPause, each drawn from the upper half of its step so that a fleet
 // that lost Consul at once does not come back at once, and start over after
 // a success.
 func TestBackoffIsJitteredAndExponential(t *testing.T) {
@@ -26,7 +26,7 @@ func TestBackoffIsJitteredAndExponential(t *testing.T) {
 		if d < step/2 || d > step {
 			t.Fatalf("try %d: waited %s, want within [%s, %s]", i, d, step/2, step)
 		}
-		step = min(2*step, DefaultRetry)
+		step = min(2*step, retryPause)
 	}
 	b.reset()
 	if d := b.next(); d > retryMin {

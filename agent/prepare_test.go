@@ -23,7 +23,7 @@ func TestPrepareFailureTakesNoSlotAndIsRetried(t *testing.T) {
 		return n.State == coordinator.StateFailed && strings.HasPrefix(n.Error, "prepare: ") &&
 			strings.Contains(n.Error, "registry unreachable")
 	})
-	// The retry comes after DefaultRetry/2 at the soonest: the checks below
+	// The retry comes after retryPause/2 at the soonest: the checks below
 	// see the node between its two tries.
 	contenders, _, err := srv.Client().KV().Keys(k.Slot()+"c/", "", nil)
 	if err != nil || len(contenders) != 0 {

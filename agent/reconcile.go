@@ -44,7 +44,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 	a.learnConsulNode(ctx)
 	a.pub.sync(gs)
 	if err := a.recordPending(ctx); err != nil {
-		return report{wait: jitter(DefaultRetry)}
+		return report{wait: jitter(retryPause)}
 	}
 	obs, err := a.cfg.Runtime.Inspect(ctx)
 	if err != nil {
@@ -52,7 +52,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 		if gs.Desired != nil {
 			l.Desired = gs.Desired.SHA
 		}
-		return a.reportOf(l, conclude(l, event{end: endUnread, err: err.Error()}), jitter(DefaultRetry))
+		return a.reportOf(l, conclude(l, event{end: endUnread, err: err.Error()}), jitter(retryPause))
 	}
 	a.pub.observe(obs)
 	l := a.look(ctx, gs, obs)
@@ -68,7 +68,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 		return r
 	case d.Prepare:
 		if err := a.cfg.Runtime.Prepare(ctx, gs.Spec, l.Desired); err != nil {
-			return a.reportOf(l, conclude(l, event{end: endPrepareFailed, err: err.Error()}), jitter(DefaultRetry))
+			return a.reportOf(l, conclude(l, event{end: endPrepareFailed, err: err.Error()}), jitter(retryPause))
 		}
 	}
 	return a.act(ctx, gs, l, d)
@@ -159,7 +159,7 @@ func (a *Agent) refused(gs *coordinator.GroupState) string {
 func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d Decision) report {
 	m, g, ok := a.contend(ctx, gs, l)
 	if !ok {
-		return report{wait: jitter(DefaultRetry)}
+		return report{wait: jitter(retryPause)}
 	}
 	begin := time.Now()
 	var hold *lockstep.Hold
@@ -249,7 +249,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 		if a.reportLost(ctx, m, lost) {
 			return time.Millisecond, true // back in line at once
 		}
-		return jitter(DefaultRetry), true
+		return jitter(retryPause), true
 	case errors.Is(err, errRecheck):
 		return time.Millisecond, true // to look at the gate as it is now
 	case errors.Is(err, errWentDown):
@@ -265,7 +265,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 		return time.Second, true
 	}
 	a.log.Warn("cannot take a slot", "error", err)
-	return jitter(DefaultRetry), true
+	return jitter(retryPause), true
 }
 
 // acquire waits for a slot. The node's "waiting" record goes in with its

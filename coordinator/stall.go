@@ -12,7 +12,7 @@ import (
 // every slot free may go without any record changing before status calls
 // it stalled. Between one node's release and the next grant there are
 // milliseconds, and an agent whose look failed tries again within
-// agent.DefaultRetry (10 s); a minute of nothing is neither.
+// the agent's retry pause (10 s); a minute of nothing is neither.
 const StallAfter = time.Minute
 
 // SlotUseReason says why a node uses one of max_parallel's slots.

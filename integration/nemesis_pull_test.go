@@ -13,7 +13,7 @@ import (
 // pullProgress bounds how long after the registry answers again a rollout
 // of a stalled release may go without converging, with no other fault
 // under way meanwhile: the pulls that gave up under a slot are tried again
-// at the agents' next look (agent.DefaultRetry), then each node's step
+// at the agents' next look (the agent's retry pause), then each node's step
 // takes at most a verify (testHealthyDeadline) and its pull.
 const pullProgress = convergeBound
 
