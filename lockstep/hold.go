@@ -103,18 +103,28 @@ func (h *Hold) watch(ctx context.Context) {
 		return
 	case <-start.C:
 	}
-	sessionLost := false
-	gone := m.watchKey(ctx, "watch hold", m.hkey, h.index, func(p *api.KVPair, last uint64) (uint64, bool) {
+	// The session's end closes Lost at once, also while Consul does not
+	// answer: the watch retries its errors, and would see nothing until
+	// Consul is back, while the session may already be gone.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
 		case <-m.s.Done():
-			sessionLost = true
-			return 0, true
-		default:
+			cancel()
+		case <-wctx.Done():
 		}
+	}()
+	gone := m.watchKey(wctx, "watch hold", m.hkey, h.index, func(p *api.KVPair, last uint64) (uint64, bool) {
 		return last, p == nil || p.Session != m.s.ID()
 	})
-	if gone && (sessionLost || !h.releasing.Load()) {
+	select {
+	case <-m.s.Done():
 		h.markLost()
+	default:
+		if gone && !h.releasing.Load() {
+			h.markLost()
+		}
 	}
 }
 
