@@ -21,7 +21,11 @@ type report struct {
 	wait time.Duration
 	// idle says there is nothing to contend for until desired moves: the
 	// session goes idle (idleSession) once n is published.
-	idle bool
+	idle bool	// turn says n is how a turn under the slot ended: it is written even
+	// as the agent stops (within the write's own bound), as the turn
+	// resolved its step on a context of its own, and no next look may come
+	// to say what it left.
+	turn bool
 }
 
 // reconcile takes one look at the node against gs and publishes what came
@@ -30,7 +34,11 @@ type report struct {
 func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.Duration {
 	r := a.lookOnce(ctx, gs)
 	if r.n != nil {
-		a.pub.set(ctx, *r.n)
+		pctx := ctx
+		if r.turn {
+			pctx = context.WithoutCancel(ctx)
+		}
+		a.pub.set(pctx, *r.n)
 		if r.idle {
 			a.idleSession(ctx, *r.n) // nothing to contend for until desired moves
 		}
@@ -185,7 +193,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(e.result))
 	wait, idle := again(e.result, l.stepping())
-	return report{n: &e.n, wait: jitterOrNot(wait), idle: idle}
+	return report{n: &e.n, wait: jitterOrNot(wait), idle: idle, turn: true}
 }
 
 // contend readies this node to take its slot: its session, its semaphore,

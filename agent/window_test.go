@@ -177,3 +177,20 @@ func (f *windowFleet) state() *coordinator.GroupState {
 	}
 	return gs
 }
+
+// An agent stopped mid-step finishes or undoes the step, and its record
+// says how the step ended, not the fence's "replacing", with the stop
+// mark.
+func TestStopMidStepFinishesAndSaysSo(t *testing.T) {
+	f := newWindowFleet(t, []string{"n1"}, 3*time.Second)
+	v2 := commitRecording(t, f.st, f.group, "v2", "")
+	testkit.Eventually(t, time.Minute, "n1's replacement to begin", func() bool {
+		_, ok := f.rts["n1"].beganAt(v2)
+		return ok
+	})
+	f.agents["n1"].stop(t)
+	n := nodeState(t, f.st, f.group, "n1")
+	if n == nil || n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying || n.Stopped == nil {
+		t.Fatalf("record after a stop mid-step: %+v; want how the step ended, with the stop mark", n)
+	}
+}
