@@ -21,7 +21,8 @@ type report struct {
 	wait time.Duration
 	// idle says there is nothing to contend for until desired moves: the
 	// session goes idle (idleSession) once n is published.
-	idle bool // turn says n is how a turn under the slot ended: it is written even
+	idle bool
+	// turn says n is how a turn under the slot ended: it is written even
 	// as the agent stops (within the write's own bound), as the turn
 	// resolved its step on a context of its own, and no next look may come
 	// to say what it left.
