@@ -33,6 +33,10 @@ type Look struct {
 	// maintenance window opens or closes), 0 when only a write to Consul
 	// can change it: a node looks again by then, and leaves the line then.
 	Recheck time.Duration
+	// recheckAt is when Recheck ends, on this process's monotonic clock:
+	// what comes between the look and the wait in line (a pull, the
+	// session) does not move it.
+	recheckAt time.Time
 	// Refused is why this node will not move to Desired although the gate
 	// is open: a failure of its own recorded for it, or a spec its host
 	// does not allow. "" when none.
@@ -99,6 +103,9 @@ type Decision struct {
 	// Again is how soon an idle node looks again without a change to
 	// desired (before jitter), 0 to wait for one.
 	Again time.Duration
+	// AtClock says Again is when the clock alone opens the gate (Recheck):
+	// the node looks after it, not before, so that it looks once.
+	AtClock bool
 	// Step is the first step under the slot of a node that waits in line
 	// (PlanContend), as this look sees it. A node that reclaims its slot
 	// learns its step once it holds it (underSlot), from a look that the
@@ -122,7 +129,7 @@ func decide(l Look) Decision {
 	case l.Desired == "":
 		return Decision{}
 	case (l.Leftover || l.Unverified) && !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens", Again: l.Recheck}
+		return Decision{State: l.ClosedState, Reason: l.Reason + "; an interrupted step is left as it is until the gate opens", Again: l.Recheck, AtClock: l.Recheck > 0}
 	case (l.Leftover || l.Unverified) && l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case (l.Leftover || l.Unverified) && l.Down:
@@ -139,7 +146,7 @@ func decide(l Look) Decision {
 	case l.SHA == l.Desired:
 		return Decision{State: coordinator.StateConverged}
 	case !l.Open:
-		return Decision{State: l.ClosedState, Reason: l.Reason, Again: l.Recheck}
+		return Decision{State: l.ClosedState, Reason: l.Reason, Again: l.Recheck, AtClock: l.Recheck > 0}
 	case l.Refused != "":
 		return Decision{State: coordinator.StateFailed, Reason: l.Refused}
 	case l.Down && l.SHA != "":

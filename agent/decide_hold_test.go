@@ -35,7 +35,7 @@ func TestDecideHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decide(tc.look)
-			if d.Plan != tc.plan || d.State != tc.state || d.Again != tc.again {
+			if d.Plan != tc.plan || d.State != tc.state || d.Again != tc.again || d.AtClock != (tc.again > 0) {
 				t.Fatalf("decide = %+v, want plan %d state %q again %s", d, tc.plan, tc.state, tc.again)
 			}
 			if d.Plan == PlanIdle && d.State == coordinator.StateWaiting && !strings.HasPrefix(d.Reason, "outside the maintenance window") {

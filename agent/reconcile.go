@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -74,6 +75,11 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 	case d.Plan == PlanIdle:
 		r := a.reportOf(l, outcome{State: d.State, Reason: d.Reason}, 0)
 		r.wait, r.idle = jitterOrNot(d.Again), true
+		if d.AtClock {
+			// After the change, by a spread that grows with the wait, at
+			// most 30 s: one look each, not a fleet halving its way to it.
+			r.wait = d.Again + rand.N(min(d.Again/10, 30*time.Second)+1)
+		}
 		return r
 	case d.Prepare:
 		if err := a.cfg.Runtime.Prepare(ctx, gs.Spec, l.Desired); err != nil {
@@ -106,6 +112,7 @@ func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observ
 	if !v.Recheck.IsZero() {
 		// At least a millisecond: a look right at the change waits for it.
 		l.Recheck = max(v.Recheck.Sub(now), time.Millisecond)
+		l.recheckAt = time.Now().Add(l.Recheck)
 	}
 	if gs.Desired != nil {
 		l.Desired = gs.Desired.SHA
@@ -281,6 +288,10 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 // place in line, and its "replacing" record with the grant: two writes
 // that need no round trip of their own.
 func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.Gate, gs *coordinator.GroupState, l Look) (*lockstep.Hold, error) {
+	left := time.Until(l.recheckAt)
+	if l.Recheck > 0 && left <= 0 {
+		return nil, errRecheck // the gate's clock moved on while the node prepared
+	}
 	sha := gs.Desired.SHA
 	w := lockstep.Writes{Note: coordinator.ClaimNote(gs.Desired)}
 	if waiting := a.carried(l.SHA, sha, inLineJoin); a.pub.differs(waiting) {
@@ -300,7 +311,7 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		go a.watchDown(wctx, stop)
 	}
 	if l.Recheck > 0 {
-		defer time.AfterFunc(l.Recheck, func() { stop(errRecheck) }).Stop()
+		defer time.AfterFunc(left, func() { stop(errRecheck) }).Stop()
 	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
