@@ -108,7 +108,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 	var wg sync.WaitGroup
 	wg.Go(func() { checks, cerr = s.failingChecks(ctx, group) })
 	wg.Go(func() { gone, gerr = s.removedNodes(ctx, k) })
-	recs, err := s.nodeRecords(ctx, k)
+	recs, kept, err := s.nodeRecords(ctx, k)
 	wg.Wait()
 	if err = cmp.Or(err, cerr, gerr); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 	// A node the operator removed (`node rm`) and that has not written a
 	// record since is out of the group: what is left of it in the catalog
 	// (a dead agent's service) no longer counts it.
-	removed := func(n string) bool { return recs[n] == nil && gone[n] }
+	removed := func(n string) bool { return !kept[n] && gone[n] }
 	svc := ServiceName(group)
 	down, hosts := downSet{}, map[string]bool{}
 	for _, c := range checks {
@@ -184,20 +184,24 @@ func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChec
 }
 
 // nodeRecords are group's node records that decode, by the name in their
-// key.
-func (s *Store) nodeRecords(ctx context.Context, k Keys) (map[string]*NodeState, error) {
+// key, and the names of every record, one that does not decode included
+// (kept): such a node has a record still, and a removal mark no longer
+// speaks for it.
+func (s *Store) nodeRecords(ctx context.Context, k Keys) (recs map[string]*NodeState, kept map[string]bool, err error) {
 	pairs, _, err := s.list(ctx, k.NodesPrefix(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make(map[string]*NodeState, len(pairs))
+	recs, kept = make(map[string]*NodeState, len(pairs)), make(map[string]bool, len(pairs))
 	for _, p := range pairs {
+		name := strings.TrimPrefix(p.Key, k.NodesPrefix())
+		kept[name] = true
 		var n NodeState
 		if decode(p.Key, p.Value, &n) == nil {
-			out[strings.TrimPrefix(p.Key, k.NodesPrefix())] = &n
+			recs[name] = &n
 		}
 	}
-	return out, nil
+	return recs, kept, nil
 }
 
 // removedNodes are the nodes with a removal mark (Keys.Removed).

@@ -242,6 +242,13 @@ func TestRemovedNodeLeavesTheCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDown(t, st, map[string]coordinator.DownReason{"starting": coordinator.DownAgent}, 10*time.Second)
+	// A record that does not decode is a record still: the mark no longer
+	// speaks for the node.
+	k, _ := st.Keys("web")
+	if _, err := c.KV().Put(&api.KVPair{Key: k.Node("dead"), Value: []byte("{")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitDown(t, st, both, 10*time.Second)
 	rec.Since = time.Now().UTC()
 	if err := st.PutNode(ctx, "web", rec); err != nil { // its agent is back
 		t.Fatal(err)
