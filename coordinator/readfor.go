@@ -28,13 +28,24 @@ func (s *Store) ReadFor(ctx context.Context, group, node string) (*GroupState, e
 	return s.ReadForAt(ctx, group, node, nil, 0)
 }
 
-// ReadForAt is ReadFor from desired as the caller has just read it, with
+// ReadForAt is ReadFor, with the health of the checks the desired spec
+// blocks on, the node's own (update.block_on_node) on the Consul node of
+// the agent the store's client talks to.
+func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
+	g, err := s.readFor(ctx, group, node, desired, index)
+	if err != nil {
+		return nil, err
+	}
+	return s.withHealth(ctx, g, true), nil
+}
+
+// readFor reads ReadForAt's records, from desired as the caller has just read it, with
 // the index Consul answered with: an agent that a blocking query on desired
 // woke has it in hand, and reading it again would cost every agent of the
 // fleet a request on each commit. The transaction still checks desired at
 // its index, and if it moved since, it is read again. A nil desired is
 // read first, as ReadFor does.
-func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
+func (s *Store) readFor(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
@@ -79,7 +90,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.
 			return g, nil
 		}
 	}
-	return s.Read(ctx, group, nil)
+	return s.readTree(ctx, group, nil)
 }
 
 // readDesiredRecords reads, in one transaction checked against desired's
