@@ -24,6 +24,11 @@ type GateHealth struct {
 	Failing []BlockFailure
 	// Err says why the health could not be read: the gate stays closed.
 	Err string
+	// OnNodes are the update.block_on_node blocks that do not pass, by
+	// the Consul node of the group's nodes, as Read (status) reads them:
+	// not for the gate, which each agent judges for its own node, but to
+	// tell a node they hold from one that is stalled.
+	OnNodes map[string][]BlockFailure
 }
 
 // BlockFailure is a block of the spec that does not pass.

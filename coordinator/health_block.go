@@ -18,6 +18,12 @@ import (
 // blocks are not read: each agent judges its own. It never fails: a read
 // that fails is GateHealth.Err, which keeps the gate closed.
 func (s *Store) BlockHealth(ctx context.Context, u *hashspec.Update, local bool) *GateHealth {
+	return s.blockHealth(ctx, u, local, nil)
+}
+
+// blockHealth is BlockHealth, and, for the Consul nodes of others (those
+// the group's records name), GateHealth.OnNodes.
+func (s *Store) blockHealth(ctx context.Context, u *hashspec.Update, local bool, others []string) *GateHealth {
 	var node string
 	if local && len(u.BlockOnNode) > 0 {
 		name, err := s.c.Agent().NodeName()
@@ -29,6 +35,9 @@ func (s *Store) BlockHealth(ctx context.Context, u *hashspec.Update, local bool)
 	expr := blockFilter(u.BlockOn)
 	if node != "" {
 		expr = orFilter(expr, fmt.Sprintf("(Node == %q and (%s))", node, blockFilter(u.BlockOnNode)))
+	}
+	if len(others) > 0 && len(u.BlockOnNode) > 0 {
+		expr = orFilter(expr, blockFilter(u.BlockOnNode))
 	}
 	if expr == "" {
 		return &GateHealth{}
@@ -43,6 +52,14 @@ func (s *Store) BlockHealth(ctx context.Context, u *hashspec.Update, local bool)
 	h := &GateHealth{Failing: blockFailures(u.BlockOn, false, "", checks)}
 	if node != "" {
 		h.Failing = append(h.Failing, blockFailures(u.BlockOnNode, true, node, checks)...)
+	}
+	for _, n := range others {
+		if f := blockFailures(u.BlockOnNode, true, n, checks); len(f) > 0 {
+			if h.OnNodes == nil {
+				h.OnNodes = map[string][]BlockFailure{}
+			}
+			h.OnNodes[n] = f
+		}
 	}
 	return h
 }
@@ -110,10 +127,21 @@ func orFilter(a, b string) string {
 	return a + " or " + b
 }
 
-// withHealth sets g.Health when its desired spec blocks on Consul checks.
+// withHealth sets g.Health when its desired spec blocks on Consul checks:
+// for an agent (local), its own node's; else every node's, by the Consul
+// node its record names.
 func (s *Store) withHealth(ctx context.Context, g *GroupState, local bool) *GroupState {
-	if g != nil && g.Spec != nil && g.Spec.Update.Blocks() {
-		g.Health = s.BlockHealth(ctx, &g.Spec.Update, local)
+	if g == nil || g.Spec == nil || !g.Spec.Update.Blocks() {
+		return g
 	}
+	var others []string
+	if !local {
+		for _, n := range g.Nodes {
+			if n.ConsulNode != "" && !slices.Contains(others, n.ConsulNode) {
+				others = append(others, n.ConsulNode)
+			}
+		}
+	}
+	g.Health = s.blockHealth(ctx, &g.Spec.Update, local, others)
 	return g
 }

@@ -90,4 +90,21 @@ func TestBlockHealthFromConsul(t *testing.T) {
 	if v := gate(readHere); v.Open {
 		t.Error("the node with its disk critical opened when another's passed")
 	}
+	// Status tells the nodes a check of block_on_node holds, by the Consul
+	// node their records name, from one that is stalled.
+	for n, cn := range map[string]string{"n1": node, "n2": other.Name} {
+		if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: n, State: coordinator.StateWaiting, ConsulNode: cn, Since: time.Now().UTC()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := gs.Health.OnNodes; len(f) != 1 || len(f[node]) != 1 || f[node][0].Check != "disk" {
+		t.Errorf("Health.OnNodes = %+v, want the disk of %s alone", f, node)
+	}
+	if in := gs.StallInput(time.Now(), gs.Summary(time.Now(), time.Hour)); len(in.NodeChecks) != 1 || in.NodeChecks["n1"] == "" {
+		t.Errorf("StallInput.NodeChecks = %v, want n1's", in.NodeChecks)
+	}
 }

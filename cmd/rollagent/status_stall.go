@@ -150,6 +150,8 @@ func causeText(c coordinator.StallCause) string {
 		return "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseAgentDown:
 		return "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group"
+	case coordinator.CauseNodeCheck:
+		return "a Consul check of update.block_on_node is not passing on its Consul node, which holds it (its record names the check): the rollout goes on there once it passes"
 	case coordinator.CauseNotInLine:
 		return "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group"
 	case coordinator.CauseNotGranted:
