@@ -38,32 +38,14 @@ func TestBlocksCanonical(t *testing.T) {
 	db := Block{Service: "db", Tag: "primary"}
 	lag := Block{Check: "replication-lag"}
 	disk := Block{Check: "disk"}
-	for _, tc := range []struct {
-		name  string
-		a, b  *Spec
-		equal bool
-	}{
+	runSHACases(t, []shaCase{
 		{"any order", base([]Block{db, lag}, nil), base([]Block{lag, db}, nil), true},
 		{"a block twice", base([]Block{db, db, lag}, []Block{disk, disk}), base([]Block{lag, db}, []Block{disk}), true},
 		{"empty is none", base([]Block{}, []Block{}), base(nil, nil), true},
 		{"a block is not none", base([]Block{db}, nil), base(nil, nil), false},
 		{"cluster is not node", base([]Block{disk}, nil), base(nil, []Block{disk}), false},
 		{"a tag is not none", base([]Block{db}, nil), base([]Block{{Service: "db"}}, nil), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a, err := tc.a.SHA()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := tc.b.SHA()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (a == b) != tc.equal {
-				t.Errorf("SHAs equal = %v, want %v", a == b, tc.equal)
-			}
-		})
-	}
+	})
 }
 
 // A block's errors name the field and its line, in both formats, and a
