@@ -6,6 +6,7 @@ toolchain go1.26.11
 
 require (
 	github.com/alecthomas/kong v1.17.0
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/chromedp/chromedp v0.23.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/distribution/reference v0.6.0

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -21,6 +21,9 @@ const (
 	// even when desired has not changed (each look is one blocking-query
 	// renewal and a local inspect).
 	DefaultResync = 5 * time.Minute
+	// DefaultSessionTTL is the TTL of the check that keeps the agent's
+	// lockstep session alive.
+	DefaultSessionTTL = lockstep.DefaultCheckTTL
 	// DefaultRetry bounds the backoff after an error.
 	DefaultRetry = 10 * time.Second
 	// retryMin is the first backoff after Consul could not be reached.
@@ -37,7 +40,7 @@ type Config struct {
 	// Allow is what specs may ask of this host.
 	Allow Allow
 	// SessionTTL of the lockstep session, within [MinSessionTTL,
-	// MaxSessionTTL]. Optional, defaults to lockstep.DefaultCheckTTL.
+	// MaxSessionTTL]. Optional, defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Resync. Optional, defaults to DefaultResync.
 	Resync time.Duration
@@ -67,26 +70,27 @@ type Config struct {
 	// history of its own (not a HealthJudge) must fail in a row before it
 	// is taken for down. Optional, defaults to DefaultDownAfter.
 	DownAfter time.Duration
-
-	// noStateMirror keeps the node's state out of its Consul service: the
-	// service is registered once, not again at each change of state. Only
-	// the fleet bench sets it (export_test.go), to show what the mirror
-	// costs a shared Consul agent.
-	noStateMirror bool
-	// settleTimeout bounds a release and a failure's record: the constant
-	// settleTimeout, unless a test shortens it (export_test.go) so that
-	// an outage outlasts it in reasonable time.
-	settleTimeout time.Duration
-	// leaseGrace is the constant leaseGrace, unless a test shortens it
-	// (export_test.go) so that a lease runs out in reasonable time.
-	leaseGrace time.Duration
+	// SettleTimeout bounds a release and a failure's record, each tried
+	// again on a fresh context until it lands or this passes. Optional,
+	// defaults to settleTimeout (a minute).
+	SettleTimeout time.Duration
+	// LeaseGrace is what a node's claim gets beyond the bounds of what one
+	// hold runs, to undo, record and release. Optional, defaults to
+	// leaseGrace (30 s).
+	LeaseGrace time.Duration
+	// NoStateMirror keeps the node's state out of its Consul service: the
+	// service is registered once, and again only for the session's or the
+	// alive check, not at each change of state, which saves a Consul agent
+	// that carries many nodes' services a catalog write per change, at the
+	// cost of the state shown in the Consul UI. Optional, defaults to
+	// mirroring.
+	NoStateMirror bool
 }
 
 // Agent converges one node of one group to the group's desired SHA.
 type Agent struct {
 	cfg  Config
 	keys coordinator.Keys
-	c    *api.Client
 	log  hclog.Logger
 	pub  *publisher
 	sess *lockstep.Session
@@ -122,7 +126,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = lockstep.DefaultCheckTTL
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if err := CheckSessionTTL(cfg.SessionTTL); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -130,11 +134,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
-	if cfg.settleTimeout <= 0 {
-		cfg.settleTimeout = settleTimeout
+	if cfg.SettleTimeout <= 0 {
+		cfg.SettleTimeout = settleTimeout
 	}
-	if cfg.leaseGrace <= 0 {
-		cfg.leaseGrace = leaseGrace
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = leaseGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -143,9 +147,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
-	c := cfg.Store.Client()
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
-	return &Agent{cfg: cfg, keys: k, c: c, log: log, pub: newPublisher(cfg, c, log, judge), health: judge}, nil
+	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge}, nil
 }
 
 // learnConsulNode reads the local Consul agent's node name, until it has
@@ -158,16 +161,15 @@ func (a *Agent) learnConsulNode(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	var self struct{ Config struct{ NodeName string } }
-	_, err := a.c.Raw().Query("/v1/agent/self", &self, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil || self.Config.NodeName == "" {
+	name, err := a.cfg.Store.ConsulNode(ctx)
+	if err != nil || name == "" {
 		if !a.noConsulNode {
 			a.log.Warn("cannot read the Consul agent's node name (agent:read on it); the node's record goes without it, and tries again at each look", "error", err)
 		}
 		a.noConsulNode = true
 		return
 	}
-	a.pub.learnt(self.Config.NodeName)
+	a.pub.learnt(name)
 	a.noConsulNode = false
 }
 
@@ -200,11 +202,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.pub.markStopped()
 		a.pub.deregister()
 	}()
-	var woke *api.KVPair // desired as the wait for it saw it move
-	var wokeIndex uint64
+	var woke coordinator.Woken // desired as the wait for it saw it move
 	for ctx.Err() == nil {
-		gs, err := a.cfg.Store.ReadForAt(ctx, a.cfg.Group, a.cfg.Node, woke, wokeIndex)
-		woke = nil
+		gs, err := a.cfg.Store.ReadForAt(ctx, a.cfg.Group, a.cfg.Node, woke)
+		woke = coordinator.Woken{}
 		if err != nil {
 			a.cfg.Metrics.ConsulError()
 			a.logReadError(err)
@@ -214,11 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.consulRetry.reset()
 		a.logProblems(gs.Problems)
 		retry := a.reconcile(ctx, gs)
-		var seen uint64 // desired's ModifyIndex, 0 while nothing is committed
-		if gs.DesiredPair != nil {
-			seen = gs.DesiredPair.ModifyIndex
-		}
-		woke, wokeIndex = a.waitDesired(ctx, seen, retry)
+		woke = a.waitDesired(ctx, gs.DesiredIndex(), retry)
 	}
 	a.log.Info("agent stopped")
 	return nil
@@ -250,17 +247,14 @@ func (a *Agent) logProblems(problems []string) {
 
 // waitDesired blocks until desired moves off seen (its ModifyIndex, 0 for
 // none), for at most the resync interval, or retry when that is shorter and
-// not zero. It returns desired as it moved, with the answer's index, for
-// the next read to start from; nil if it is gone or did not move. The
-// blocking index is the one Consul returns, not seen: with nothing
-// committed seen is 0, and a wait on index 0 returns at once.
-func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duration) (*api.KVPair, uint64) {
+// not zero. It returns desired as it moved, for the next read to start
+// from; nothing if it is gone or did not move.
+func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duration) coordinator.Woken {
 	wait := a.cfg.Resync
 	if retry > 0 && retry < wait {
 		wait = retry
 	}
 	deadline := time.Now().Add(wait)
-	index := seen
 	// A workload that went down or came back is looked at again at once,
 	// so that the node's record says so (decide: StateDown).
 	ctx, cancel := context.WithCancel(ctx)
@@ -272,60 +266,49 @@ func (a *Agent) waitDesired(ctx context.Context, seen uint64, retry time.Duratio
 		case <-ctx.Done():
 		}
 	}()
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)}
-		p, meta, err := a.cfg.Store.Get(ctx, a.keys.Desired(), q)
-		if err != nil && ctx.Err() != nil {
-			break
+	var woke coordinator.Woken
+	onError := func(err error, _ time.Duration) {
+		a.cfg.Metrics.ConsulError()
+		if !coordinator.IsTransient(err) && ctx.Err() == nil {
+			// Not an outage that passes: a token that may not read
+			// desired, or a server that is not Consul.
+			a.log.Error("cannot wait for desired", "error", err)
 		}
-		if err != nil {
-			a.cfg.Metrics.ConsulError()
-			if !coordinator.IsTransient(err) && ctx.Err() == nil {
-				// Not an outage that passes: a token that may not read
-				// desired, or a server that is not Consul.
-				a.log.Error("cannot wait for desired", "error", err)
-			}
-			a.sleep(ctx, a.consulRetry.next())
-			continue
-		}
-		a.consulRetry.reset()
-		var cur uint64
-		if p != nil {
-			cur = p.ModifyIndex
-		}
-		if cur != seen {
-			return p, meta.LastIndex
-		}
-		index = max(meta.LastIndex, 1)
 	}
-	return nil, 0
+	opts := watch.Options{From: seen, Until: deadline, Backoff: a.consulRetry.pace(), OnError: onError}
+	watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
+		w, moved, last, err := a.cfg.Store.WaitDesired(ctx, a.cfg.Group, seen, index, time.Until(deadline))
+		woke = w
+		return last, moved, err
+	})
+	return woke
 }
 
-func (a *Agent) sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
+func (a *Agent) sleep(ctx context.Context, d time.Duration) { retry.Sleep(ctx, d) }
 
 // jitter spreads a fleet's retries after a shared outage.
-func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+func jitter(d time.Duration) time.Duration { return retry.Jitter(d) }
 
 // backoff is a jittered exponential backoff: a Consul away for a leader
 // election is tried again within a fraction of a second, one down for
-// longer at most every DefaultRetry, and a fleet's retries spread out.
-type backoff struct{ n int }
+// longer at most every DefaultRetry, and a fleet's retries spread out. The
+// zero value is ready.
+type backoff struct{ r *retry.Backoff }
 
-// next is the wait before the next try: retryMin doubled per failure so
-// far, up to DefaultRetry, drawn from its upper half.
-func (b *backoff) next() time.Duration {
-	d := min(retryMin<<min(b.n, 8), DefaultRetry)
-	b.n++
-	return jitter(d)
+// pace is the backoff itself: retryMin doubled per failure so far, up to
+// DefaultRetry, each pause drawn from its upper half.
+func (b *backoff) pace() *retry.Backoff {
+	if b.r == nil {
+		b.r = retry.New(retryMin, DefaultRetry)
+	}
+	return b.r
 }
 
+// next is the wait before the next try.
+func (b *backoff) next() time.Duration { return b.pace().Next() }
+
 // reset starts over after a success.
-func (b *backoff) reset() { b.n = 0 }
+func (b *backoff) reset() { b.pace().Reset() }
 
 // session returns the live session, or makes one. A new session's check
 // goes into the service's registration as the node turns to waiting: one
@@ -353,7 +336,7 @@ func (a *Agent) session(ctx context.Context, waiting coordinator.NodeState) (*lo
 	if err != nil {
 		return nil, fmt.Errorf("register the session's check: %w", err)
 	}
-	s, err := lockstep.NewSession(ctx, a.c, opts)
+	s, err := a.cfg.Store.NewSession(ctx, opts)
 	if err != nil {
 		if opts.ConsulRunsCheck {
 			// The check may be gone with a Consul agent that lost its

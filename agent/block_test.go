@@ -58,7 +58,7 @@ func setTTL(t *testing.T, c *api.Client, id, status string) time.Time {
 func TestBlockHoldsRolloutUntilTheCheckPasses(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3"}
 	f := newWindowFleet(t, nodes, 0)
-	c := f.st.Client()
+	c := f.consul
 	err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: "pg1", Name: "postgres", Tags: []string{"primary"},
 		Check: &api.AgentServiceCheck{CheckID: "pg1-alive", Name: "pg1 alive", TTL: "10m", Status: api.HealthCritical}})
 	if err != nil {
@@ -95,7 +95,7 @@ func TestBlockHoldsRolloutUntilTheCheckPasses(t *testing.T) {
 func TestBlockCheckFailedMidRolloutLetsTheHolderFinish(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3"}
 	f := newWindowFleet(t, nodes, 6*time.Second)
-	c := f.st.Client()
+	c := f.consul
 	registerTTLCheck(t, c, "replication-lag", api.HealthPassing)
 	v2 := f.commitBlocked("v2", []hashspec.Block{{Check: "replication-lag"}}, nil)
 	var first string

@@ -17,7 +17,7 @@ import (
 // workload's check, and the checks a session is bound to. It is the only
 // one that registers the service.
 type catalog struct {
-	c      *api.Client
+	store  *coordinator.Store
 	group  string
 	node   string
 	log    hclog.Logger
@@ -151,8 +151,7 @@ func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health 
 		return nil // each registration is a catalog write
 	}
 	replace := s.aliveURL == "" || listAlive
-	opts := api.ServiceRegisterOpts{ReplaceExistingChecks: replace}.WithContext(ctx)
-	if err := s.c.Agent().ServiceRegisterOpts(reg, opts); err != nil {
+	if err := s.store.RegisterService(ctx, reg, replace); err != nil {
 		s.registered = ""
 		return err
 	}
@@ -172,7 +171,7 @@ func (s *catalog) forget() {
 
 // deregister removes the service when the agent stops.
 func (s *catalog) deregister() {
-	if err := s.c.Agent().ServiceDeregister(s.serviceID()); err != nil {
+	if err := s.store.DeregisterService(s.serviceID()); err != nil {
 		s.log.Debug("could not deregister the service", "error", err)
 	}
 }

@@ -22,7 +22,7 @@ const serviceCheckTTL = 30 * time.Second
 // check with it, and tells the agent's loop when the workload went down or
 // came back.
 type workloadHealth struct {
-	c     *api.Client
+	store *coordinator.Store
 	group string
 	node  string
 	log   hclog.Logger
@@ -79,7 +79,7 @@ func (h *workloadHealth) keepHealth(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		status, why := h.readHealth(ctx)
-		if err := h.c.Agent().UpdateTTLOpts(h.checkID(), why, status, (&api.QueryOptions{}).WithContext(ctx)); err != nil && ctx.Err() == nil {
+		if err := h.store.UpdateTTL(ctx, h.checkID(), why, status); err != nil && ctx.Err() == nil {
 			h.log.Debug("could not update the workload check", "error", err)
 		}
 		select {

@@ -33,8 +33,8 @@ type DockerAPI interface {
 	DaemonHost() string
 }
 
-// DefaultStopTimeout is how long a container gets to stop before SIGKILL.
-const DefaultStopTimeout = 10
+// containerStopTimeout is how long a container gets to stop before SIGKILL.
+const containerStopTimeout = 10
 
 // Docker manages one container per group and node through the Engine API.
 // While a replacement runs, the old container is set aside under the name

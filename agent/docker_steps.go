@@ -93,7 +93,7 @@ func (d *Docker) restarting(ctx context.Context, id string) bool {
 }
 
 func (d *Docker) stop(ctx context.Context, id string) error {
-	t := DefaultStopTimeout
+	t := containerStopTimeout
 	return d.dockerErr("stop container", d.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &t}))
 }
 

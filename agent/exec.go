@@ -22,8 +22,8 @@ import (
 const (
 	// DefaultHookTimeout bounds one run of the replace hook.
 	DefaultHookTimeout = 10 * time.Minute
-	// DefaultHealthTimeout bounds one run of the health hook.
-	DefaultHealthTimeout = 30 * time.Second
+	// healthTimeout bounds one run of the health hook.
+	healthTimeout = 30 * time.Second
 )
 
 // Exec replaces a node's workload by running user commands, for hosts
@@ -215,7 +215,7 @@ const (
 func (e *Exec) run(ctx context.Context, h hook, sha string, started func(pgid int) error) error {
 	argv, timeout := e.ReplaceCmd, e.StepTimeout()
 	if h == hookHealth {
-		argv, timeout = e.HealthCmd, DefaultHealthTimeout
+		argv, timeout = e.HealthCmd, healthTimeout
 	}
 	if len(argv) == 0 {
 		return errors.New("exec runtime: no command configured")

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -45,7 +46,9 @@ func (a *Agent) verify(ctx context.Context, spec *hashspec.Spec, sha string) err
 // is final at once.
 func (a *Agent) fence(ctx context.Context, hold *lockstep.Hold, check checkFunc, op *api.TxnOp) error {
 	deadline := time.Now().Add(a.cfg.SessionTTL * 2 / 3)
-	for wait := 250 * time.Millisecond; ; wait *= 2 {
+	// Doubling; no wait past the deadline is taken, so the cap never bites.
+	pause := retry.NewSteady(250*time.Millisecond, a.cfg.SessionTTL)
+	for wait := pause.Next(); ; wait = pause.Next() {
 		// Bound each try too: a Consul client cut off from its servers holds
 		// a request for its RPC hold timeout (7s) before it answers.
 		actx, cancel := context.WithDeadline(ctx, deadline)
@@ -133,7 +136,7 @@ func (a *Agent) recordClaim(ctx context.Context, node string, c lockstep.Claim, 
 
 // recordPendingFailure records p, as record says.
 func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.SettleTimeout)
 	defer cancel()
 	var b backoff
 	writer := a.cfg.Node // whose part of the log its events go in

@@ -93,7 +93,7 @@ func TestGarbageInKVIsReportedNotActedOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := coordinator.NewStore(srv.Client(), "")
 			rt := &recordingRuntime{}
-			e := convergedEnv(t, st, rt, fmt.Sprintf("garbage%d", i))
+			e := convergedEnv(t, srv.Client(), st, rt, fmt.Sprintf("garbage%d", i))
 			tc.inject(t, e)
 			want := map[string][]byte{}
 			for _, p := range listTree(t, e) {
@@ -122,8 +122,9 @@ func TestGarbageInKVIsReportedNotActedOn(t *testing.T) {
 }
 
 // convergedEnv commits v1 to a fresh group, runs an agent for n1 until it
-// converged on rt, and stops it.
-func convergedEnv(t *testing.T, st *coordinator.Store, rt *recordingRuntime, name string) *garbageEnv {
+// converged on rt, and stops it; c is the Consul client of st, with which
+// the test writes what no Store would.
+func convergedEnv(t *testing.T, c *api.Client, st *coordinator.Store, rt *recordingRuntime, name string) *garbageEnv {
 	t.Helper()
 	group := fleettest.Group(name)
 	v1 := commitRecording(t, st, group, "v1", "")
@@ -137,7 +138,7 @@ func convergedEnv(t *testing.T, st *coordinator.Store, rt *recordingRuntime, nam
 	canon, _ := v2.Canonical()
 	hist, _ := json.Marshal(coordinator.HistoryEntry{SHA: sha2, Spec: canon, CommittedAt: time.Now().UTC()})
 	k, _ := st.Keys(group)
-	return &garbageEnv{c: st.Client(), k: k, group: group, v1: v1, v2: sha2, v2Hist: hist}
+	return &garbageEnv{c: c, k: k, group: group, v1: v1, v2: sha2, v2Hist: hist}
 }
 
 func listTree(t *testing.T, e *garbageEnv) api.KVPairs {
@@ -209,7 +210,7 @@ func TestBadHoldersRecordDoesNotBlockARollout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := coordinator.NewStore(srv.Client(), "")
 			rt := &recordingRuntime{}
-			e := convergedEnv(t, st, rt, fmt.Sprintf("holders%d", i))
+			e := convergedEnv(t, srv.Client(), st, rt, fmt.Sprintf("holders%d", i))
 			e.put(t, e.k.Slot()+".holders", tc.record)
 			statusReports(t, bin, srv.HTTPAddr, e.group, tc.problem)
 			startAgent(t, st, e.group, "n1", rt, agent.Allow{})
@@ -242,7 +243,7 @@ func TestOwnNodeRecordIsRewritten(t *testing.T) {
 	srv := consultest.NewDev(t)
 	st := coordinator.NewStore(srv.Client(), "")
 	rt := &recordingRuntime{}
-	e := convergedEnv(t, st, rt, "own")
+	e := convergedEnv(t, srv.Client(), st, rt, "own")
 	rt.Calls()
 	a := startAgent(t, st, e.group, "n1", rt, agent.Allow{})
 	fleettest.WaitFor(t, time.Minute, "the agent's first look", func() bool { return rt.count("Inspect") >= 1 })

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// DefaultHookPath is the PATH a hook gets when the agent has none.
-const DefaultHookPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// defaultHookPath is the PATH a hook gets when the agent has none.
+const defaultHookPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // ErrHookEnv means a name passed through to the hooks is refused.
 var ErrHookEnv = errors.New("refused as a hook environment variable")
@@ -36,11 +36,11 @@ func CheckHookEnv(names []string) error {
 }
 
 // hookEnv is a hook's whole environment: PATH (the agent's, else
-// DefaultHookPath), the names in pass that are set in environ, and the
+// defaultHookPath), the names in pass that are set in environ, and the
 // ROLLAGENT_* variables of the run, last so that they win. Nothing else of
 // the agent's environment: it holds the agent's Consul token.
 func hookEnv(environ, pass []string, group, node, sha, spec string) []string {
-	path := DefaultHookPath
+	path := defaultHookPath
 	var out []string
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")

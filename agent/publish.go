@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -17,11 +16,11 @@ type publisher struct {
 }
 
 // newPublisher wires the three parts of what this node shows of itself.
-func newPublisher(cfg Config, c *api.Client, log hclog.Logger, judge HealthJudge) *publisher {
-	h := &workloadHealth{c: c, group: cfg.Group, node: cfg.Node, log: log, judge: judge, downChanged: make(chan struct{}, 1)}
-	s := &catalog{c: c, group: cfg.Group, node: cfg.Node, log: log, health: h,
+func newPublisher(cfg Config, log hclog.Logger, judge HealthJudge) *publisher {
+	h := &workloadHealth{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, judge: judge, downChanged: make(chan struct{}, 1)}
+	s := &catalog{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, health: h,
 		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1)}
+		noMirror: cfg.NoStateMirror, changed: make(chan struct{}, 1)}
 	s.aliveID = lockstep.NewCheckID(s.serviceID() + ":alive")
 	r := &nodeRecord{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, written: s.signal}
 	s.record = r

@@ -191,7 +191,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 // contend readies this node to take its slot: its session, its semaphore,
 // and the gate a grant checks. ok is false, logged, when it cannot.
 func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look) (*lockstep.Semaphore, lockstep.Gate, bool) {
-	if gs.DesiredPair == nil {
+	if gs.DesiredIndex() == 0 {
 		return nil, lockstep.Gate{}, false // a claim but no desired key: nothing to fence on
 	}
 	s, err := a.session(ctx, a.carried(l.SHA, l.Desired, inLineJoin))
@@ -200,7 +200,7 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 		a.log.Warn("cannot create a session", "error", err)
 		return nil, lockstep.Gate{}, false
 	}
-	m, err := lockstep.New(a.c, s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+	m, err := a.cfg.Store.NewSemaphore(s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
 		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
 	if err != nil {
 		a.log.Error("cannot contend for a slot", "error", err)
@@ -381,7 +381,7 @@ const leaseGrace = 30 * time.Second
 // A holder that is alive and reaches Consul loses nothing by it: it
 // reclaims its claim, which renews it, as soon as it sees its session go.
 func (a *Agent) lease(spec *hashspec.Spec) time.Duration {
-	return addBounds(a.holdBound(spec), a.cfg.leaseGrace)
+	return addBounds(a.holdBound(spec), a.cfg.LeaseGrace)
 }
 
 // stepTimeout bounds one destructive call of the runtime.

@@ -398,7 +398,7 @@ func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
 		now := wallclock.Now().UTC()
 		e.n.Stopped = &now
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
+	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.SettleTimeout)
 	defer cancel()
 	if err := t.hold.Release(rctx, t.a.nodeOps(e.n)...); err != nil {
 		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)

@@ -8,4 +8,9 @@
 // data, and nothing stalls when any one process dies.
 //
 // The KV layout is documented in docs/kv-layout.md and defined in keys.go.
+//
+// A Store is an agent's one way to Consul: its reads of the group, its
+// blocking wait on desired (WaitDesired, ReadForAt), its lockstep session
+// and semaphore, and its node's service (local.go). No Consul client
+// leaves it.
 package coordinator

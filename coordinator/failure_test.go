@@ -62,7 +62,7 @@ func read(t *testing.T, st *Store, group string) *GroupState {
 func failCount(t *testing.T, st *Store, group, sha string) *FailCount {
 	t.Helper()
 	k, _ := st.Keys(group)
-	p, _, err := st.Client().KV().Get(k.FailCount(sha), nil)
+	p, _, err := st.Get(testCtx(t), k.FailCount(sha), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

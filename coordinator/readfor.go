@@ -25,27 +25,28 @@ const readForAttempts = 3
 // The records come from one read-only transaction that also checks desired
 // is still at the index first read, so they are one consistent snapshot.
 func (s *Store) ReadFor(ctx context.Context, group, node string) (*GroupState, error) {
-	return s.ReadForAt(ctx, group, node, nil, 0)
+	return s.ReadForAt(ctx, group, node, Woken{})
 }
 
-// ReadForAt is ReadFor, with the health of the checks the desired spec
-// blocks on, the node's own (update.block_on_node) on the Consul node of
-// the agent the store's client talks to.
-func (s *Store) ReadForAt(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
-	g, err := s.readFor(ctx, group, node, desired, index)
+// ReadForAt is ReadFor from desired as a wait on it saw it move (w): an
+// agent that a blocking query on desired woke has it in hand, and reading
+// it again would cost every agent of the fleet a request on each commit.
+// The transaction still checks desired at its index, and if it moved since,
+// it is read again. With nothing in hand, desired is read first, as
+// ReadFor does. It reads with the records the health of the checks the
+// desired spec blocks on, the node's own (update.block_on_node) on the
+// Consul node of the agent the store's client talks to.
+func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*GroupState, error) {
+	g, err := s.readFor(ctx, group, node, w)
 	if err != nil {
 		return nil, err
 	}
 	return s.withHealth(ctx, g, true), nil
 }
 
-// readFor reads ReadForAt's records, from desired as the caller has just read it, with
-// the index Consul answered with: an agent that a blocking query on desired
-// woke has it in hand, and reading it again would cost every agent of the
-// fleet a request on each commit. The transaction still checks desired at
-// its index, and if it moved since, it is read again. A nil desired is
-// read first, as ReadFor does.
-func (s *Store) readFor(ctx context.Context, group, node string, desired *api.KVPair, index uint64) (*GroupState, error) {
+// readFor reads ReadForAt's records.
+func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*GroupState, error) {
+	desired, index := w.pair, w.index
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err

@@ -118,7 +118,7 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 		t.Fatalf("read desired: %v", err)
 	}
 	t.Run("as given", func(t *testing.T) {
-		got, err := counted.ReadForAt(ctx, "web", "n1", old, meta.LastIndex)
+		got, err := counted.ReadForAt(ctx, "web", "n1", Woken{pair: old, index: meta.LastIndex})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := counted.ReadForAt(ctx, "web", "n1", old, meta.LastIndex)
+		got, err := counted.ReadForAt(ctx, "web", "n1", Woken{pair: old, index: meta.LastIndex})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestReadForAtStartsFromDesiredGiven(t *testing.T) {
 			t.Fatalf("read desired %d times, want once, after the check of its index failed", n)
 		}
 	})
-	if _, err := counted.ReadForAt(ctx, "web", "n1", &api.KVPair{Key: "elsewhere"}, 1); err == nil {
+	if _, err := counted.ReadForAt(ctx, "web", "n1", Woken{pair: &api.KVPair{Key: "elsewhere"}, index: 1}); err == nil {
 		t.Fatal("ReadForAt took a record that is not the group's desired")
 	}
 }

@@ -117,41 +117,13 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 	}
 	plan := planSplit(k, names)
 	problems := append([]string{fmt.Sprintf("%s: the group's tree is over the %d bytes a read accepts; read part by part", k.Root(), s.readLimit())}, unnamed...)
-	var pairs api.KVPairs
-	var tooLarge, failedUnread []string
-	desired := ""
-	read := func(key string, limit int64, list bool) error {
-		var ps api.KVPairs
-		var err error
-		if list {
-			ps, _, err = s.list(withReadLimit(ctx, limit), key, nil)
-		} else {
-			var p *api.KVPair
-			if p, _, err = s.Get(withReadLimit(ctx, limit), key, nil); p != nil {
-				ps = api.KVPairs{p}
-			}
-		}
-		var tl *TooLargeError
-		if sha, ok := failuresSHA(k, key); ok && desired != "" && sha != desired && errors.As(err, &tl) {
-			// Another SHA's failures: it counts as failed, which keeps a
-			// rollback from going back to it; nothing else reads them.
-			failedUnread = append(failedUnread, sha)
-		} else if errors.As(err, &tl) && gateRead(k, key) {
-			return fmt.Errorf("%w: %.120q is over the size a reader accepts: %w", ErrGateUnread, key, err)
-		}
-		if errors.As(err, &tl) {
-			tooLarge = append(tooLarge, fmt.Sprintf("%.120q", key))
-			return nil
-		}
-		pairs = append(pairs, ps...)
-		return err
-	}
+	r := &splitReader{s: s, k: k}
 	for _, key := range plan.gets {
-		if err := read(key, s.readLimit(), false); err != nil {
+		if err := r.read(ctx, key, s.readLimit(), false); err != nil {
 			return nil, err
 		}
 	}
-	desired = desiredSHA(k, pairs)
+	r.desired = desiredSHA(k, r.pairs)
 	for _, dir := range plan.lists {
 		// history/ grows with every commit and only an operator's token
 		// writes it: it is read whole.
@@ -159,7 +131,7 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 		if dir == k.HistoryPrefix() {
 			limit = 1 << 62
 		}
-		if err := read(dir, limit, true); err != nil {
+		if err := r.read(ctx, dir, limit, true); err != nil {
 			return nil, err
 		}
 	}
@@ -168,20 +140,61 @@ func (s *Store) readSplit(ctx context.Context, k Keys, group string, q *api.Quer
 		if i == 0 && strings.TrimPrefix(key, k.Slot()) == ".holders" {
 			limit = slotRecordLimit
 		}
-		if err := read(key, limit, false); err != nil {
+		if err := r.read(ctx, key, limit, false); err != nil {
 			return nil, err
 		}
 	}
-	problems = append(problems, splitProblems(plan, tooLarge)...)
+	problems = append(problems, splitProblems(plan, r.tooLarge)...)
 	if msg := unexpectedSlotKeys(k, plan.unexpected); msg != "" {
 		problems = append(problems, msg)
 	}
-	g := Parse(k, group, pairs, meta.LastIndex)
-	for _, sha := range failedUnread {
+	g := Parse(k, group, r.pairs, meta.LastIndex)
+	for _, sha := range r.failedUnread {
 		g.failedSHA[sha] = true
 	}
 	g.Problems = append(problems, g.Problems...)
 	return g, nil
+}
+
+// splitReader gathers what readSplit reads of a group's tree part by part.
+type splitReader struct {
+	s       *Store
+	k       Keys
+	desired string // the desired SHA, once read
+	pairs   api.KVPairs
+	// tooLarge are the keys left unread, quoted; failedUnread the SHAs
+	// whose failures were left unread.
+	tooLarge, failedUnread []string
+}
+
+// read reads key, or lists it, accepting at most limit bytes. A part over
+// it is left unread and named, unless the gate needs it: the read then
+// fails.
+func (r *splitReader) read(ctx context.Context, key string, limit int64, list bool) error {
+	var ps api.KVPairs
+	var err error
+	if list {
+		ps, _, err = r.s.list(withReadLimit(ctx, limit), key, nil)
+	} else {
+		var p *api.KVPair
+		if p, _, err = r.s.Get(withReadLimit(ctx, limit), key, nil); p != nil {
+			ps = api.KVPairs{p}
+		}
+	}
+	var tl *TooLargeError
+	if sha, ok := failuresSHA(r.k, key); ok && r.desired != "" && sha != r.desired && errors.As(err, &tl) {
+		// Another SHA's failures: it counts as failed, which keeps a
+		// rollback from going back to it; nothing else reads them.
+		r.failedUnread = append(r.failedUnread, sha)
+	} else if errors.As(err, &tl) && gateRead(r.k, key) {
+		return fmt.Errorf("%w: %.120q is over the size a reader accepts: %w", ErrGateUnread, key, err)
+	}
+	if errors.As(err, &tl) {
+		r.tooLarge = append(r.tooLarge, fmt.Sprintf("%.120q", key))
+		return nil
+	}
+	r.pairs = append(r.pairs, ps...)
+	return err
 }
 
 // splitNames lists the names of the group's keys folder by folder, each

@@ -93,9 +93,6 @@ func (s *Store) eventLimit(w Writer) int {
 	return DefaultEventLimit
 }
 
-// Client is the Consul client the store uses.
-func (s *Store) Client() *api.Client { return s.c }
-
 // Keys returns the checked keys of group.
 func (s *Store) Keys(group string) (Keys, error) { return NewKeys(s.prefix, group) }
 

@@ -196,7 +196,7 @@ func (h *Holders) Live(session string) bool {
 // MarkLost records that name's claim, taken by session, was reported lost
 // (see LostError), so that it stops counting. It is a no-op if the claim
 // is gone or was taken over since, or if session holds a slot again. Consul errors are retried, up to
-// DefaultReleaseAttempts times, until ctx ends.
+// releaseAttempts times, until ctx ends.
 func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 	return m.editClaims(ctx, func(rec *holders) bool {
 		c, ok := rec.Claims[name]

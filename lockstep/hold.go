@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// DefaultReleaseAttempts bounds Release's retries on a CAS race.
-const DefaultReleaseAttempts = 20
+// releaseAttempts bounds Release's retries on a CAS race.
+const releaseAttempts = 20
 
 // Hold is one granted slot.
 type Hold struct {
@@ -103,28 +103,18 @@ func (h *Hold) watch(ctx context.Context) {
 		return
 	case <-start.C:
 	}
-	idx := h.index
-	r := retry{log: m.log}
-	for ctx.Err() == nil {
+	sessionLost := false
+	gone := m.watchKey(ctx, "watch hold", m.hkey, h.index, func(p *api.KVPair, last uint64) (uint64, bool) {
 		select {
 		case <-m.s.Done():
-			h.markLost()
-			return
+			sessionLost = true
+			return 0, true
 		default:
 		}
-		p, meta, err := m.c.KV().Get(m.hkey, m.blocking(ctx, idx))
-		if err != nil {
-			r.wait(ctx, "watch hold", err)
-			continue
-		}
-		r.reset()
-		if p == nil || p.Session != m.s.ID() {
-			if !h.releasing.Load() {
-				h.markLost()
-			}
-			return
-		}
-		idx = meta.LastIndex
+		return last, p == nil || p.Session != m.s.ID()
+	})
+	if gone && (sessionLost || !h.releasing.Load()) {
+		h.markLost()
 	}
 }
 
@@ -185,7 +175,7 @@ func (h *Hold) isReleased() bool {
 // Release gives the slot back: one transaction removes us from the holders
 // record and deletes our holder key, which wakes the head of the line. It
 // works whether or not the gate is still open, and retries Consul errors
-// with backoff, DefaultReleaseAttempts times at most, until ctx ends. If
+// with backoff, releaseAttempts times at most, until ctx ends. If
 // it fails, the holder key goes with the Session; a claim (Gate.Lease)
 // stays until Reclaim takes it back or a waiter reports it lost.
 //

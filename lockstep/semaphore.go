@@ -18,10 +18,10 @@ const (
 	// DefaultWaitTime bounds each blocking query. Longer means fewer idle
 	// renewals; Consul caps it at 10 minutes.
 	DefaultWaitTime = 5 * time.Minute
-	// DefaultRetryMin and DefaultRetryMax bound the jittered backoff after a
-	// Consul error.
-	DefaultRetryMin = 250 * time.Millisecond
-	DefaultRetryMax = 5 * time.Second
+	// retryMin and retryMax bound the jittered backoff after a Consul
+	// error.
+	retryMin = 250 * time.Millisecond
+	retryMax = 5 * time.Second
 )
 
 // Options configure a Semaphore.
@@ -211,7 +211,7 @@ func (m *Semaphore) entry(state string) []byte {
 // and writes join with it. Consul errors are retried with backoff until ctx
 // ends.
 func (m *Semaphore) enqueue(ctx context.Context, join api.TxnOps) (joined, error) {
-	r := retry{log: m.log}
+	r := m.retry()
 	for {
 		select {
 		case <-m.s.Done():
@@ -341,20 +341,11 @@ func (m *Semaphore) dequeue() {
 // gate's index. Writers that close the gate rewrite DesiredKey too, so this
 // one watch covers a new commit, a CANCEL and a pause.
 func (m *Semaphore) watchGate(ctx context.Context, cancel context.CancelCauseFunc, g Gate) {
-	idx := g.DesiredIndex
-	r := retry{log: m.log}
-	for ctx.Err() == nil {
-		p, meta, err := m.c.KV().Get(g.DesiredKey, m.blocking(ctx, idx))
-		if err != nil {
-			r.wait(ctx, "watch gate", err)
-			continue
-		}
-		r.reset()
-		if p == nil || p.ModifyIndex != g.DesiredIndex {
-			cancel(m.whyClosed(ctx, g))
-			return
-		}
-		idx = meta.LastIndex
+	moved := m.watchKey(ctx, "watch gate", g.DesiredKey, g.DesiredIndex, func(p *api.KVPair, last uint64) (uint64, bool) {
+		return last, p == nil || p.ModifyIndex != g.DesiredIndex
+	})
+	if moved {
+		cancel(m.whyClosed(ctx, g))
 	}
 }
 

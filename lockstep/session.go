@@ -20,9 +20,9 @@ const (
 	// DefaultCheckTTL is the TTL of the check a Session keeps passing. A
 	// killed process loses its session about this long after its last pass.
 	DefaultCheckTTL = 3 * time.Second
-	// DefaultLockDelay is near zero: contender keys are per session and
+	// lockDelay is near zero: contender keys are per session and
 	// never re-acquired by another, and fencing keeps handoffs safe.
-	DefaultLockDelay = time.Millisecond
+	lockDelay = time.Millisecond
 	// CheckNotes describe a session's TTL check in the Consul UI.
 	CheckNotes = "kept passing by a rollagent process while it contends for or holds a slot"
 	// AliveNotes describe a check that Consul runs against a rollagent
@@ -93,7 +93,7 @@ func NewSession(ctx context.Context, c *api.Client, opts SessionOptions) (*Sessi
 		}
 	}
 	id, _, err := c.Session().Create(&api.SessionEntry{
-		Name: opts.Name, Behavior: api.SessionBehaviorDelete, LockDelay: DefaultLockDelay,
+		Name: opts.Name, Behavior: api.SessionBehaviorDelete, LockDelay: lockDelay,
 		NodeChecks: append(append([]string{}, opts.NodeChecks...), checkID),
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {

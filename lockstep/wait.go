@@ -55,7 +55,7 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 // joinLine reads the whole prefix, retrying Consul errors, and returns it
 // with the waiters ahead of us.
 func (m *Semaphore) joinLine(ctx context.Context) (*snapshot, []contender, error) {
-	r := retry{log: m.log}
+	r := m.retry()
 	for {
 		if ctx.Err() != nil {
 			return nil, nil, context.Cause(ctx)
@@ -90,28 +90,27 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool
 		return true, 0, nil
 	}
 	pred := ahead[len(ahead)-1]
-	r := retry{log: m.log}
-	for {
-		if ctx.Err() != nil {
-			return false, 0, context.Cause(ctx)
-		}
-		p, _, err := m.c.KV().Get(pred.Key, m.blocking(ctx, pred.ModifyIndex))
-		if err != nil {
-			r.wait(ctx, "wait in line", err)
-			continue
-		}
-		r.reset()
+	left := false // its key went, or is another's
+	done := m.watchKey(ctx, "wait in line", pred.Key, pred.ModifyIndex, func(p *api.KVPair, _ uint64) (uint64, bool) {
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
-			if whole && len(ahead) == 1 {
-				return true, 0, nil
-			}
-			return m.grantedLast(ctx, pred)
+			left = true
+			return 0, true
 		case isHolding(p.Value):
-			return true, p.ModifyIndex, nil
+			since = p.ModifyIndex
+			return 0, true
 		}
-		pred.ModifyIndex = p.ModifyIndex
+		return p.ModifyIndex, false
+	})
+	switch {
+	case !done:
+		return false, 0, context.Cause(ctx)
+	case !left:
+		return true, since, nil
+	case whole && len(ahead) == 1:
+		return true, 0, nil
 	}
+	return m.grantedLast(ctx, pred)
 }
 
 // grantedLast tells, once the key of the waiter ahead is gone, whether it
@@ -120,7 +119,7 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool
 // the holders record names another, it left the line without a grant, and
 // the line must be read to find who is ahead of us now.
 func (m *Semaphore) grantedLast(ctx context.Context, pred contender) (head bool, since uint64, err error) {
-	r := retry{log: m.log}
+	r := m.retry()
 	for {
 		if ctx.Err() != nil {
 			return false, 0, context.Cause(ctx)
@@ -147,7 +146,7 @@ func isHolding(v []byte) bool {
 // read can block from it: it returns once the holder has left, and a read
 // at once would only show the slot taken.
 func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps, since uint64) (*Hold, error) {
-	r := retry{log: m.log}
+	r := m.retry()
 	var index uint64
 	if g.limit() == 1 {
 		index = since
@@ -165,36 +164,18 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		if _, holds := snap.live[m.s.ID()]; holds {
 			return m.adopt(ctx, g, ops)
 		}
-		busy, orphans := snap.budget(m.opts.Name)
-		lost, wake := m.judge(orphans)
-		// Our own claim, counted already, is taken over by our grant: it
-		// adds no node. One that no longer counts (reported lost) takes
-		// nothing, so we wait as anyone would.
-		ours := slices.Contains(busy, m.opts.Name)
-		var down int
-		if lost == nil && !ours && len(busy) < g.limit() {
-			// Only then can nodes that are down keep us waiting: asked
-			// for no sooner, as it is a round trip before the grant.
-			if down, err = m.unavailable(ctx, busy); err != nil {
-				r.wait(ctx, "count unavailable", err)
-				continue
-			}
-		}
+		next, full, err := m.headWait(ctx, g, snap)
 		switch {
-		case lost != nil:
-			return nil, lost
-		case down > 0 && len(busy)+down >= g.limit() && !ours:
-			m.log.Debug("waiting: nodes outside the line are down", "busy", busy, "down", down)
-			index, wait = snap.index, UnavailablePoll
+		case isConsulErr(err):
+			r.wait(ctx, "count unavailable", err)
 			continue
-		case len(busy) >= g.limit() && !ours:
-			// No write marks the end of an orphaned claim's watch: wake
-			// then to judge it again.
-			index, wait = snap.index, m.opts.WaitTime
-			if wake > 0 {
-				wait = min(wait, wake+10*time.Millisecond)
+		case err != nil:
+			return nil, err
+		case next > 0:
+			index, wait = snap.index, next
+			if full {
+				r.reset()
 			}
-			r.reset()
 			continue
 		}
 		h, err := m.take(ctx, g, snap, ops())
@@ -210,6 +191,45 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 		}
 		index = 0
 	}
+}
+
+// headWait says how long the head of the line, having read snap, waits
+// for the holders to change before it reads them again: 0 when it may take
+// a slot now. full says the slots are taken by holders and claims, rather
+// than by nodes that are down outside the line, which no write wakes us
+// for when they come back.
+func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait time.Duration, full bool, err error) {
+	busy, orphans := snap.budget(m.opts.Name)
+	lost, wake := m.judge(orphans)
+	// Our own claim, counted already, is taken over by our grant: it adds
+	// no node. One that no longer counts (reported lost) takes nothing, so
+	// we wait as anyone would.
+	ours := slices.Contains(busy, m.opts.Name)
+	switch {
+	case lost != nil:
+		return 0, false, lost
+	case ours:
+		return 0, false, nil
+	case len(busy) >= g.limit():
+		// No write marks the end of an orphaned claim's watch: wake then
+		// to judge it again.
+		wait = m.opts.WaitTime
+		if wake > 0 {
+			wait = min(wait, wake+10*time.Millisecond)
+		}
+		return wait, true, nil
+	}
+	// Only now can nodes that are down keep us waiting: asked for no
+	// sooner, as it is a round trip before the grant.
+	down, err := m.unavailable(ctx, busy)
+	if err != nil {
+		return 0, false, err
+	}
+	if down > 0 && len(busy)+down >= g.limit() {
+		m.log.Debug("waiting: nodes outside the line are down", "busy", busy, "down", down)
+		return UnavailablePoll, false, nil
+	}
+	return 0, false, nil
 }
 
 // unavailable counts the names Options.Unavailable lists that are neither

@@ -20,7 +20,8 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 	c := srv.Client()
 	rolloutOf(t, srv, "web")
 	n1 := tokenForNode(t, c, "acl-policy.hcl", "web", "n1")
-	agentStore := storeWith(t, srv.HTTPAddr, n1)
+	agentClient := clientWith(t, srv.HTTPAddr, n1)
+	agentStore := coordinator.NewStore(agentClient, "")
 	ctx := t.Context()
 	gs, err := coordinator.NewStore(c, "").Read(ctx, "web", nil)
 	if err != nil {
@@ -37,7 +38,7 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 			return err
 		},
 		"the slot": func() error {
-			_, err := agentStore.Client().KV().Put(&api.KVPair{Key: k.Slot() + ".tail", Value: []byte("x")}, nil)
+			_, err := agentClient.KV().Put(&api.KVPair{Key: k.Slot() + ".tail", Value: []byte("x")}, nil)
 			return err
 		},
 	}
@@ -106,9 +107,15 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 // storeWith is a store on addr with token.
 func storeWith(t *testing.T, addr, token string) *coordinator.Store {
 	t.Helper()
+	return coordinator.NewStore(clientWith(t, addr, token), "")
+}
+
+// clientWith is a Consul client of addr with token.
+func clientWith(t *testing.T, addr, token string) *api.Client {
+	t.Helper()
 	c, err := api.NewClient(&api.Config{Address: addr, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return coordinator.NewStore(c, "")
+	return c
 }

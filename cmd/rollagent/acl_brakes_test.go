@@ -46,7 +46,7 @@ func TestAgentTokenCannotReleaseABrake(t *testing.T) {
 			}
 			k, _ := root.Keys(tc.group)
 			key := tc.key(k, gs.Desired.SHA)
-			agent := storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", tc.group, "n1")).Client()
+			agent := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", tc.group, "n1"))
 			before := kvSnapshot(t, c)
 			release := map[string]func() error{
 				"delete": func() error { _, err := agent.KV().Delete(key, nil); return err },

@@ -24,7 +24,8 @@ func TestAgentTokenCannotForgeOrEraseTheLog(t *testing.T) {
 	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+op, "commit", "web", "-f", "testdata/noname.json", "--author=alice@ops-laptop"); code != 0 {
 		t.Fatal(errs)
 	}
-	n1 := storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1"))
+	n1c := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1"))
+	n1 := coordinator.NewStore(n1c, "")
 	n2 := storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n2"))
 	k, _ := n1.Keys("web")
 	gs, err := coordinator.NewStore(c, "").Read(t.Context(), "web", nil)
@@ -38,7 +39,7 @@ func TestAgentTokenCannotForgeOrEraseTheLog(t *testing.T) {
 	for _, part := range []string{k.OperatorEvents(), k.NodeEvents("n2")} {
 		t.Run("n1 writes in "+part, func(t *testing.T) {
 			before := kvSnapshot(t, c)
-			_, err := n1.Client().KV().Put(&api.KVPair{Key: part + "99999999999999999999-forged-0", Value: forged(0)}, nil)
+			_, err := n1c.KV().Put(&api.KVPair{Key: part + "99999999999999999999-forged-0", Value: forged(0)}, nil)
 			if err == nil || !strings.Contains(strings.ToLower(err.Error()), "permission denied") {
 				t.Fatalf("n1's token wrote an event in %s: %v", part, err)
 			}
@@ -50,7 +51,7 @@ func TestAgentTokenCannotForgeOrEraseTheLog(t *testing.T) {
 	for i := range coordinator.DefaultEventLimit {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.NodeEvents("n1") + fmt.Sprintf("99999999999999999999-%04d", i), Value: forged(i)}})
 		if len(ops) == 64 || i == coordinator.DefaultEventLimit-1 {
-			if err := txnErr(n1.Client().Txn().Txn(ops, nil)); err != nil {
+			if err := txnErr(n1c.Txn().Txn(ops, nil)); err != nil {
 				t.Fatalf("n1 writes in its own part: %v", err)
 			}
 			ops = api.TxnOps{}

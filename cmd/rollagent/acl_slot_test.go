@@ -19,7 +19,7 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
 	rolloutOf(t, srv, "web")
-	agentKV := storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).Client().KV()
+	agentKV := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1")).KV()
 	slot := "rollagent/groups/web/slot/"
 	for _, tc := range []struct {
 		key     string
@@ -80,7 +80,7 @@ func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 	g.Lease = time.Minute
 	clients := map[string]*api.Client{}
 	for _, node := range []string{"n1", "n2"} {
-		clients[node] = storeWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", node)).Client()
+		clients[node] = clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", node))
 	}
 	sem := func(node, as string) *lockstep.Semaphore {
 		tc := clients[node]

@@ -111,7 +111,7 @@ func TestREADMEExporterMetrics(t *testing.T) {
 func exportedNames() []string {
 	var names []string
 	ch := make(chan *prometheus.Desc, 16)
-	newGroupCollector(nil, time.Now).Describe(ch)
+	newGroupCollector(nil, coordinator.DefaultLostAfter, time.Now).Describe(ch)
 	close(ch)
 	for d := range ch {
 		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/retry"
 )
 
 // The pause between tries of a cancel grows from cancelRetryMin to
@@ -37,7 +38,7 @@ type cancelTries struct {
 // the SHA it rolled back to.
 func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (res *coordinator.CancelResult, recorded bool, err error) {
 	tr := cancelTries{start: time.Now()}
-	pause := newGrowingPause(cancelRetryMin, cancelRetryMax)
+	pause := retry.NewSteady(cancelRetryMin, cancelRetryMax)
 	sha := c.SHA
 	for {
 		tr.n++
@@ -53,7 +54,7 @@ func (c *CancelCmd) cancelRetrying(ctx context.Context, st *coordinator.Store) (
 		if !coordinator.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, false, err
 		}
-		sleep(ctx, pause.next())
+		sleep(ctx, pause.Next())
 		if ctx.Err() != nil {
 			return nil, false, tr.failure(c.Group, time.Now())
 		}

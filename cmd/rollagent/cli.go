@@ -52,7 +52,7 @@ type Globals struct {
 	Prefix     string          `name:"prefix" default:"${prefix}" help:"KV prefix of rollagent's state." env:"ROLLAGENT_PREFIX"`
 	LogLevel   string          `name:"log-level" default:"info" enum:"trace,debug,info,warn,error" help:"Log level."`
 	LogJSON    bool            `name:"log-json" help:"Log as JSON."`
-	Timeout    time.Duration   `name:"timeout" default:"30s" help:"Bound of each command's calls to Consul and to an image registry (--pin-digest) (env ROLLAGENT_TIMEOUT); run is not bounded, status --watch bounds each read."`
+	Timeout    time.Duration   `name:"timeout" default:"${timeout}" help:"Bound of each command's calls to Consul and to an image registry (--pin-digest) (env ROLLAGENT_TIMEOUT); run is not bounded, status --watch bounds each read."`
 
 	addr string `kong:"-"` // the Consul address the client was built for
 }

@@ -13,28 +13,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/internal/wallclock"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 // ExporterCmd serves the metrics of whole groups, for alerting. One process
 // reads each group's tree; the agents do not, as a read per agent of every
 // node's record would grow with the square of the fleet.
 type ExporterCmd struct {
-	Listen string   `default:"127.0.0.1:9469" help:"Serve Prometheus metrics at /metrics on this address."`
-	Groups []string `arg:"" name:"group" help:"Groups to export."`
+	Listen    string        `default:"127.0.0.1:9469" help:"Serve Prometheus metrics at /metrics on this address."`
+	LostAfter time.Duration `name:"lost-after" default:"${lost_after}" help:"How long a node gone from Consul's catalog still counts toward progress, as in status."`
+	Groups    []string      `arg:"" name:"group" help:"Groups to export."`
 }
 
 // Defaults of exporterOptions.
 const (
-	// DefaultExporterWait bounds a blocking read: a group with no change
-	// is read again this often, which refreshes the nodes Consul sees down.
-	DefaultExporterWait = 30 * time.Second
-	// DefaultExporterMinInterval spaces the reads of a busy group: a
-	// rollout of many nodes changes the tree several times a second, and
-	// each read lists every node.
-	DefaultExporterMinInterval = time.Second
-	// DefaultExporterRetryMax caps the pause between failed reads.
-	DefaultExporterRetryMax = 10 * time.Second
+	// exporterWait bounds a blocking read: a group with no change is read
+	// again this often, which refreshes the nodes Consul sees down.
+	exporterWait = 30 * time.Second
+	// exporterMinInterval spaces the reads of a busy group: a rollout of
+	// many nodes changes the tree several times a second, and each read
+	// lists every node.
+	exporterMinInterval = time.Second
+	// exporterRetryMax caps the pause between failed reads.
+	exporterRetryMax = 10 * time.Second
 )
 
 // exporterOptions tune how often the exporter reads each group.
@@ -44,11 +47,13 @@ type exporterOptions struct {
 	// takes the request and never answers must turn up to 0, not leave
 	// the last state exported as if it were current.
 	Timeout time.Duration
+	// LostAfter is status's --lost-after, for the nodes counted lost.
+	LostAfter time.Duration
 }
 
 func defaultExporterOptions() exporterOptions {
-	return exporterOptions{Wait: DefaultExporterWait, MinInterval: DefaultExporterMinInterval,
-		RetryMax: DefaultExporterRetryMax, Timeout: DefaultTimeout}
+	return exporterOptions{Wait: exporterWait, MinInterval: exporterMinInterval,
+		RetryMax: exporterRetryMax, Timeout: DefaultTimeout, LostAfter: coordinator.DefaultLostAfter}
 }
 
 // boundsItself: the exporter runs until interrupted, each read bounded by
@@ -68,7 +73,7 @@ func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) err
 	}
 	log = log.Named("exporter")
 	opts := defaultExporterOptions()
-	opts.Timeout = g.Timeout
+	opts.Timeout, opts.LostAfter = g.Timeout, c.LostAfter
 	_, wait, err := exportGroups(ctx, st, c.Groups, c.Listen, opts, log)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
@@ -81,7 +86,7 @@ func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) err
 // ends; wait returns once every follower has stopped.
 func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, addr string,
 	opts exporterOptions, log hclog.Logger) (net.Addr, func(), error) {
-	col := newGroupCollector(groups, wallclock.Now)
+	col := newGroupCollector(groups, opts.LostAfter, wallclock.Now)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -105,27 +110,25 @@ func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, a
 // retrying every failure with a growing pause: the exporter is what tells
 // that Consul cannot be read, so it never gives up.
 func followGroup(ctx context.Context, st *coordinator.Store, group string, col *groupCollector, opts exporterOptions, log hclog.Logger) {
-	var index uint64
-	pause := newGrowingPause(opts.MinInterval, opts.RetryMax)
-	for ctx.Err() == nil {
+	pause := retry.NewSteady(opts.MinInterval, opts.RetryMax)
+	onError := func(err error, retryIn time.Duration) {
+		col.failed(group)
+		log.Warn("cannot read the group", "error", err, "retry_in", retryIn)
+	}
+	// A restarted Consul may have reset its indexes: the read after a
+	// failure starts over.
+	w := watch.Options{MinInterval: opts.MinInterval, Backoff: pause, ResetOnError: true, OnError: onError}
+	watch.Run(ctx, w, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		gs, err := readGroupWait(ctx, st, group, index, opts.Wait, opts.Timeout)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			col.failed(group)
-			d := pause.next()
-			log.Warn("cannot read the group", "error", err, "retry_in", d)
-			sleep(ctx, d)
-			index = 0 // a restarted Consul may have reset its indexes
-			continue
-		}
-		if index == 0 || pause.retrying() {
+		switch {
+		case ctx.Err() != nil:
+			return 0, true, nil
+		case err != nil:
+			return 0, false, err
+		case index == 0 || pause.Retrying():
 			log.Info("reading the group", "index", gs.Index)
 		}
-		pause.reset()
 		col.read(gs)
-		index = gs.Index
-		sleep(ctx, opts.MinInterval)
-	}
+		return gs.Index, false, nil
+	})
 }

@@ -72,13 +72,14 @@ type groupRecord struct {
 // groupCollector exports the group metrics of the latest read of each group,
 // computed at scrape time so that the clocks in them are current.
 type groupCollector struct {
-	now    func() time.Time
-	mu     sync.Mutex
-	groups map[string]*groupRecord
+	now       func() time.Time
+	lostAfter time.Duration // --lost-after
+	mu        sync.Mutex
+	groups    map[string]*groupRecord
 }
 
-func newGroupCollector(groups []string, now func() time.Time) *groupCollector {
-	c := &groupCollector{now: now, groups: map[string]*groupRecord{}}
+func newGroupCollector(groups []string, lostAfter time.Duration, now func() time.Time) *groupCollector {
+	c := &groupCollector{now: now, lostAfter: lostAfter, groups: map[string]*groupRecord{}}
 	for _, g := range groups {
 		c.groups[g] = &groupRecord{}
 	}
@@ -129,7 +130,7 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(groupDescs.up, prometheus.GaugeValue, b2f(r.up), g)
 		ch <- prometheus.MustNewConstMetric(groupDescs.readErrors, prometheus.CounterValue, float64(r.errors), g)
 		if r.state != nil {
-			collectObservation(ch, g, observe(newStatusJSON(r.state, statusOptions{LostAfter: coordinator.DefaultLostAfter}, now)), now)
+			collectObservation(ch, g, observe(newStatusJSON(r.state, statusOptions{LostAfter: c.lostAfter}, now)), now)
 		}
 	}
 }

@@ -268,7 +268,7 @@ func TestGroupMetricsExportEveryState(t *testing.T) {
 
 // Before any read a group has only its up gauge (0) and error counter.
 func TestGroupCollectorBeforeRead(t *testing.T) {
-	c := newGroupCollector([]string{"web"}, time.Now)
+	c := newGroupCollector([]string{"web"}, coordinator.DefaultLostAfter, time.Now)
 	c.failed("web")
 	got := gather(t, c)
 	names := make([]string, 0, len(got))

@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 )
 
@@ -78,10 +81,25 @@ func newParser(cli *CLI, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitCode(c)) }),
 		kong.UsageOnError(),
-		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix, "consul_addr": DefaultConsulAddr},
+		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix, "consul_addr": DefaultConsulAddr,
+			"timeout": flagDuration(DefaultTimeout), "lost_after": flagDuration(coordinator.DefaultLostAfter),
+			"hook_timeout": flagDuration(agent.DefaultHookTimeout), "session_ttl": flagDuration(agent.DefaultSessionTTL)},
 		kong.DefaultEnvars("ROLLAGENT"),
 		kong.Configuration(loadConfig),
 	)
+}
+
+// flagDuration writes d as a flag's default is typed, 10m rather than
+// 10m0s: the defaults are written once, as constants, and help shows them.
+func flagDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // errQuiet is returned by a command that has already told the user.

@@ -13,7 +13,9 @@ import (
 	"unicode"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/internal/wallclock"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 // StatusCmd shows a group's rollout.
@@ -21,8 +23,9 @@ type StatusCmd struct {
 	Group  string `arg:"" help:"Group name."`
 	Watch  bool   `short:"w" help:"Redraw on every change until interrupted."`
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
-	// The default is coordinator.DefaultLostAfter (a test checks it).
-	LostAfter time.Duration `name:"lost-after" default:"10m" help:"How long a node gone from Consul's catalog still counts toward progress, from its last change or its agent's clean stop, whichever is later; then it shows as lost."`
+	// The default is coordinator.DefaultLostAfter, through kong's vars
+	// (newParser); a test checks it.
+	LostAfter time.Duration `name:"lost-after" default:"${lost_after}" help:"How long a node gone from Consul's catalog still counts toward progress, from its last change or its agent's clean stop, whichever is later; then it shows as lost."`
 
 	timeout time.Duration `kong:"-"` // --timeout, which bounds each read of --watch
 }
@@ -109,34 +112,32 @@ func (c *StatusCmd) timed(gs *coordinator.GroupState, now time.Time) timedEvents
 // follow sends every new state of the group, retrying transient errors
 // with a growing pause, until ctx ends or an error is not transient.
 func (c *StatusCmd) follow(ctx context.Context, st *coordinator.Store, states chan<- *coordinator.GroupState, errs chan<- error) {
-	var index uint64
-	pause := newGrowingPause(time.Second, 10*time.Second)
-	for ctx.Err() == nil {
+	// A restarted Consul may have reset its indexes: the read after a
+	// failure starts over.
+	opts := watch.Options{Backoff: retry.NewSteady(time.Second, 10*time.Second), ResetOnError: true}
+	watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		gs, err := readGroupWait(ctx, st, c.Group, index, watchWait, c.timeout)
 		switch {
 		case ctx.Err() != nil:
-			return
+			return 0, true, nil
 		case err != nil:
 			select {
 			case errs <- err:
 			case <-ctx.Done():
 			}
 			if !coordinator.IsTransient(err) {
-				return
+				return 0, true, nil
 			}
-			sleep(ctx, pause.next())
-			index = 0 // a restarted Consul may have reset its indexes
-			continue
+			return 0, false, err
 		case gs.Index == index:
-			continue // the wait ended with no change
+			return gs.Index, false, nil // the wait ended with no change
 		}
-		index = gs.Index
-		pause.reset()
 		select {
 		case states <- gs:
 		case <-ctx.Done():
 		}
-	}
+		return gs.Index, false, nil
+	})
 }
 
 // withUnavailable adds the nodes Consul sees down, and those registered in

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // statusSchema is bumped on any change that could break a script reading
@@ -181,7 +180,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 			s.Holders = append(s.Holders, holderJSON{Name: h.Name, Since: h.Since})
 		}
 		sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Name < s.Holders[j].Name })
-		s.Orphans = orphans(gs.Holders, now)
+		s.Orphans = orphans(gs, now)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
 	diagnose(&s, gs, sum, now)
@@ -233,8 +232,9 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// orphans lists the claims whose session is gone, by node name.
-func orphans(h *lockstep.Holders, now time.Time) []claimJSON {
+// orphans lists the claims of gs whose session is gone, by node name.
+func orphans(gs *coordinator.GroupState, now time.Time) []claimJSON {
+	h := gs.Holders
 	out := []claimJSON{}
 	counted := map[string]bool{}
 	for _, n := range h.Counted(now) {

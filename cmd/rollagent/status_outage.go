@@ -35,26 +35,6 @@ func readGroupWait(ctx context.Context, st *coordinator.Store, group string, ind
 	return gs, nil
 }
 
-// growingPause is the pause between the tries of a retry loop of the CLI:
-// from first, doubling up to most, and first again after a success.
-type growingPause struct{ first, most, cur time.Duration }
-
-func newGrowingPause(first, most time.Duration) growingPause {
-	return growingPause{first: first, most: most, cur: first}
-}
-
-// next is the pause before the next try; the one after it is longer.
-func (p *growingPause) next() time.Duration {
-	d := p.cur
-	p.cur = min(2*p.cur, p.most)
-	return d
-}
-
-func (p *growingPause) reset() { p.cur = p.first }
-
-// retrying says a try failed since the last reset.
-func (p *growingPause) retrying() bool { return p.cur > p.first }
-
 // outageState is how long status --watch has not been able to read.
 type outageState struct {
 	err   error     // the last error, nil while reads succeed

@@ -84,7 +84,7 @@ func rollout(ctx context.Context, bin string, st *state, store *coordinator.Stor
 
 func killHolder(ctx context.Context, bin string, st *state, store *coordinator.Store) error {
 	for i := 0; i < 300 && ctx.Err() == nil; i++ {
-		if node := holder(store.Client()); node != "" {
+		if node := holder(ctx, store); node != "" {
 			_ = syscall.Kill(st.Agents[node], syscall.SIGKILL)
 			say("SIGKILLed the agent of %s while it held the slot: watch the rollout resume", node)
 			time.Sleep(time.Second)
@@ -104,7 +104,7 @@ func follow(ctx context.Context, store *coordinator.Store, sha string) error {
 		gs, err := store.Read(ctx, group, nil)
 		if err == nil {
 			p := gs.Progress()
-			line := fmt.Sprintf("%d/%d on %s, %d replacing, %d verifying, holder: %s", p.Converged, fleetSize, sha[:12], p.Replacing, p.Verifying, orNone(holder(store.Client())))
+			line := fmt.Sprintf("%d/%d on %s, %d replacing, %d verifying, holder: %s", p.Converged, fleetSize, sha[:12], p.Replacing, p.Verifying, orNone(holderOf(gs)))
 			if line != last {
 				say("%s", line)
 				last = line

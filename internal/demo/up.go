@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 func up(ctx context.Context, consulBin, bin string) error {
@@ -124,12 +123,17 @@ func startAgent(bin, node string, st *state) error {
 }
 
 // holder returns the node holding the demo group's slot, or "".
-func holder(c *api.Client) string {
-	h, err := lockstep.ReadHolders(c, "rollagent/groups/"+group+"/slot/", nil)
+func holder(ctx context.Context, store *coordinator.Store) string {
+	gs, err := store.Read(ctx, group, nil)
 	if err != nil {
 		return ""
 	}
-	for _, e := range h.Holding {
+	return holderOf(gs)
+}
+
+// holderOf returns the node holding the slot in gs, or "".
+func holderOf(gs *coordinator.GroupState) string {
+	for _, e := range gs.Holders.Holding {
 		return e.Name
 	}
 	return ""
