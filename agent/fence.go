@@ -103,9 +103,10 @@ var (
 	// meanwhile: it then claims its slot ahead of the line (PlanClaimDown).
 	errWentDown = errors.New("agent: the workload went down while the node waited in line")
 	// errRecheck ends a node's wait in line when the gate may have changed
-	// by the clock alone (a maintenance window closed): Consul cannot
-	// check a clock in the grant, so the node leaves the line and looks.
-	errRecheck = errors.New("agent: the gate may have changed by the clock while the node waited in line")
+	// by what no write to KV announces (a maintenance window closed by the
+	// clock, a Consul check it blocks on failed): Consul cannot check
+	// either in the grant, so the node leaves the line and looks.
+	errRecheck = errors.New("agent: the gate may have changed by the clock or a Consul check while the node waited in line")
 	// errStaleFence means every fence of a step came back later than
 	// fenceFresh: none vouches for the step any more.
 	errStaleFence = errors.New("agent: the step's fences came back too late to vouch for it")

@@ -313,6 +313,9 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	if l.Recheck > 0 {
 		defer time.AfterFunc(left, func() { stop(errRecheck) }).Stop()
 	}
+	if gs.Spec != nil && gs.Spec.Update.Blocks() {
+		go a.watchBlocks(wctx, stop, gs)
+	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
 		a.pub.published(ctx, claim)
@@ -337,6 +340,35 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 		if h, _ := a.health.Health(ctx); h == HealthDown && ctx.Err() == nil {
 			stop(errWentDown)
+			return
+		}
+	}
+}
+
+// blockWatchInterval is how often a node in line reads the health of the
+// Consul checks its spec blocks on (update.block_on): a check that fails
+// holds new grants within about this.
+const blockWatchInterval = 2 * time.Second
+
+// watchBlocks reads the health of the checks the desired spec of gs blocks
+// on while the node waits in line, and ends the wait (errRecheck) once the
+// gate closes by it: a check's status is nothing Consul checks in the
+// grant, and writes nothing to KV. While the gate stays open the node
+// keeps its place.
+func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
+	tick := time.NewTicker(blockWatchInterval)
+	defer tick.Stop()
+	g := *gs
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
+		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now()}); !v.Open && ctx.Err() == nil {
+			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
+			stop(errRecheck)
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
@@ -48,6 +49,7 @@ func (r *timedRuntime) beganAt(sha string) (time.Time, bool) {
 type windowFleet struct {
 	t      *testing.T
 	st     *coordinator.Store
+	consul *api.Client // the dev agent every node runs on
 	group  string
 	rts    map[string]*timedRuntime
 	agents map[string]*inProcAgent
@@ -55,7 +57,7 @@ type windowFleet struct {
 
 func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
 	g := groupkit.New(t, "window")
-	f := &windowFleet{t: t, st: g.Store, group: g.Name,
+	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")
 	for _, n := range nodes {

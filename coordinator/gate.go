@@ -31,6 +31,9 @@ type Verdict struct {
 	// maintenance window opens or closes); zero when only a write to
 	// Consul can change it. A node looks again by then.
 	Recheck time.Time
+	// Poll: Recheck is when to look again at what no write to Consul's KV
+	// announces (a check's health), not when the gate opens.
+	Poll bool
 }
 
 // GateState is the kind of verdict, for scripts and metrics; Reason says
@@ -78,6 +81,9 @@ type Closed struct {
 	// Recheck is when the rule's answer may change by the clock alone;
 	// optional, and read also from a rule that lets the gate open.
 	Recheck time.Time
+	// Poll says Recheck is only when to look again (see Verdict.Poll);
+	// optional, defaults to false.
+	Poll bool
 }
 
 // NewCommitOpens is what opens any closed gate: a new SHA has a gate of
@@ -112,6 +118,7 @@ var Rules = []Rule{
 	// Holds last: a rule that stops every step wins over one that only
 	// holds new grants.
 	windowRule{},
+	blockRule{},
 }
 
 // GateStates lists every GateState, for exporters that show each one.
@@ -153,7 +160,7 @@ func Evaluate(in GateInput) Verdict {
 			v.Recheck = c.Recheck
 		}
 		if closed {
-			v.State, v.Reason, v.Opens, v.Hold = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens), c.Hold
+			v.State, v.Reason, v.Opens, v.Hold, v.Poll = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens), c.Hold, c.Poll
 			if c.Node != "" {
 				v.Node = c.Node
 			}
@@ -168,7 +175,7 @@ func Evaluate(in GateInput) Verdict {
 // (Recheck), how long until then, as of now: "…; the next opens Tue 02:00
 // Europe/Berlin (in 3h12m)". Records keep Reason, which does not age.
 func (v Verdict) Wait(now time.Time) string {
-	if v.Open || v.Recheck.IsZero() || !v.Recheck.After(now) {
+	if v.Open || v.Poll || v.Recheck.IsZero() || !v.Recheck.After(now) {
 		return v.Reason
 	}
 	return v.Reason + " (in " + RoundWait(v.Recheck.Sub(now)) + ")"

@@ -33,8 +33,19 @@ func (s *Store) ReadFor(ctx context.Context, group, node string) (*GroupState, e
 // it again would cost every agent of the fleet a request on each commit.
 // The transaction still checks desired at its index, and if it moved since,
 // it is read again. With nothing in hand, desired is read first, as
-// ReadFor does.
+// ReadFor does. It reads with the records the health of the checks the
+// desired spec blocks on, the node's own (update.block_on_node) on the
+// Consul node of the agent the store's client talks to.
 func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*GroupState, error) {
+	g, err := s.readFor(ctx, group, node, w)
+	if err != nil {
+		return nil, err
+	}
+	return s.withHealth(ctx, g, true), nil
+}
+
+// readFor reads ReadForAt's records.
+func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*GroupState, error) {
 	desired, index := w.pair, w.index
 	k, err := s.Keys(group)
 	if err != nil {
@@ -80,7 +91,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*Gr
 			return g, nil
 		}
 	}
-	return s.Read(ctx, group, nil)
+	return s.readTree(ctx, group, nil)
 }
 
 // readDesiredRecords reads, in one transaction checked against desired's

@@ -97,6 +97,9 @@ const (
 	// see it down: its agent stopped, left the catalog, or cannot reach
 	// Consul; or the node left the group and its record stayed.
 	CauseNotInLine StallCause = "not_in_line"
+	// CauseNodeCheck: a check of the spec's update.block_on_node is not
+	// passing on the node's own Consul node, which holds it until it does.
+	CauseNodeCheck StallCause = "node_check"
 	// CauseNotGranted: the node is in line and a slot is free, yet no grant
 	// came: a bug in rollagent.
 	CauseNotGranted StallCause = "not_granted"
@@ -137,13 +140,31 @@ type StallInput struct {
 	DownWhy     map[string]DownReason // why each of Unavailable is down
 	// Lost are the nodes Summary no longer counts: none of them waits.
 	Lost map[string]bool
-	Now  time.Time
+	// NodeChecks are the nodes a check of update.block_on_node holds, with
+	// what holds each (GateHealth.OnNodes, by the node's record).
+	NodeChecks map[string]string
+	Now        time.Time
 }
 
 // StallInput gathers g's parts for Diagnose, with sum, g's Summary at now.
 func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 	return StallInput{Gate: sum.Gate, Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
-		Holders: g.Holders, Unavailable: g.Unavailable, DownWhy: g.DownWhy, Lost: sum.Lost(), Now: now}
+		Holders: g.Holders, Unavailable: g.Unavailable, DownWhy: g.DownWhy, Lost: sum.Lost(), NodeChecks: g.nodeChecks(), Now: now}
+}
+
+// nodeChecks maps each node whose Consul node a check of block_on_node
+// holds to the first such check.
+func (g *GroupState) nodeChecks() map[string]string {
+	if g.Health == nil || len(g.Health.OnNodes) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, n := range g.Nodes {
+		if f := g.Health.OnNodes[n.ConsulNode]; n.ConsulNode != "" && len(f) > 0 {
+			out[n.Node] = f[0].String()
+		}
+	}
+	return out
 }
 
 // Diagnose returns why the group is stalled, or nil when it is not: when
@@ -171,7 +192,7 @@ func Diagnose(in StallInput) *Stall {
 	if in.Now.Sub(quiet) <= StallAfter {
 		return nil
 	}
-	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable, in.DownWhy)}
+	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable, in.DownWhy, in.NodeChecks)}
 }
 
 // waiters are the nodes behind desired that wait: their record says so, or
@@ -219,7 +240,7 @@ func lastChange(in StallInput) time.Time {
 
 // stallReasons sorts the waiting nodes by what the slot's keys and Consul's
 // health say of their agents.
-func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, why map[string]DownReason) []StallReason {
+func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, why map[string]DownReason, checks map[string]string) []StallReason {
 	inLine := map[string]bool{}
 	if h != nil {
 		for _, name := range h.Names() {
@@ -236,13 +257,15 @@ func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, w
 			cause = CauseAgentStopped
 		case !inLine[w.Node] && slices.Contains(unavailable, w.Node):
 			cause = CauseAgentDown
+		case !inLine[w.Node] && checks[w.Node] != "":
+			cause = CauseNodeCheck
 		case !inLine[w.Node]:
 			cause = CauseNotInLine
 		}
 		byCause[cause] = append(byCause[cause], w.Node)
 	}
 	var out []StallReason
-	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNotInLine, CauseNotGranted} {
+	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNodeCheck, CauseNotInLine, CauseNotGranted} {
 		if nodes := byCause[c]; len(nodes) > 0 {
 			sort.Strings(nodes)
 			out = append(out, StallReason{Cause: c, Nodes: nodes})

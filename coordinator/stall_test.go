@@ -99,6 +99,12 @@ func TestDiagnose(t *testing.T) {
 			waitingNode("n3", ago(5*time.Minute))}, inLine(), "n2", "n3"), map[string]DownReason{"n2": DownHost, "n3": DownAgentStopped}),
 			[]StallReason{{CauseHostDown, []string{"n2"}}, {CauseAgentStopped, []string{"n3"}}},
 			[]Waiter{{"n2", ago(5 * time.Minute)}, {"n3", ago(5 * time.Minute)}}},
+		{"held by its own node's check, not in line", func() StallInput {
+			in := stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute)), waitingNode("n3", ago(5*time.Minute))}, inLine())
+			in.NodeChecks = map[string]string{"n2": `blocked by Consul check "disk" (critical) on node h2`}
+			return in
+		}(), []StallReason{{CauseNodeCheck, []string{"n2"}}, {CauseNotInLine, []string{"n3"}}},
+			[]Waiter{{"n2", ago(5 * time.Minute)}, {"n3", ago(5 * time.Minute)}}},
 		{"a lost claim no longer counts", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))},
 			claim(ago(time.Minute*2), true)), []StallReason{{CauseNotInLine, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		// A replacing record without a slot was left by a process that died.

@@ -43,7 +43,11 @@ type GroupState struct {
 	Registered map[string]bool
 	// Invalid are the node records that do not decode or check, by the
 	// name in their key: status shows them as rows, nothing acts on them.
-	Invalid      []InvalidNode
+	Invalid []InvalidNode
+	// Health is the health of the Consul checks the desired spec blocks
+	// on (update.block_on), read with the records when it has any: by
+	// Read for the group, by ReadFor with the node's own block_on_node.
+	Health       *GateHealth
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -59,8 +63,18 @@ type GroupState struct {
 	k     Keys // the group's keys, to look a record up in byKey
 }
 
-// Read lists the group's tree once and decodes it.
+// Read lists the group's tree once and decodes it, with the health of the
+// checks its desired spec blocks on (update.block_on; not block_on_node,
+// which each agent judges for its own node).
 func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*GroupState, error) {
+	g, err := s.readTree(ctx, group, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.withHealth(ctx, g, false), nil
+}
+
+func (s *Store) readTree(ctx context.Context, group string, q *api.QueryOptions) (*GroupState, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err

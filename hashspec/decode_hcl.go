@@ -64,6 +64,14 @@ type hclUpdate struct {
 	MaxFailures     *int        `hcl:"max_failures,optional"`
 	Order           string      `hcl:"order,optional"`
 	Windows         []hclWindow `hcl:"window,block"`
+	BlockOn         []hclBlock  `hcl:"block_on,block"`
+	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
+}
+
+type hclBlock struct {
+	Service string `hcl:"service,optional"`
+	Tag     string `hcl:"tag,optional"`
+	Check   string `hcl:"check,optional"`
 }
 
 type hclWindow struct {
@@ -111,7 +119,7 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 // in a field path they are named as the list, with an index.
 var repeatedBlocks = map[string]map[string]string{
 	"container": {"port": "ports", "volume": "volumes"},
-	"update":    {"window": "window"},
+	"update":    {"window": "window", "block_on": "block_on", "block_on_node": "block_on_node"},
 }
 
 // hclIndex maps source ranges to field paths so HCL diagnostics can name

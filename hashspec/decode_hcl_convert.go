@@ -46,6 +46,12 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,
 				Length: c.duration(indexPath(pathWindow, i)+".length", w.Length)})
 		}
+		for _, b := range u.BlockOn {
+			s.Update.BlockOn = append(s.Update.BlockOn, Block(b))
+		}
+		for _, b := range u.BlockOnNode {
+			s.Update.BlockOnNode = append(s.Update.BlockOnNode, Block(b))
+		}
 	}
 	return s
 }

@@ -32,6 +32,8 @@ const (
 	pathTimeout         = "container.healthcheck.timeout"
 	pathRetries         = "container.healthcheck.retries"
 	pathWindow          = "update.window"
+	pathBlockOn         = "update.block_on"
+	pathBlockOnNode     = "update.block_on_node"
 )
 
 // WithDefaults returns a deep copy of s with every default filled in and
@@ -136,6 +138,8 @@ func (s *Spec) defaultUpdate(u Update) Update {
 		u.Order = OrderStopFirst
 	}
 	u.Windows = normalWindows(u.Windows)
+	u.BlockOn = normalBlocks(u.BlockOn)
+	u.BlockOnNode = normalBlocks(u.BlockOnNode)
 	return u
 }
 

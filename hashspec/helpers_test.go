@@ -81,3 +81,29 @@ func mustLoad(t *testing.T, format Format, src string) (*Spec, string) {
 	}
 	return s, sha
 }
+
+// shaCase says whether specs a and b share a SHA.
+type shaCase struct {
+	name  string
+	a, b  *Spec
+	equal bool
+}
+
+func runSHACases(t *testing.T, cases []shaCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := tc.a.SHA()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := tc.b.SHA()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a == b) != tc.equal {
+				t.Errorf("SHAs equal = %v, want %v", a == b, tc.equal)
+			}
+		})
+	}
+}

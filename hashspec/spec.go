@@ -104,6 +104,13 @@ type Update struct {
 	// Windows are the maintenance windows in which slots are granted;
 	// optional, none means always.
 	Windows []Window `json:"window,omitempty"`
+	// BlockOn are Consul services and checks that must be passing, on
+	// every node, before any slot is granted; optional.
+	BlockOn []Block `json:"block_on,omitempty"`
+	// BlockOnNode are checks (or a service's instance) that must be
+	// passing on a node's own Consul node before it is granted a slot
+	// (its disk, its replication lag); optional.
+	BlockOnNode []Block `json:"block_on_node,omitempty"`
 }
 
 // Format is the syntax of a spec file.

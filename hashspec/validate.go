@@ -348,6 +348,8 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.atLeast(pathMaxFailures, u.MaxFailures, 1)
 	c.oneOf("update.order", u.Order, updateOrders)
 	c.windows(u.Windows)
+	c.blocks(pathBlockOn, u.BlockOn)
+	c.blocks(pathBlockOnNode, u.BlockOnNode)
 	if u.Order != OrderStartFirst {
 		return
 	}

@@ -37,11 +37,7 @@ func TestWindowsCanonical(t *testing.T) {
 	sundayUTC := Window{Days: []string{"sun"}, Start: "06:00", Length: dur("1h")}
 	every := Window{Days: []string{"sun", "sat", "fri", "thu", "wed", "tue", "mon"}, Start: "06:00", Length: dur("1h")}
 	daily := Window{Start: "06:00", Length: dur("1h")}
-	for _, tc := range []struct {
-		name  string
-		a, b  *Spec
-		equal bool
-	}{
+	runSHACases(t, []shaCase{
 		{"days in any order, repeated", base(night), base(same), true},
 		{"windows in any order", base(night, sunday), base(sundayUTC, same), true},
 		{"a window twice", base(night, night), base(night), true},
@@ -50,21 +46,7 @@ func TestWindowsCanonical(t *testing.T) {
 		{"a window is not none", base(daily), base(), false},
 		{"another start", base(daily), base(Window{Start: "06:01", Length: dur("1h")}), false},
 		{"another zone", base(daily), base(Window{Start: "06:00", Length: dur("1h"), TimeZone: "Europe/London"}), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a, err := tc.a.SHA()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := tc.b.SHA()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (a == b) != tc.equal {
-				t.Errorf("SHAs equal = %v, want %v", a == b, tc.equal)
-			}
-		})
-	}
+	})
 }
 
 // A window's errors name the field and its line, in both formats.

@@ -22,6 +22,9 @@ type groupPairs struct {
 	sha   string
 	at    time.Time
 	pairs api.KVPairs
+	// health is what Store.Read would read of the checks the spec blocks
+	// on (GroupState.Health).
+	health *coordinator.GateHealth
 }
 
 func newGroupPairs(t *testing.T, at time.Time) *groupPairs {
@@ -88,7 +91,9 @@ func (g *groupPairs) node(name, sha string, state coordinator.NodeStatus, since 
 }
 
 func (g *groupPairs) observe(now time.Time) groupObservation {
-	return observe(newStatusJSON(coordinator.Parse(g.k, "web", g.pairs, 1), statusOptions{LostAfter: coordinator.DefaultLostAfter}, now))
+	gs := coordinator.Parse(g.k, "web", g.pairs, 1)
+	gs.Health = g.health
+	return observe(newStatusJSON(gs, statusOptions{LostAfter: coordinator.DefaultLostAfter}, now))
 }
 
 // The gate's state is read from what coordinator's gate says, for every
@@ -117,6 +122,15 @@ func TestObserveGate(t *testing.T) {
 				s.Update.Windows = []hashspec.Window{{Start: "12:00", Length: hashspec.Duration(time.Hour)}}
 			}).desired()
 		}, coordinator.GateOutsideWindow},
+		{"blocked by a Consul check", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.BlockOn = []hashspec.Block{{Check: "replication-lag"}} }).desired()
+			g.health = &coordinator.GateHealth{Failing: []coordinator.BlockFailure{{Block: hashspec.Block{Check: "replication-lag"},
+				Check: "replication-lag", Status: "critical", Node: "db2"}}}
+		}, coordinator.GateBlockedByCheck},
+		{"blocking on Consul checks that pass", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.BlockOn = []hashspec.Block{{Check: "replication-lag"}} }).desired()
+			g.health = &coordinator.GateHealth{}
+		}, coordinator.GateOpen},
 	}
 	seen := map[coordinator.GateState]bool{}
 	for _, tc := range tests {

@@ -157,7 +157,7 @@ type statusOptions struct {
 }
 
 func opensAt(v coordinator.Verdict) *time.Time {
-	if v.Open || v.Recheck.IsZero() {
+	if v.Open || v.Poll || v.Recheck.IsZero() {
 		return nil
 	}
 	t := v.Recheck.UTC()

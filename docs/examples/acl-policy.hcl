@@ -95,6 +95,13 @@ session "n1" {
 service "rollagent-web" {
   policy = "write"
 }
+# The health of what a spec blocks on (update.block_on and block_on_node):
+# any service's and node's checks. Narrow it to the services the group's
+# specs name (service "postgres" { policy = "read" }) if you like; a check
+# the token may not read keeps the gate closed, and says so.
+service_prefix "" {
+  policy = "read"
+}
 # Whether the other nodes' hosts are up (serfHealth), at the head of the
 # line; it registers no node-level check.
 node_prefix "" {
