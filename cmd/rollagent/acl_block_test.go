@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func TestTokensReadTheChecksTheSpecBlocksOn(t *testing.T) {
 	}
 	agentSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-policy.hcl", "web"))
 	statusSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-status.hcl", "web"))
-	kvOnly := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "kv-only", `key_prefix "rollagent/groups/web/" { policy = "read" }`))
+	k, _ := coordinator.NewKeys("", "web")
+	kvOnly := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "kv-only", fmt.Sprintf("key_prefix %q { policy = \"read\" }", k.Root())))
 	for _, tc := range []struct {
 		name string
 		read func() (*coordinator.GroupState, error)

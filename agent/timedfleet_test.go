@@ -1,0 +1,102 @@
+package agent_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+)
+
+// timedRuntime is a recordingRuntime whose replacement takes slow after
+// its fence, and which notes when each replacement to a SHA began.
+type timedRuntime struct {
+	*recordingRuntime
+	slow  time.Duration
+	mu    sync.Mutex
+	began map[string]time.Time // SHA -> when its replacement passed its fence
+}
+
+func (r *timedRuntime) Replace(ctx context.Context, s *hashspec.Spec, sha string, step agent.StepFunc) error {
+	return r.recordingRuntime.Replace(ctx, s, sha, func(ctx context.Context, name string) error {
+		if err := step(ctx, name); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.began[sha] = time.Now()
+		r.mu.Unlock()
+		time.Sleep(r.slow)
+		return nil
+	})
+}
+
+func (r *timedRuntime) beganAt(sha string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.began[sha]
+	return t, ok
+}
+
+// windowFleet runs n in-process agents of a fresh group, converged on a
+// first release.
+type windowFleet struct {
+	t      *testing.T
+	st     *coordinator.Store
+	consul *api.Client // the dev agent every node runs on
+	group  string
+	rts    map[string]*timedRuntime
+	agents map[string]*inProcAgent
+}
+
+func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
+	g := groupkit.New(t, "window")
+	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
+		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
+	v1 := commitRecording(t, f.st, f.group, "v1", "")
+	for _, n := range nodes {
+		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+		f.start(n)
+	}
+	f.waitConverged(nodes, v1)
+	return f
+}
+
+func (f *windowFleet) start(n string) {
+	f.agents[n] = startAgent(f.t, f.st, f.group, n, f.rts[n], agent.Allow{})
+}
+
+// commit commits a release whose only window is w.
+func (f *windowFleet) commit(release string, w hashspec.Window) string {
+	s := recordingSpec(f.t, f.group, release, "")
+	s.Update.Windows = []hashspec.Window{w}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := f.st.Commit(ctx, f.group, s, "test", "commit "+release)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r.SHA
+}
+
+func (f *windowFleet) waitConverged(nodes []string, sha string) {
+	for _, n := range nodes {
+		waitNode(f.t, f.st, f.group, n, "converged on "+sha[:12], func(s *coordinator.NodeState) bool {
+			return s.SHA == sha && s.State == coordinator.StateConverged
+		})
+	}
+}
+
+func (f *windowFleet) state() *coordinator.GroupState {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := f.st.Read(ctx, f.group, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return gs
+}
