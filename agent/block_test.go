@@ -71,21 +71,14 @@ func TestBlockHoldsRolloutUntilTheCheckPasses(t *testing.T) {
 	for _, n := range nodes {
 		waitNode(t, f.st, f.group, n, "blocked by the primary's check", blocked)
 	}
-	for _, n := range nodes {
-		f.agents[n].stop(t)
-		f.start(n)
-	}
+	f.restartAll(nodes)
 	time.Sleep(3 * coordinator.BlockRecheck)
 	for _, n := range nodes {
 		waitNode(t, f.st, f.group, n, "still blocked after its restart", blocked)
 	}
 	passed := setTTL(t, c, "pg1-alive", api.HealthPassing)
 	f.waitConverged(nodes, v2)
-	for _, n := range nodes {
-		if at, ok := f.rts[n].beganAt(v2); !ok || at.Before(passed) {
-			t.Errorf("%s began replacing at %s (ok %v), before the check passed at %s", n, at.Format(time.StampMilli), ok, passed.Format(time.StampMilli))
-		}
-	}
+	f.beganFrom(nodes, v2, passed, "the check passed")
 }
 
 // A check that fails mid-rollout: the node mid-step finishes its step and

@@ -100,3 +100,22 @@ func (f *windowFleet) state() *coordinator.GroupState {
 	}
 	return gs
 }
+
+// restartAll stops and starts again the agent of every node.
+func (f *windowFleet) restartAll(nodes []string) {
+	for _, n := range nodes {
+		f.agents[n].stop(f.t)
+		f.start(n)
+	}
+}
+
+// beganFrom fails the test for every node whose replacement to sha did not
+// begin, or began before from (when what happened).
+func (f *windowFleet) beganFrom(nodes []string, sha string, from time.Time, what string) {
+	f.t.Helper()
+	for _, n := range nodes {
+		if at, ok := f.rts[n].beganAt(sha); !ok || at.Before(from) {
+			f.t.Errorf("%s began replacing at %s (ok %v), before %s at %s", n, at.Format(time.StampMilli), ok, what, from.Format(time.StampMilli))
+		}
+	}
+}

@@ -27,18 +27,11 @@ func TestWindowHoldsRolloutUntilItOpens(t *testing.T) {
 			return s.State == coordinator.StateWaiting && strings.HasPrefix(s.Error, "outside the maintenance window; the next opens")
 		})
 	}
-	for _, n := range nodes {
-		f.agents[n].stop(t)
-		f.start(n)
-	}
+	f.restartAll(nodes)
 	// waitNode's bound is a minute from when the window opens.
 	testkit.Eventually(t, 2*time.Minute, "the window to open", func() bool { return !time.Now().Before(opens) })
 	f.waitConverged(nodes, v2)
-	for _, n := range nodes {
-		if at, ok := f.rts[n].beganAt(v2); !ok || at.Before(opens) {
-			t.Errorf("%s began replacing at %s (ok %v), before the window opened at %s", n, at.Format(time.StampMilli), ok, opens.Format(time.StampMilli))
-		}
-	}
+	f.beganFrom(nodes, v2, opens, "the window opened")
 }
 
 // A window that closes mid-rollout: the node mid-step finishes its step
