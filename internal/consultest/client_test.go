@@ -34,3 +34,16 @@ func TestKilledClientEndsItsSessions(t *testing.T) {
 		t.Fatalf("restart the client agent: %v", err)
 	}
 }
+
+// A test that polls through Client for a minute sends a few hundred
+// requests; each must find Consul answering, never past its limit of
+// connections per client address (a CI run failed on such a 429).
+func TestClientPollsWithoutLeakingConnections(t *testing.T) {
+	srv := NewDev(t)
+	const polls = 260 // past limits.http_max_conns_per_client, 200
+	for i := range polls {
+		if _, err := srv.Client().Agent().Checks(); err != nil {
+			t.Fatalf("poll %d of %d: %v", i+1, polls, err)
+		}
+	}
+}

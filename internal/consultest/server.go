@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +56,10 @@ type Server struct {
 	ports    [4]int // http, serf lan, serf wan, server rpc
 	cmd      *exec.Cmd
 	exited   chan struct{}
+
+	clientMu   sync.Mutex
+	client     *api.Client // Client's, kept: see Client
+	clientAddr string      // the HTTPAddr client talks to
 }
 
 // NewDev starts a -dev agent and stops it when the test ends.
@@ -218,14 +223,23 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
-// Client returns an api client for this agent.
+// Client returns the api client of this agent, the same one on every call.
+// A test polls through it, often for a minute: a client per call would
+// leave each one's keep-alive connection open, and Consul refuses a client
+// address past 200 of them (limits.http_max_conns_per_client) with a 429.
 func (s *Server) Client() *api.Client {
 	s.t.Helper()
-	return s.ClientVia(nil)
+	s.clientMu.Lock()
+	defer s.clientMu.Unlock()
+	if s.client == nil || s.clientAddr != s.HTTPAddr {
+		s.client, s.clientAddr = s.ClientVia(nil), s.HTTPAddr
+	}
+	return s.client
 }
 
 // ClientVia returns an api client for this agent whose requests go through
-// rt, which a test puts there to count or alter them; nil is Client.
+// rt, which a test puts there to count or alter them: a new client on
+// each call (nil: with a transport of its own).
 func (s *Server) ClientVia(rt http.RoundTripper) *api.Client {
 	s.t.Helper()
 	cfg := api.DefaultConfig()
