@@ -66,6 +66,12 @@ type hclUpdate struct {
 	Windows         []hclWindow `hcl:"window,block"`
 	BlockOn         []hclBlock  `hcl:"block_on,block"`
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
+	Drain           *hclDrain   `hcl:"drain,block"`
+}
+
+type hclDrain struct {
+	Services []string `hcl:"services,optional"`
+	Delay    *string  `hcl:"delay,optional"`
 }
 
 type hclBlock struct {

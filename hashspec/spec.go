@@ -111,6 +111,9 @@ type Update struct {
 	// passing on a node's own Consul node before it is granted a slot
 	// (its disk, its replication lag); optional.
 	BlockOnNode []Block `json:"block_on_node,omitempty"`
+	// Drain puts the node's Consul services into maintenance before its
+	// old workload stops; optional.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -350,6 +350,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.windows(u.Windows)
 	c.blocks(pathBlockOn, u.BlockOn)
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
+	c.drain(u.Drain)
 	if u.Order != OrderStartFirst {
 		return
 	}
