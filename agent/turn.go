@@ -144,8 +144,19 @@ func (t *turn) replace(ctx context.Context) ending {
 	// of the grant, and a CANCEL applied between it and the step must stop
 	// the step. What a CANCEL cannot stop is the gap from a fence to the
 	// runtime's call, measured here.
+	first := true
 	step := func(ctx context.Context, name string) error {
+		drained := first && t.gs.Spec.Update.Drain != nil
+		if drained {
+			if err := t.drain(ctx); err != nil {
+				return err
+			}
+		}
+		first = false
 		if err := t.step(ctx, t.l.SHA, name); err != nil {
+			if drained { // refused before anything was touched
+				t.a.undrain(ctx, drainRefused, false, true)
+			}
 			return err
 		}
 		t.a.stepGap(name, time.Since(t.fenced))
@@ -179,6 +190,7 @@ func (t *turn) replace(ctx context.Context) ending {
 // its slot, releases it on its verified workload with the old one still
 // set aside, until a new commit.
 func (t *turn) finish(ctx context.Context, sha string) ending {
+	t.a.undrain(ctx, drainConverged, true, true)
 	obs, err := t.a.cfg.Runtime.Inspect(ctx)
 	if err == nil {
 		t.a.pub.observe(obs) // the record that says converged names the new image
@@ -199,7 +211,8 @@ func (t *turn) finish(ctx context.Context, sha string) ending {
 // stoppedByFault says err stopped a step through no fault of the release.
 func stoppedByFault(err error) bool {
 	var fe *fenceError
-	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) || errors.Is(err, errSetAside)
+	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) || errors.Is(err, errSetAside) ||
+		errors.Is(err, errDrain)
 }
 
 // undo brings back what was set aside, under the slot and behind the gate,
@@ -273,6 +286,7 @@ func (t *turn) undone(ctx context.Context, restored bool, cause string) ending {
 	after := t.l
 	after.SHA, after.Leftover, after.Unverified, after.Claimed, after.Undoing = obs.SHA, obs.Leftover, false, false, ""
 	after.Healthy, _ = rt.Healthy(ctx)
+	t.a.undrain(ctx, drainUndone, after.Healthy, true)
 	o := conclude(after, event{end: endUndone, cause: cause})
 	if o.Keep {
 		return t.keep(ctx, o)
@@ -390,6 +404,12 @@ func (t *turn) ended(sha string, o outcome) ending {
 // and the next look, soon, reclaims and releases it: a release is never
 // given up while the agent lives.
 func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
+	if t.a.pub.drain() != nil {
+		// Lifted before the record the release writes is built: a node
+		// that holds no slot keeps no drain while its workload is healthy.
+		healthy, _ := t.a.cfg.Runtime.Healthy(ctx)
+		t.a.undrain(ctx, drainLook, healthy, false)
+	}
 	e := t.ended(sha, o)
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// The agent stops (a reboot, say): the release frees the slot and

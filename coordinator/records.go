@@ -136,6 +136,10 @@ type NodeState struct {
 	// runtime reports it (Docker: the container's image), "" when it has
 	// none to report: what runs, where SHA is what was asked for.
 	ImageID string `json:"image_id,omitempty"`
+	// Drained is what the agent put into Consul maintenance on its node
+	// (update.drain), written before it sets any and kept until it has
+	// lifted it: nil while nothing is.
+	Drained *Drained `json:"drained,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its
