@@ -54,6 +54,10 @@ func (t *turn) drain(ctx context.Context) error {
 	if !p.drained() {
 		return nil
 	}
+	if err := a.drainSeen(ctx, rec); err != nil {
+		a.undrain(ctx, drainRefused, false, true)
+		return err
+	}
 	a.log.Info("drained: services in maintenance", "services", serviceIDs(rec.Services), "delay", d.Delay)
 	if err := t.drainDelay(d.Delay.Std()); err != nil {
 		a.undrain(ctx, drainRefused, false, true)
@@ -85,6 +89,53 @@ func (a *Agent) planDrain(ctx context.Context, names []string) (drainPlan, *coor
 	}
 	p := planDrain(names, local, reasons, rec.Reason)
 	return p, p.record(rec), nil
+}
+
+// drainSeenEvery is how often a drain reads Consul's catalog until it
+// shows the maintenance set.
+const drainSeenEvery = 100 * time.Millisecond
+
+// drainSeen waits for Consul's catalog to show every service of d in
+// maintenance with its reason: the local agent syncs it there after it
+// answers, and until then load balancers and DNS still send traffic. The
+// delay counts from then. A local agent cut off from its servers never
+// syncs: the drain fails within drainCallTimeout, before anything stops.
+func (a *Agent) drainSeen(ctx context.Context, d *coordinator.Drained) error {
+	ctx, cancel := context.WithTimeout(ctx, drainCallTimeout)
+	defer cancel()
+	byName := map[string][]string{}
+	for _, s := range d.Services {
+		byName[s.Name] = append(byName[s.Name], s.ID)
+	}
+	node := a.pub.consulName()
+	for {
+		err := a.catalogShows(ctx, byName, node, d.Reason)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: not seen in Consul's catalog within %s: %w", errDrain, drainCallTimeout, err)
+		case <-time.After(drainSeenEvery):
+		}
+	}
+}
+
+// catalogShows says (nil) whether the catalog shows every service of
+// byName (IDs by name) on node in maintenance with reason.
+func (a *Agent) catalogShows(ctx context.Context, byName map[string][]string, node, reason string) error {
+	for name, ids := range byName {
+		reasons, err := a.cfg.Store.CatalogMaintenance(ctx, name, node)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if ownerOf(reasons, id, reason) != maintOurs {
+				return fmt.Errorf("service %s not in maintenance there yet", id)
+			}
+		}
+	}
+	return nil
 }
 
 // drainDelay waits delay with the node drained: cut short if the slot is

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
 )
 
 // What is lifted when: a drain the agent recorded is lifted as the new
@@ -133,5 +134,18 @@ func TestLiftPlan(t *testing.T) {
 	}
 	if lift, left := liftPlan(nil, map[string]string{"a": ours}); lift != nil || left != nil {
 		t.Errorf("nothing recorded: lift %v left %v, want none", lift, left)
+	}
+}
+
+// A drain's delay is waited under the node's slot: the claim's lease
+// counts it, and the drain's calls, so that a waiter does not report a
+// draining node lost.
+func TestLeaseCountsTheDrain(t *testing.T) {
+	a := &Agent{cfg: Config{Runtime: &Exec{}, LeaseGrace: leaseGrace}}
+	plain := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline}}
+	drained := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline,
+		Drain: &hashspec.Drain{Services: []string{"web"}, Delay: hashspec.MaxDrainDelay}}}
+	if got, want := a.lease(drained)-a.lease(plain), hashspec.MaxDrainDelay.Std()+2*drainCallTimeout; got != want {
+		t.Errorf("a drain adds %s to the lease, want %s (its delay and its calls)", got, want)
 	}
 }

@@ -72,6 +72,13 @@ func (r *nodeRecord) knowsConsulNode() bool {
 	return r.consulNode != ""
 }
 
+// consulName is the Consul agent's node name, "" until learnt.
+func (r *nodeRecord) consulName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.consulNode
+}
+
 // learnt notes the Consul agent's node name, for the records built from
 // then on.
 func (r *nodeRecord) learnt(consulNode string) {

@@ -140,31 +140,21 @@ func (t *turn) replace(ctx context.Context) ending {
 			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareFailed, err: err.Error()}))
 		}
 	}
-	// Every step is fenced, the first too: the grant checked the gate as
-	// of the grant, and a CANCEL applied between it and the step must stop
-	// the step. What a CANCEL cannot stop is the gap from a fence to the
-	// runtime's call, measured here.
-	first := true
-	step := func(ctx context.Context, name string) error {
-		drained := first && t.gs.Spec.Update.Drain != nil
-		if drained {
-			if err := t.drain(ctx); err != nil {
-				return err
-			}
+	// Drained before the first step, with an old workload to stop: out
+	// of the runtime's call, which its step bound limits.
+	drained := t.gs.Spec.Update.Drain != nil && t.l.SHA != ""
+	if drained {
+		if err := t.drain(ctx); err != nil {
+			return t.stopped(ctx, err)
 		}
-		first = false
-		if err := t.step(ctx, t.l.SHA, name); err != nil {
-			if drained { // refused before anything was touched
-				t.a.undrain(ctx, drainRefused, false, true)
-			}
-			return err
-		}
-		t.a.stepGap(name, time.Since(t.fenced))
-		return nil
 	}
+	touched := false
 	rctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
-	err := rt.Replace(rctx, t.gs.Spec, sha, step)
+	err := rt.Replace(rctx, t.gs.Spec, sha, t.stepFunc(&touched))
 	cancel()
+	if err != nil && drained && !touched {
+		t.a.undrain(ctx, drainRefused, false, true) // nothing was touched
+	}
 	if err == nil {
 		var lost bool
 		if lost, err = t.verifyHeld(ctx, sha); lost {
@@ -181,6 +171,22 @@ func (t *turn) replace(ctx context.Context) ending {
 		return t.undo(ctx, sha, err, true)
 	}
 	return t.finish(ctx, sha)
+}
+
+// stepFunc fences each step of a replacement, noting in touched that one
+// passed its fence. Every step is fenced, the first too: the grant checked
+// the gate as of the grant, and a CANCEL applied between it and the step
+// must stop the step. What a CANCEL cannot stop is the gap from a fence to
+// the runtime's call, measured here.
+func (t *turn) stepFunc(touched *bool) StepFunc {
+	return func(ctx context.Context, name string) error {
+		if err := t.step(ctx, t.l.SHA, name); err != nil {
+			return err
+		}
+		*touched = true
+		t.a.stepGap(name, time.Since(t.fenced))
+		return nil
+	}
 }
 
 // finish drops what was set aside, once the new workload passed

@@ -102,3 +102,21 @@ func consulErrorOrNil(c *api.Client, err error) error {
 	}
 	return consulError(c, err)
 }
+
+// CatalogMaintenance reads which instances of service name on Consul node
+// consulNode are in maintenance in Consul's catalog, which load balancers
+// and DNS read (the local agent syncs its own there after it answers): the
+// reason by service ID. An empty consulNode reads every node's.
+func (s *Store) CatalogMaintenance(ctx context.Context, name, consulNode string) (map[string]string, error) {
+	checks, _, err := s.c.Health().Checks(name, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	out := map[string]string{}
+	for _, c := range checks {
+		if strings.HasPrefix(c.CheckID, serviceMaintPrefix) && (consulNode == "" || c.Node == consulNode) {
+			out[c.ServiceID] = c.Notes
+		}
+	}
+	return out, nil
+}
