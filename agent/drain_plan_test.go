@@ -3,7 +3,10 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
@@ -147,5 +150,33 @@ func TestLeaseCountsTheDrain(t *testing.T) {
 		Drain: &hashspec.Drain{Services: []string{"web"}, Delay: hashspec.MaxDrainDelay}}}
 	if got, want := a.lease(drained)-a.lease(plain), hashspec.MaxDrainDelay.Std()+2*drainCallTimeout; got != want {
 		t.Errorf("a drain adds %s to the lease, want %s (its delay and its calls)", got, want)
+	}
+}
+
+// The node's record carries the drain from when it is set until it is
+// lifted, with the missing services named in its reason; a new agent takes
+// over, once, the drain its node's record in KV holds, and a later read
+// that still holds it (the lift not yet written) does not bring it back.
+func TestRecordCarriesTheDrain(t *testing.T) {
+	r := &nodeRecord{node: "n1", log: hclog.NewNullLogger()}
+	d := &coordinator.Drained{Reason: "rollagent: web/n1 drained (t1)", Missing: []string{"absent"},
+		Services: []coordinator.DrainedService{{ID: "web-1", Name: "web"}}}
+	r.sync(&coordinator.GroupState{Nodes: []coordinator.NodeState{{Node: "n2", Drained: d}, {Node: "n1", Drained: d}}})
+	n := r.state("", "", coordinator.StateReplacing, "")
+	if !n.Drained.Equal(d) || !strings.Contains(n.Error, `no service "absent"`) {
+		t.Fatalf("record after the first read: drained %+v, reason %q; want the KV record's drain and the missing service named", n.Drained, n.Error)
+	}
+	if n := r.state("", "", coordinator.StateFailed, "boom"); n.Error != "boom" {
+		t.Errorf("a record with a reason of its own: %q, want it kept", n.Error)
+	}
+	r.setDrain(nil)
+	r.sync(&coordinator.GroupState{Nodes: []coordinator.NodeState{{Node: "n1", Drained: d}}})
+	if n := r.state("", "", coordinator.StateConverged, ""); n.Drained != nil || n.Error != "" {
+		t.Fatalf("record after the lift: drained %+v, reason %q; want none", n.Drained, n.Error)
+	}
+	other := &nodeRecord{node: "n3", log: hclog.NewNullLogger()}
+	other.sync(&coordinator.GroupState{Nodes: []coordinator.NodeState{{Node: "n1", Drained: d}}})
+	if other.drain() != nil {
+		t.Error("a node took over another node's drain")
 	}
 }
