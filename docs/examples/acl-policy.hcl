@@ -40,7 +40,10 @@
 # brake no node can release uses `rollagent pause` or `rollagent
 # cancel`). It may also register an instance of its group's service in
 # another node's name, which counts only on the Consul node that node's
-# record names (README, Guarantees and limits). It cannot start a
+# record names (README, Guarantees and limits); and put the services its
+# specs drain into maintenance, lift an operator's maintenance of them, or
+# register and deregister their instances (service write), which takes
+# them out of traffic but moves no rollout. It cannot start a
 # spec that was never committed, nor move a SHA an operator cancelled or
 # paused. Automatic rollback needs nothing more than a pause does, so
 # there is no line to add or remove for it.
