@@ -212,3 +212,28 @@ func TestDrainLiftedBySuccessor(t *testing.T) {
 		t.Fatalf("want web out then back once:\n%s", w.story(begin))
 	}
 }
+
+// A CANCEL during the delay: the fence after it refuses the first step,
+// so the old container is never stopped, and the drain is lifted then.
+func TestDrainLiftedOnCancel(t *testing.T) {
+	f := newDrainFleet(t, "draincancel", drainDelay)
+	w := watchDrain(t, f.srv.Client(), f.docker, f.group, drainWeb, drainWebID)
+	begin := time.Now()
+	sha := f.commit(f.drainSpec(f.image("b", map[string]string{"RELEASE": "b"}), drainDelay))
+	f.whileDrained(w)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.store.Cancel(ctx, f.group, sha, "drain test", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.drainedAfter(w)
+	if got := f.workloads()["n1"]; got.Managed != f.old || !got.Healthy || len(got.IDs) != 1 {
+		t.Fatalf("n1: %+v, want its old container %s alone, healthy", got, f.old)
+	}
+	if at, stopped := w.event(f.old, "kill", begin); stopped {
+		t.Fatalf("the old container was stopped at %s:\n%s", at.Sub(begin), w.story(begin))
+	}
+	if flips := w.flips(begin); len(flips) != 2 || flips[0].passing || !flips[1].passing {
+		t.Fatalf("want web out then back once:\n%s", w.story(begin))
+	}
+}
