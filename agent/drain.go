@@ -22,9 +22,15 @@ const drainStep = "drain"
 // maintenance and waits its delay, right before the turn's first
 // destructive step. What it sets is in the node's record before it sets
 // any: the fence of a step of its own writes it, so a CANCEL stops a drain
-// too.
-func (t *turn) drain(ctx context.Context) error {
+// too. A drain that fails has touched nothing of the workload: what it set
+// is lifted.
+func (t *turn) drain(ctx context.Context) (err error) {
 	a, d := t.a, t.gs.Spec.Update.Drain
+	defer func() {
+		if err != nil {
+			a.undrain(ctx, drainRefused, false, true)
+		}
+	}()
 	p, rec, err := a.planDrain(ctx, d.Services)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errDrain, err)
@@ -40,14 +46,12 @@ func (t *turn) drain(ctx context.Context) error {
 	}
 	a.pub.setDrain(rec)
 	if err := t.step(ctx, t.l.SHA, drainStep); err != nil {
-		a.undrain(ctx, drainRefused, false, true)
 		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, drainCallTimeout)
 	defer cancel()
 	for _, s := range p.set {
 		if err := a.cfg.Store.SetMaintenance(sctx, s.ID, rec.Reason); err != nil {
-			a.undrain(ctx, drainRefused, false, true)
 			return fmt.Errorf("%w: service %s: %w", errDrain, s.ID, err)
 		}
 	}
@@ -55,15 +59,10 @@ func (t *turn) drain(ctx context.Context) error {
 		return nil
 	}
 	if err := a.drainSeen(ctx, rec); err != nil {
-		a.undrain(ctx, drainRefused, false, true)
 		return err
 	}
 	a.log.Info("drained: services in maintenance", "services", serviceIDs(rec.Services), "delay", d.Delay)
-	if err := t.drainDelay(d.Delay.Std()); err != nil {
-		a.undrain(ctx, drainRefused, false, true)
-		return err
-	}
-	return nil
+	return t.drainDelay(d.Delay.Std())
 }
 
 // planDrain reads the local Consul agent's instances of names and their
