@@ -74,6 +74,9 @@ type releaseClocks struct {
 // store keeps (see ReleaseSeen).
 func (s *Store) Releases(prefix string) *lockstep.ReleaseClock {
 	r := s.releases
+	if r == nil {
+		return &lockstep.ReleaseClock{} // a first sight at every read: longer, never shorter
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.clocks[prefix]

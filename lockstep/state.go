@@ -109,10 +109,10 @@ type holders struct {
 	// older version, counts only its live holders.
 	Claims map[string]Claim `json:"claims,omitempty"`
 	// Released counts the slots freed so far: each release, and each claim
-	// marked lost, moves it. It tells every waiter that a slot was freed
+	// marked lost, adds one. It tells every waiter that a slot was freed
 	// (Gate.Stagger) with no clock in it: the record changes with grants
-	// too, but only a release moves the count. Absent in a record of an
-	// older version, which a release then starts again from 1.
+	// too, but only a release or a lost mark moves the count. Absent in a
+	// record of an older version, which a release then starts from 1.
 	Released uint64 `json:"released,omitempty"`
 }
 
