@@ -67,8 +67,8 @@ type OperatorPause struct {
 	By     string    `json:"by,omitempty"`
 }
 
-// describe says who paused and why, as Cancel's does.
-func (p *OperatorPause) describe() string { return describeBrake("paused", p.By, p.Reason) }
+// Describe says who paused and why, as Cancel's describe does.
+func (p *OperatorPause) Describe() string { return describeBrake("paused", p.By, p.Reason) }
 
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {
