@@ -41,6 +41,7 @@ func TestOperatorPauseHoldsThroughRestartsAndANewCommit(t *testing.T) {
 			return s.Desired == v3 && paused(s)
 		})
 	}
+	f.waitUIGate(nodes, coordinator.GatePaused, "paused by ops@desk: look at the canary")
 	resumed := time.Now()
 	if _, err := f.st.ResumeBy(ctx, f.group, "ops@desk"); err != nil {
 		t.Fatal(err)

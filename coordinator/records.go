@@ -136,6 +136,10 @@ type NodeState struct {
 	// runtime reports it (Docker: the container's image), "" when it has
 	// none to report: what runs, where SHA is what was asked for.
 	ImageID string `json:"image_id,omitempty"`
+	// Gate is the state of the closed gate the node waits on (a record
+	// that is waiting, paused or cancelled while the gate is closed: the
+	// window, a check, a pause), "" otherwise: the Consul UI shows it.
+	Gate GateState `json:"gate,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its
