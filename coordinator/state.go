@@ -190,8 +190,8 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		g.cancelledSHA[strings.TrimPrefix(p.Key, k.Cancel(""))] = true
 	case strings.HasPrefix(p.Key, k.LegacyCancel("")):
 		g.cancelledSHA[strings.TrimPrefix(p.Key, k.LegacyCancel(""))] = true
-	case strings.HasPrefix(p.Key, k.OperatorPause("")):
-		g.pausedSHA[strings.TrimPrefix(p.Key, k.OperatorPause(""))] = true
+	case strings.HasPrefix(p.Key, k.LegacyOperatorPause("")):
+		g.pausedSHA[strings.TrimPrefix(p.Key, k.LegacyOperatorPause(""))] = true
 	case strings.HasPrefix(rel, "pause/"):
 		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
 	case strings.HasPrefix(rel, "converged/"):
@@ -207,6 +207,20 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		sha, _, _ := strings.Cut(strings.TrimPrefix(rel, "failures/"), "/")
 		g.failedSHA[sha] = true
 	}
+}
+
+// operatorPause decodes an operator's pause at p, nil for none: a pause
+// counts even when its value is garbage (sha names the SHA a pause of one
+// SHA was kept under).
+func (g *GroupState) operatorPause(p *api.KVPair, sha string) *OperatorPause {
+	if p == nil {
+		return nil
+	}
+	var op OperatorPause
+	if !g.note(decode(p.Key, p.Value, &op)) {
+		op = OperatorPause{SHA: sha, Reason: "(unreadable pause record)"}
+	}
+	return &op
 }
 
 // resolveDesired fills the records that belong to the desired SHA.
@@ -233,12 +247,9 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		}
 		g.Cancel = &c
 	}
-	if p := byKey[k.OperatorPause(sha)]; p != nil {
-		var op OperatorPause
-		if !g.note(decode(p.Key, p.Value, &op)) {
-			op = OperatorPause{SHA: sha, Reason: "(unreadable pause record)"}
-		}
-		g.OperatorPause = &op
+	g.OperatorPause = g.operatorPause(byKey[k.OperatorPause()], "")
+	if g.OperatorPause == nil {
+		g.OperatorPause = g.operatorPause(byKey[k.LegacyOperatorPause(sha)], sha)
 	}
 	if p := byKey[k.Pause(sha)]; p != nil {
 		var ps Pause
