@@ -47,7 +47,10 @@ type GroupState struct {
 	// Health is the health of the Consul checks the desired spec blocks
 	// on (update.block_on), read with the records when it has any: by
 	// Read for the group, by ReadFor with the node's own block_on_node.
-	Health       *GateHealth
+	Health *GateHealth
+	// Released is when the reader first saw the slot's latest release
+	// (update.stagger), filled by Store.Read and ReadFor.
+	Released     ReleaseSeen
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -70,6 +73,9 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	g, err := s.readTree(ctx, group, q)
 	if err != nil {
 		return nil, err
+	}
+	if k, err := s.Keys(group); err == nil {
+		s.withRelease(g, k)
 	}
 	return s.withHealth(ctx, g, false), nil
 }

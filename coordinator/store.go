@@ -39,6 +39,9 @@ type Store struct {
 	// now reads the wall clock of what this Store writes (wallclock.Now),
 	// or a test's: a host whose clock is off.
 	now func() time.Time
+	// releases are the store's sights of each slot's releases, shared by
+	// every copy of the store (update.stagger).
+	releases *releaseClocks
 }
 
 func (s *Store) clock() time.Time {
@@ -54,7 +57,7 @@ func NewStore(c *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{c: c, prefix: prefix}
+	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}}}
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events
