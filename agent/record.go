@@ -32,6 +32,9 @@ type nodeRecord struct {
 	// imageID is the image the workload ran at the runtime's last
 	// inspection (observe): every record carries it.
 	imageID string
+	// gate is the state of the gate at the last look, "" while it was
+	// open: a record of a node that waits under it carries it.
+	gate coordinator.GateState
 	// drained is what the agent put into Consul maintenance and has not
 	// lifted yet (update.drain): every record carries it, so that KV holds
 	// it before any is set, and a successor finds it (adopted).
@@ -48,6 +51,9 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	defer r.mu.Unlock()
 	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
 		ConsulNode: r.consulNode, ImageID: r.imageID, Drained: r.drained}
+	if state.Waits() {
+		n.Gate = r.gate
+	}
 	if n.Error == "" && r.drained != nil && len(r.drained.Missing) > 0 {
 		n.Error = missingNote(r.drained.Missing)
 	}
@@ -55,6 +61,17 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 		n.Since = r.last.Since
 	}
 	return n
+}
+
+// sawGate notes the gate's state at a look (v), for the records built from
+// then on.
+func (r *nodeRecord) sawGate(v coordinator.Verdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gate = ""
+	if !v.Open {
+		r.gate = v.State
+	}
 }
 
 // observe notes what the runtime's inspection found, for the records
