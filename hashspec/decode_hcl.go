@@ -68,6 +68,12 @@ type hclUpdate struct {
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
 	Stagger         *string     `hcl:"stagger,optional"`
 	Drain           *hclDrain   `hcl:"drain,block"`
+	MaxParallelPer  *hclSpread  `hcl:"max_parallel_per,block"`
+}
+
+type hclSpread struct {
+	Key string `hcl:"key,optional"`
+	Max *int   `hcl:"max,optional"`
 }
 
 type hclDrain struct {

@@ -118,6 +118,10 @@ type Update struct {
 	// Drain puts the node's Consul services into maintenance before its
 	// old workload stops; optional.
 	Drain *Drain `json:"drain,omitempty"`
+	// MaxParallelPer bounds, besides MaxParallel, how many nodes of one
+	// topology domain (a Consul node-meta value: a rack, a zone) are
+	// unavailable at once; optional, none means no bound per domain.
+	MaxParallelPer *Spread `json:"max_parallel_per,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -362,6 +362,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
 	c.stagger(u.Stagger)
 	c.drain(u.Drain)
+	c.spread(u.MaxParallelPer)
 	if u.Order != OrderStartFirst {
 		return
 	}
