@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -23,11 +24,16 @@ func Domain(key string, meta map[string]string) string {
 }
 
 // NodeDomain is the domain of the Consul node named consulNode, by its
-// node meta in Consul's catalog.
+// node meta in Consul's catalog. A node not in the catalog yet (a Consul
+// agent that has not synced since it started) is an error, not a domain
+// of its own: its meta is not known.
 func (s *Store) NodeDomain(ctx context.Context, consulNode, key string) (string, error) {
 	n, _, err := s.c.Catalog().Node(consulNode, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil || n == nil || n.Node == nil {
+	switch {
+	case err != nil:
 		return "", err
+	case n == nil || n.Node == nil:
+		return "", fmt.Errorf("%w: Consul node %q is not in the catalog yet", ErrNoDomain, consulNode)
 	}
 	return Domain(key, n.Node.Meta), nil
 }

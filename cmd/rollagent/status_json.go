@@ -34,6 +34,10 @@ type statusJSON struct {
 	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
 	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
+	// DomainWaits are the waiting nodes whose domain is full
+	// (update.max_parallel_per).
+	DomainWaits []domainWaitJSON `json:"domain_waits"`
+
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
 }

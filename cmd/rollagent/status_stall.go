@@ -47,6 +47,7 @@ func diagnose(s *statusJSON, gs *coordinator.GroupState, sum coordinator.Summary
 	for _, u := range b.Users {
 		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why, Down: gs.DownWhy[u.Node]})
 	}
+	s.DomainWaits = domainWaits(gs, b, sum)
 	st := coordinator.Diagnose(gs.StallInput(now, sum))
 	if st == nil {
 		return
