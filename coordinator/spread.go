@@ -51,7 +51,11 @@ func (s *Store) Domains(ctx context.Context, group, key string) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
-	nodes, _, err := s.c.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
+	// Only the nodes that have the key: a datacenter's catalog may list
+	// thousands. The key is a node-meta key (hashspec checks it), safe to
+	// quote into the filter.
+	q := &api.QueryOptions{Filter: fmt.Sprintf("%q in Meta", key)}
+	nodes, _, err := s.c.Catalog().Nodes(q.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
