@@ -25,13 +25,13 @@ func Domain(key string, meta map[string]string) string {
 
 // NodeDomain is the domain of the Consul node named consulNode, by its
 // node meta in Consul's catalog. A node not in the catalog yet (a Consul
-// agent that has not synced since it started) is an error, not a domain
-// of its own: its meta is not known.
+// agent that has not synced since it started, or one the token may not
+// read) is an error, not a domain of its own: its meta is not known.
 func (s *Store) NodeDomain(ctx context.Context, consulNode, key string) (string, error) {
 	n, _, err := s.c.Catalog().Node(consulNode, (&api.QueryOptions{}).WithContext(ctx))
 	switch {
 	case err != nil:
-		return "", err
+		return "", consulError(s.c, err)
 	case n == nil || n.Node == nil:
 		return "", fmt.Errorf("%w: Consul node %q is not in the catalog yet", ErrNoDomain, consulNode)
 	}
@@ -55,9 +55,14 @@ func (s *Store) Domains(ctx context.Context, group, key string) (map[string]stri
 	// thousands. The key is a node-meta key (hashspec checks it), safe to
 	// quote into the filter.
 	q := &api.QueryOptions{Filter: fmt.Sprintf("%q in Meta", key)}
-	nodes, _, err := s.c.Catalog().Nodes(q.WithContext(ctx))
+	nodes, qm, err := s.c.Catalog().Nodes(q.WithContext(ctx))
 	if err != nil {
-		return nil, err
+		return nil, consulError(s.c, err)
+	}
+	if qm.ResultsFilteredByACLs {
+		// A node left out would be a domain of its own: one of a full
+		// zone could be taken for none.
+		return nil, fmt.Errorf("%w: the token may not read every node of Consul's catalog, so Consul left some out", ErrACLDenied)
 	}
 	meta := make(map[string]map[string]string, len(nodes))
 	for _, n := range nodes {
