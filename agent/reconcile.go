@@ -234,24 +234,19 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 }
 
 // withDomain sets this node's topology domain (update.max_parallel_per)
-// in opts, from its Consul node's meta in the catalog, and how to learn
-// the others'. ok is false, logged, when the domain cannot be told: a
-// node that cannot say where it is must not take a slot that the bound
-// per domain might refuse it; it tries again at its next look.
+// in opts, from its Consul agent's node meta, and how to learn the
+// others' (from the catalog). ok is false, logged, when the domain cannot
+// be told: a node that cannot say where it is must not take a slot that
+// the bound per domain might refuse it; it tries again at its next look.
 func (a *Agent) withDomain(ctx context.Context, gs *coordinator.GroupState, opts *lockstep.Options) bool {
 	if gs.Spec == nil || gs.Spec.Update.MaxParallelPer == nil {
 		return true
 	}
 	key := gs.Spec.Update.MaxParallelPer.Key
-	cn := a.pub.consulName()
-	if cn == "" {
-		a.log.Warn("cannot tell this node's domain for update.max_parallel_per: the Consul agent's node name is not known yet")
-		return false
-	}
-	d, err := a.cfg.Store.NodeDomain(ctx, cn, key)
+	d, err := a.cfg.Store.LocalDomain(ctx, key)
 	if err != nil {
 		a.cfg.Metrics.ConsulError()
-		a.log.Warn("cannot read this node's meta from Consul's catalog for update.max_parallel_per", "consul_node", cn, "error", err)
+		a.log.Warn("cannot read this node's Consul node meta for update.max_parallel_per", "error", err)
 		return false
 	}
 	opts.Domain = d

@@ -23,19 +23,18 @@ func Domain(key string, meta map[string]string) string {
 	return key + "=" + v
 }
 
-// NodeDomain is the domain of the Consul node named consulNode, by its
-// node meta in Consul's catalog. A node not in the catalog yet (a Consul
-// agent that has not synced since it started, or one the token may not
-// read) is an error, not a domain of its own: its meta is not known.
-func (s *Store) NodeDomain(ctx context.Context, consulNode, key string) (string, error) {
-	n, _, err := s.c.Catalog().Node(consulNode, (&api.QueryOptions{}).WithContext(ctx))
-	switch {
-	case err != nil:
-		return "", consulError(s.c, err)
-	case n == nil || n.Node == nil:
-		return "", fmt.Errorf("%w: Consul node %q is not in the catalog yet", ErrNoDomain, consulNode)
+// LocalDomain is the domain of the local Consul agent's node, by the node
+// meta it is configured with (/v1/agent/self), which its anti-entropy
+// puts into the catalog: read there, it is known from the agent's start,
+// while the catalog may hold a node just joined without its meta for a
+// moment. A token that may not read it is an error (ErrNoDomain), never
+// a domain of its own.
+func (s *Store) LocalDomain(ctx context.Context, key string) (string, error) {
+	var self struct{ Meta map[string]string }
+	if _, err := s.c.Raw().Query("/v1/agent/self", &self, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoDomain, consulError(s.c, err))
 	}
-	return Domain(key, n.Node.Meta), nil
+	return Domain(key, self.Meta), nil
 }
 
 // Domains gives the domain of each node of group whose record names its

@@ -2,36 +2,41 @@ package coordinator_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
-// A node's domain is its Consul node's meta in the catalog; a Consul node
-// the catalog does not know has none that can be told, which is an error,
-// never a domain of its own; a node without the key is one of its own.
-func TestNodeDomainFromTheCatalog(t *testing.T) {
+// A node's domain is its Consul agent's node meta; a node without the key
+// is a domain of its own; the others' come from the catalog, by the
+// Consul node their records name.
+func TestDomainsFromConsul(t *testing.T) {
 	srv := consultest.NewDev(t)
+	zoneB := consultest.NewClients(t, srv, 1, "node_meta {\n  zone = \"b\"\n}\n")[0]
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if d, err := st.LocalDomain(ctx, "zone"); err != nil || d != "" {
+		t.Errorf("a node without the key: %q, %v; want a domain of its own (\"\")", d, err)
+	}
+	if d, err := coordinator.NewStore(zoneB.Client(), "").LocalDomain(ctx, "zone"); err != nil || d != "zone=b" {
+		t.Errorf("a node with zone b: %q, %v; want zone=b", d, err)
+	}
 	here, err := srv.Client().Agent().NodeName()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := st.NodeDomain(ctx, here, "zone"); err != nil || d != "" {
-		t.Errorf("a node without the key: %q, %v; want a domain of its own (\"\")", d, err)
+	for n, cn := range map[string]string{"n1": here, "n2": zoneB.Name, "n3": "gone"} {
+		if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: n, State: coordinator.StateWaiting, ConsulNode: cn, Since: time.Now().UTC()}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if d, err := st.NodeDomain(ctx, "no-such-node", "zone"); !errors.Is(err, coordinator.ErrNoDomain) {
-		t.Errorf("a Consul node not in the catalog: %q, %v; want ErrNoDomain", d, err)
-	}
-	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", State: coordinator.StateWaiting, ConsulNode: here, Since: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := st.Domains(ctx, "web", "zone"); err != nil || len(d) != 0 {
-		t.Errorf("Domains of a group whose node has no zone: %v, %v; want none", d, err)
-	}
+	// The client's anti-entropy puts its meta into the catalog.
+	testkit.Eventually(t, 30*time.Second, "n2 in zone=b alone, by the catalog", func() bool {
+		d, err := st.Domains(ctx, "web", "zone")
+		return err == nil && len(d) == 1 && d["n2"] == "zone=b"
+	})
 }

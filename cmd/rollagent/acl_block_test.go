@@ -12,6 +12,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // The shipped agent and status policies read the checks a spec blocks on
@@ -93,11 +94,16 @@ node_meta { zone = "a" }`})
 		ConsulNode: here, Since: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
+	// The agent's anti-entropy puts its meta into the catalog.
+	testkit.Eventually(t, 30*time.Second, "the node's meta in the catalog", func() bool {
+		n, _, err := c.Catalog().Node(here, nil)
+		return err == nil && n != nil && n.Node != nil && n.Node.Meta["zone"] == "a"
+	})
 	agentSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-policy.hcl", "web"))
 	statusSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-status.hcl", "web"))
 	k, _ := coordinator.NewKeys("", "web")
 	kvOnly := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "kv-only-domains", fmt.Sprintf("key_prefix %q { policy = \"read\" }", k.Root())))
-	if d, err := agentSt.NodeDomain(ctx, here, "zone"); err != nil || d != "zone=a" {
+	if d, err := agentSt.LocalDomain(ctx, "zone"); err != nil || d != "zone=a" {
 		t.Errorf("the agent's token reads its Consul node's meta: %q, %v; want zone=a", d, err)
 	}
 	for name, st := range map[string]*coordinator.Store{"agent": agentSt, "status": statusSt} {
@@ -105,8 +111,8 @@ node_meta { zone = "a" }`})
 			t.Errorf("the %s token reads the nodes' domains: %v, %v; want n1 in zone=a", name, d, err)
 		}
 	}
-	if _, err := kvOnly.NodeDomain(ctx, here, "zone"); !errors.Is(err, coordinator.ErrNoDomain) {
-		t.Errorf("a token that may not read the node: %v, want ErrNoDomain", err)
+	if _, err := kvOnly.LocalDomain(ctx, "zone"); !errors.Is(err, coordinator.ErrNoDomain) {
+		t.Errorf("a token that may not read its agent: %v, want ErrNoDomain", err)
 	}
 	if d, err := kvOnly.Domains(ctx, "web", "zone"); !errors.Is(err, coordinator.ErrACLDenied) {
 		t.Errorf("a token that may not read the nodes: %v, %v; want ErrACLDenied", d, err)
