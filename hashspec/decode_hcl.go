@@ -57,15 +57,16 @@ type hclHealthcheck struct {
 }
 
 type hclUpdate struct {
-	MaxParallel     *int        `hcl:"max_parallel,optional"`
-	MinHealthyTime  *string     `hcl:"min_healthy_time,optional"`
-	HealthyDeadline *string     `hcl:"healthy_deadline,optional"`
-	FailureAction   string      `hcl:"failure_action,optional"`
-	MaxFailures     *int        `hcl:"max_failures,optional"`
-	Order           string      `hcl:"order,optional"`
-	Windows         []hclWindow `hcl:"window,block"`
-	BlockOn         []hclBlock  `hcl:"block_on,block"`
-	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
+	MaxParallel      *int        `hcl:"max_parallel,optional"`
+	MinHealthyTime   *string     `hcl:"min_healthy_time,optional"`
+	HealthyDeadline  *string     `hcl:"healthy_deadline,optional"`
+	FailureAction    string      `hcl:"failure_action,optional"`
+	MaxFailures      *int        `hcl:"max_failures,optional"`
+	Order            string      `hcl:"order,optional"`
+	Windows          []hclWindow `hcl:"window,block"`
+	BlockOn          []hclBlock  `hcl:"block_on,block"`
+	BlockOnNode      []hclBlock  `hcl:"block_on_node,block"`
+	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
 }
 
 type hclBlock struct {

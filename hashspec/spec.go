@@ -111,6 +111,10 @@ type Update struct {
 	// passing on a node's own Consul node before it is granted a slot
 	// (its disk, its replication lag); optional.
 	BlockOnNode []Block `json:"block_on_node,omitempty"`
+	// ProgressDeadline is how long the gate may stay open, with nodes
+	// behind, without any node converging, before the rollout counts as
+	// failed and failure_action applies, once; optional, 0 is none.
+	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
 }
 
 // Format is the syntax of a spec file.
