@@ -194,4 +194,3 @@ func TestFireDeadlineOnlyThroughAnOpenGate(t *testing.T) {
 		}
 	})
 }
-
