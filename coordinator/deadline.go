@@ -169,3 +169,24 @@ func (g *GroupState) deadlineAction(k Keys, sha, reason string) (Action, api.Txn
 }
 
 func (d *Deadline) check() error { return checkSHA("sha", d.SHA, false) }
+
+// ConvergedOn names the nodes of group whose records say they converged
+// on sha (converged, or down since): what an agent measuring the progress
+// deadline watches for a node that turns converged. One list of nodes/.
+func (s *Store) ConvergedOn(ctx context.Context, group, sha string) ([]string, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, err
+	}
+	recs, _, err := s.nodeRecords(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name, n := range recs {
+		if n.SHA == sha && n.State.Verified() {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/wallclock"
+)
+
+// The progress deadline (update.progress_deadline) has no owner: the agent
+// of every node that is behind measures it, on its own monotonic clock,
+// and the first whose count passes it writes the commit's deadline record
+// (coordinator.Store.FireDeadline), which Consul lets exactly one write.
+// A restart of the agent starts its count again: it fires later, never
+// early.
+
+// progressLook is what one look of the deadline's watcher saw.
+type progressLook struct {
+	// Commit names the desired commit (coordinator.ClaimNote), "" when
+	// nothing is committed.
+	Commit string
+	// Deadline is the desired spec's progress_deadline, 0 for none.
+	Deadline time.Duration
+	// Fired says the commit's deadline record exists: it passed already.
+	Fired bool
+	// Behind says this node has not converged on the desired SHA.
+	Behind bool
+	// Open is the gate as this node sees it; a hold (a window, a check)
+	// is closed.
+	Open bool
+	// Converged are the nodes whose records say they converged on the
+	// desired SHA.
+	Converged []string
+	// Now is the look's time, on the monotonic clock.
+	Now time.Time
+}
+
+// progressVerdict is what a look comes to.
+type progressVerdict struct {
+	// Fire: the count passed the deadline; write the record.
+	Fire bool
+	// Left is how long the count has to go, while it runs; 0 while it
+	// does not (nothing to measure, or the gate closed).
+	Left time.Duration
+}
+
+// progressClock counts the time the gate stayed open, since the later of
+// the commit and the last node that turned converged on it, as this
+// process saw them. Only the time between two looks that both saw the
+// gate open counts: a gate that closed and opened again between them is
+// not told from one that stayed open, so the interval in which it closed
+// counts for nothing, and the one in which it opened from the look that
+// saw it open. The count pauses while the gate is closed and goes on when
+// it opens (it does not start over): a check that flaps or windows shorter
+// than the deadline cannot keep it from passing, and a pause's time never
+// counts. A node that turns converged starts it over.
+type progressClock struct {
+	commit   string
+	seen     map[string]bool // nodes seen converged on commit
+	counted  time.Duration   // open time counted since the last convergence
+	lastOpen time.Time       // the last look, when it saw the gate open and measured
+}
+
+// look takes in one look and says whether to fire.
+func (c *progressClock) look(l progressLook) progressVerdict {
+	if l.Commit != c.commit {
+		// A new commit: the nodes converged on it already (a SHA
+		// committed again) are no progress of its rollout.
+		*c = progressClock{commit: l.Commit, seen: map[string]bool{}}
+		for _, n := range l.Converged {
+			c.seen[n] = true
+		}
+	}
+	for _, n := range l.Converged {
+		if !c.seen[n] {
+			c.seen[n] = true
+			c.counted, c.lastOpen = 0, time.Time{}
+		}
+	}
+	if l.Commit == "" || l.Deadline <= 0 || l.Fired || !l.Behind || !l.Open {
+		c.lastOpen = time.Time{}
+		return progressVerdict{}
+	}
+	if !c.lastOpen.IsZero() {
+		c.counted += l.Now.Sub(c.lastOpen)
+	}
+	c.lastOpen = l.Now
+	if c.counted >= l.Deadline {
+		return progressVerdict{Fire: true}
+	}
+	return progressVerdict{Left: l.Deadline - c.counted}
+}
+
+// blind says a look could not see: the time until the next one that does
+// counts for nothing.
+func (c *progressClock) blind() { c.lastOpen = time.Time{} }
+
+// progressEvery is how often an agent whose node is behind looks while it
+// measures a deadline d: often enough to pass it within a tenth of it,
+// not so often that a fleet's looks (one read of the nodes' records each)
+// weigh on Consul.
+func progressEvery(d time.Duration) time.Duration {
+	return min(max(d/10, time.Second), 30*time.Second)
+}
+
+// watchProgress measures the desired commit's progress deadline until ctx
+// ends. The main loop hands it each group state it reads (offerProgress),
+// so that an agent with nothing to measure (no deadline, its node
+// converged, the deadline passed) reads nothing more; while it measures,
+// it reads on its own, every progressEvery.
+func (a *Agent) watchProgress(ctx context.Context) {
+	var clk progressClock
+	for {
+		var gs *coordinator.GroupState
+		select {
+		case <-ctx.Done():
+			return
+		case gs = <-a.progressIn:
+		}
+		for every := a.progressOnce(ctx, &clk, gs); every > 0; every = a.progressOnce(ctx, &clk, nil) {
+			retry.Sleep(ctx, every)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// offerProgress hands gs to watchProgress, in place of one it has not
+// taken yet.
+func (a *Agent) offerProgress(gs *coordinator.GroupState) {
+	select {
+	case <-a.progressIn:
+	default:
+	}
+	select {
+	case a.progressIn <- gs:
+	default:
+	}
+}
+
+// progressOnce is one look of watchProgress, at gs or, when nil, at the
+// group read now: how soon to look again, 0 when there is nothing to
+// measure until the main loop reads the group again.
+func (a *Agent) progressOnce(ctx context.Context, clk *progressClock, gs *coordinator.GroupState) time.Duration {
+	if gs == nil {
+		var err error
+		if gs, err = a.cfg.Store.ReadFor(ctx, a.cfg.Group, a.cfg.Node); err != nil {
+			clk.blind()
+			return jitter(retryPause)
+		}
+	}
+	l := progressLook{Now: time.Now(), Fired: gs.Deadline != nil, Behind: !ownConverged(gs, a.cfg.Node)}
+	if gs.Desired != nil && gs.Spec != nil {
+		l.Commit, l.Deadline = coordinator.ClaimNote(gs.Desired), time.Duration(gs.Spec.Update.ProgressDeadline)
+	}
+	if l.Commit == "" || l.Deadline <= 0 || l.Fired || !l.Behind {
+		clk.look(l)
+		return 0
+	}
+	l.Open = coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: wallclock.Now()}).Open
+	var err error
+	if l.Converged, err = a.cfg.Store.ConvergedOn(ctx, a.cfg.Group, gs.Desired.SHA); err != nil {
+		clk.blind()
+		return progressEvery(l.Deadline)
+	}
+	v := clk.look(l)
+	if v.Fire {
+		a.fireDeadline(ctx, gs)
+		return time.Millisecond // to see what came of it
+	}
+	every := progressEvery(l.Deadline)
+	if v.Left > 0 {
+		every = min(every, v.Left)
+	}
+	return every
+}
+
+// fireDeadline writes the deadline record of the desired commit of gs.
+func (a *Agent) fireDeadline(ctx context.Context, gs *coordinator.GroupState) {
+	fired, action, err := a.cfg.Store.FireDeadline(ctx, a.cfg.Group, a.cfg.Node, gs.Desired.SHA, gs.Desired.CommittedAt)
+	switch {
+	case err != nil:
+		a.log.Warn("the progress deadline passed; cannot record it yet", "error", err)
+	case fired:
+		a.log.Warn("the progress deadline passed: failure_action applies", "reason",
+			coordinator.DeadlineReason(time.Duration(gs.Spec.Update.ProgressDeadline)), "action", gs.Spec.Update.FailureAction, "applied", action)
+	default:
+		a.log.Info("the progress deadline passed here, but not for the group as read again (another node recorded it, or the gate closed)")
+	}
+}
+
+// ownConverged says node's own record in gs says it converged on the
+// desired SHA.
+func ownConverged(gs *coordinator.GroupState, node string) bool {
+	for _, n := range gs.Nodes {
+		if n.Node == node {
+			return gs.Desired != nil && n.SHA == gs.Desired.SHA && n.State.Verified()
+		}
+	}
+	return false
+}
