@@ -112,6 +112,7 @@ func progressEvery(d time.Duration) time.Duration {
 // it reads on its own, every progressEvery.
 func (a *Agent) watchProgress(ctx context.Context) {
 	var clk progressClock
+	var read uint64 // the index of the latest state looked at
 	for {
 		var gs *coordinator.GroupState
 		select {
@@ -119,7 +120,15 @@ func (a *Agent) watchProgress(ctx context.Context) {
 			return
 		case gs = <-a.progressIn:
 		}
-		for every := a.progressOnce(ctx, &clk, gs); every > 0; every = a.progressOnce(ctx, &clk, nil) {
+		if gs.Index < read {
+			continue // read before what this watcher read itself
+		}
+		for {
+			every, at := a.progressOnce(ctx, &clk, gs)
+			read, gs = max(read, at), nil
+			if every == 0 {
+				break
+			}
 			retry.Sleep(ctx, every)
 			if ctx.Err() != nil {
 				return
@@ -143,15 +152,22 @@ func (a *Agent) offerProgress(gs *coordinator.GroupState) {
 
 // progressOnce is one look of watchProgress, at gs or, when nil, at the
 // group read now: how soon to look again, 0 when there is nothing to
-// measure until the main loop reads the group again.
-func (a *Agent) progressOnce(ctx context.Context, clk *progressClock, gs *coordinator.GroupState) time.Duration {
+// measure until the main loop reads the group again, and the index of the
+// state it looked at.
+func (a *Agent) progressOnce(ctx context.Context, clk *progressClock, gs *coordinator.GroupState) (time.Duration, uint64) {
 	if gs == nil {
 		var err error
 		if gs, err = a.cfg.Store.ReadFor(ctx, a.cfg.Group, a.cfg.Node); err != nil {
 			clk.blind()
-			return jitter(retryPause)
+			return jitter(retryPause), 0
 		}
 	}
+	every := a.progressLookAt(ctx, clk, gs)
+	return every, gs.Index
+}
+
+// progressLookAt is progressOnce at gs.
+func (a *Agent) progressLookAt(ctx context.Context, clk *progressClock, gs *coordinator.GroupState) time.Duration {
 	l := progressLook{Now: time.Now(), Fired: gs.Deadline != nil, Behind: !ownConverged(gs, a.cfg.Node)}
 	if gs.Desired != nil && gs.Spec != nil {
 		l.Commit, l.Deadline = coordinator.ClaimNote(gs.Desired), time.Duration(gs.Spec.Update.ProgressDeadline)
