@@ -181,3 +181,40 @@ func TestProgressDeadlineNotWhileBlocked(t *testing.T) {
 	passed := setTTL(t, f.consul, "replication-lag", api.HealthPassing)
 	f.firedOnce(nodes, v2, passed)
 }
+
+// Under failure_action=pause the deadline closes the gate (deadline_passed)
+// and every node says so; resume lifts it as it lifts a failure pause, and
+// the deadline does not pass again for the commit.
+func TestProgressDeadlinePausesUntilResume(t *testing.T) {
+	nodes := []string{"n1", "n2"}
+	f := newWindowFleet(t, nodes, 0)
+	f.sicken()
+	committed := time.Now()
+	v2 := f.commitDeadline("v2", func(u *hashspec.Update) { u.FailureAction, u.MaxFailures = hashspec.FailurePause, 10 })
+	rec := f.firedOnce(nodes, v2, committed)
+	if rec.Action != hashspec.FailurePause {
+		t.Fatalf("record %+v, want failure_action pause", rec)
+	}
+	if v := f.state().Gate(); v.State != coordinator.GateDeadlinePassed {
+		t.Fatalf("gate %+v, want %s", v, coordinator.GateDeadlinePassed)
+	}
+	for _, n := range nodes {
+		waitNode(t, f.st, f.group, n, "paused by the deadline", func(s *coordinator.NodeState) bool {
+			return s.State == coordinator.StatePaused && strings.HasPrefix(s.Error, "deadline passed: "+coordinator.DeadlineReason(testDeadline))
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.st.ResumeBy(ctx, f.group, "op"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Steady(t, 2*testDeadline, 500*time.Millisecond, func() error {
+		if evs, _ := f.deadlines(v2); len(evs) != 1 {
+			return fmt.Errorf("%d deadline events after resume, want 1", len(evs))
+		}
+		if v := f.state().Gate(); v.State == coordinator.GateDeadlinePassed {
+			return fmt.Errorf("gate %s after resume", v.State)
+		}
+		return nil
+	})
+}
