@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,9 @@ func TestFireDeadlineExactlyOnce(t *testing.T) {
 					}
 					if _, err := st.Resume(testCtx(t), group); err != nil {
 						t.Fatal(err)
+					}
+					if log, err := st.Events(testCtx(t), group); err != nil || !strings.HasPrefix(log.Events[len(log.Events)-1].Reason, "lifted the pause as the progress deadline passed: ") {
+						t.Fatalf("trial %d: the resume's event does not say it lifted the deadline's pause (%v)", trial, err)
 					}
 					if v := read(t, st, group).Gate(); !v.Open {
 						t.Fatalf("trial %d: after resume, gate %+v", trial, v)
