@@ -30,8 +30,11 @@ type progressLook struct {
 	// Open is the gate as this node sees it; a hold (a window, a check)
 	// is closed.
 	Open bool
-	// Converged are the nodes whose records say they converged on the
-	// desired SHA.
+	// Listed says the nodes' records were read at this look, and
+	// Converged are those that say they converged on the desired SHA. A
+	// look without them (the gate's alone: a cheap read) knows nothing of
+	// convergence.
+	Listed    bool
 	Converged []string
 	// Now is the look's time, on the monotonic clock.
 	Now time.Time
@@ -41,6 +44,11 @@ type progressLook struct {
 type progressVerdict struct {
 	// Fire: the count passed the deadline; write the record.
 	Fire bool
+	// List: read the nodes' records and look again with them (Listed)
+	// before the next look: the count passed the deadline since the last
+	// listing, or that is a quarter of the deadline old (or there is none
+	// yet for the commit).
+	List bool
 	// Left is how long the count has to go, while it runs; 0 while it
 	// does not (nothing to measure, or the gate closed).
 	Left time.Duration
@@ -55,10 +63,15 @@ type progressVerdict struct {
 // saw it open. The count pauses while the gate is closed and goes on when
 // it opens (it does not start over): a check that flaps or windows shorter
 // than the deadline cannot keep it from passing, and a pause's time never
-// counts. A node that turns converged starts it over.
+// counts. A node that turns converged starts it over, from the listing
+// that shows it: listings come every quarter of the deadline, and right
+// before the count would fire, so a convergence is never missed and is
+// seen at most a quarter of the deadline late (which makes the deadline
+// pass later, never earlier).
 type progressClock struct {
 	commit   string
-	seen     map[string]bool // nodes seen converged on commit
+	seen     map[string]bool // nodes seen converged on commit; nil before its first listing
+	listedAt time.Time       // the last listing
 	counted  time.Duration   // open time counted since the last convergence
 	lastOpen time.Time       // the last look, when it saw the gate open and measured
 }
@@ -66,18 +79,10 @@ type progressClock struct {
 // look takes in one look and says whether to fire.
 func (c *progressClock) look(l progressLook) progressVerdict {
 	if l.Commit != c.commit {
-		// A new commit: the nodes converged on it already (a SHA
-		// committed again) are no progress of its rollout.
-		*c = progressClock{commit: l.Commit, seen: map[string]bool{}}
-		for _, n := range l.Converged {
-			c.seen[n] = true
-		}
+		*c = progressClock{commit: l.Commit}
 	}
-	for _, n := range l.Converged {
-		if !c.seen[n] {
-			c.seen[n] = true
-			c.counted, c.lastOpen = 0, time.Time{}
-		}
+	if l.Listed {
+		c.listed(l)
 	}
 	if l.Commit == "" || l.Deadline <= 0 || l.Fired || !l.Behind || !l.Open {
 		c.lastOpen = time.Time{}
@@ -87,20 +92,42 @@ func (c *progressClock) look(l progressLook) progressVerdict {
 		c.counted += l.Now.Sub(c.lastOpen)
 	}
 	c.lastOpen = l.Now
-	if c.counted >= l.Deadline {
+	passed := c.counted >= l.Deadline
+	if passed && l.Listed {
 		return progressVerdict{Fire: true}
 	}
-	return progressVerdict{Left: l.Deadline - c.counted}
+	due := c.seen == nil || l.Now.Sub(c.listedAt) >= l.Deadline/4
+	return progressVerdict{List: passed || due, Left: max(l.Deadline-c.counted, 0)}
+}
+
+// listed takes in the nodes a listing shows converged. The first listing
+// of a commit only learns them: nodes converged on it before (a SHA
+// committed again, or before this process started) are no progress.
+func (c *progressClock) listed(l progressLook) {
+	first := c.seen == nil
+	if first {
+		c.seen = map[string]bool{}
+	}
+	for _, n := range l.Converged {
+		if !c.seen[n] {
+			c.seen[n] = true
+			if !first {
+				c.counted, c.lastOpen = 0, time.Time{}
+			}
+		}
+	}
+	c.listedAt = l.Now
 }
 
 // blind says a look could not see: the time until the next one that does
 // counts for nothing.
 func (c *progressClock) blind() { c.lastOpen = time.Time{} }
 
-// progressEvery is how often an agent whose node is behind looks while it
-// measures a deadline d: often enough to pass it within a tenth of it,
-// not so often that a fleet's looks (one read of the nodes' records each)
-// weigh on Consul.
+// progressEvery is how often an agent whose node is behind reads its gate
+// while it measures a deadline d (ReadFor, which costs the same in any
+// fleet): within a tenth of it, at least every 30 s. It reads the nodes'
+// records, which cost as much as the fleet is large, only when the clock
+// asks (progressVerdict.List).
 func progressEvery(d time.Duration) time.Duration {
 	return min(max(d/10, time.Second), 30*time.Second)
 }
@@ -177,12 +204,17 @@ func (a *Agent) progressLookAt(ctx context.Context, clk *progressClock, gs *coor
 		return 0
 	}
 	l.Open = coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: wallclock.Now()}).Open
-	var err error
-	if l.Converged, err = a.cfg.Store.ConvergedOn(ctx, a.cfg.Group, gs.Desired.SHA); err != nil {
-		clk.blind()
-		return progressEvery(l.Deadline)
-	}
 	v := clk.look(l)
+	if v.List {
+		var err error
+		if l.Converged, err = a.cfg.Store.ConvergedOn(ctx, a.cfg.Group, gs.Desired.SHA); err != nil {
+			clk.blind()
+			return progressEvery(l.Deadline)
+		}
+		// The same time as the look: the gate is as that read it.
+		l.Listed = true
+		v = clk.look(l)
+	}
 	if v.Fire {
 		a.fireDeadline(ctx, gs)
 		return time.Millisecond // to see what came of it

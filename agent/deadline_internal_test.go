@@ -51,12 +51,24 @@ func TestProgressClock(t *testing.T) {
 			{at: 20 * time.Minute, commit: "c2", open: true, behind: true, fire: true}}},
 		{"nothing committed", []progressStep{{at: 0, open: true, behind: true}, {at: time.Hour, open: true, behind: true}}},
 	}
+	cases = append(cases, []struct {
+		name  string
+		steps []progressStep
+	}{
+		// Listings every quarter of the deadline: a node that converged
+		// at +1m is seen by the listing at +4m, which starts the count
+		// over from there, later than it did, never earlier.
+		{"a convergence is seen at the next listing", []progressStep{on(0, true), on(2*time.Minute, true, "n2"), on(4*time.Minute, true, "n2"),
+			on(13*time.Minute, true, "n2"), fires(on(14*time.Minute, true, "n2"))}},
+		{"a convergence right before it would fire", []progressStep{on(0, true), on(3*time.Minute, true), on(6*time.Minute, true),
+			on(9*time.Minute, true), on(10*time.Minute, true, "n2"), fires(on(20*time.Minute, true, "n2"))}},
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var c progressClock
 			for i, s := range tc.steps {
-				v := c.look(progressLook{Commit: s.commit, Deadline: d, Fired: s.fired, Behind: s.behind, Open: s.open,
-					Converged: s.converged, Now: t0.Add(s.at)})
+				v, _ := lookAsTheAgent(&c, progressLook{Commit: s.commit, Deadline: d, Fired: s.fired, Behind: s.behind, Open: s.open,
+					Now: t0.Add(s.at)}, s.converged)
 				if v.Fire != s.fire {
 					t.Fatalf("look %d at +%s: fire %v, want %v (counted %s)", i, s.at, v.Fire, s.fire, c.counted)
 				}
@@ -65,11 +77,44 @@ func TestProgressClock(t *testing.T) {
 	}
 }
 
+// lookAsTheAgent looks at l as progressLookAt does: once with the gate
+// alone, and again with the nodes converged when the clock asks for them.
+func lookAsTheAgent(c *progressClock, l progressLook, converged []string) (progressVerdict, bool) {
+	v := c.look(l)
+	if !v.List {
+		return v, false
+	}
+	l.Listed, l.Converged = true, converged
+	return c.look(l), true
+}
+
+// The nodes' records, which cost as much as the fleet is large, are read
+// once per quarter of the deadline and when the count would pass: not at
+// every look.
+func TestProgressClockListsRarely(t *testing.T) {
+	const d = 10 * time.Minute
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var c progressClock
+	listings := 0
+	for at := time.Duration(0); at <= d; at += progressEvery(d) {
+		v, listed := lookAsTheAgent(&c, progressLook{Commit: "c1", Deadline: d, Behind: true, Open: true, Now: t0.Add(at)}, nil)
+		if listed {
+			listings++
+		}
+		if v.Fire != (at == d) {
+			t.Fatalf("at +%s: fire %v", at, v.Fire)
+		}
+	}
+	if listings > 6 {
+		t.Fatalf("%d listings in one deadline with a look every %s, want at most 6", listings, progressEvery(d))
+	}
+}
+
 // A look that could not see counts nothing from the one before.
 func TestProgressClockBlind(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	var c progressClock
-	l := progressLook{Commit: "c1", Deadline: 10 * time.Minute, Behind: true, Open: true, Now: t0}
+	l := progressLook{Commit: "c1", Deadline: 10 * time.Minute, Behind: true, Open: true, Listed: true, Now: t0}
 	c.look(l)
 	c.blind()
 	l.Now = t0.Add(9 * time.Minute)

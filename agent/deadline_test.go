@@ -218,3 +218,21 @@ func TestProgressDeadlinePausesUntilResume(t *testing.T) {
 		return nil
 	})
 }
+
+// A rollout that makes progress never passes its deadline, even one that
+// takes longer in all than the deadline: each node that turns converged
+// starts every count over.
+func TestProgressDeadlineNotWhileNodesConverge(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4"}
+	f := newWindowFleet(t, nodes, 7*time.Second)
+	const deadline = 20 * time.Second
+	began := time.Now()
+	v2 := f.commitDeadline("v2", func(u *hashspec.Update) { u.ProgressDeadline = hashspec.Duration(deadline) })
+	f.waitConverged(nodes, v2)
+	if took := time.Since(began); took <= deadline {
+		t.Skipf("the rollout took %s, no longer than the deadline: nothing shown", took)
+	}
+	if evs, rec := f.deadlines(v2); len(evs) > 0 || rec != nil {
+		t.Fatalf("the deadline passed in a rollout that made progress: %+v", rec)
+	}
+}
