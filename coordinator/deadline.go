@@ -70,8 +70,8 @@ func (g *GroupState) deadlineOf(k Keys) *Deadline {
 //
 // It reads the group again and fires only if, as read, sha at committed is
 // still desired with a progress deadline, the gate is open (the window, the
-// checks the spec blocks on, the failure budget included) and no record of
-// this commit exists. The record is created at the index read (0: none; or
+// checks the spec blocks on, the failure budget included), writer's node is
+// not converged on it, and no record of this commit exists. The record is created at the index read (0: none; or
 // the earlier commit's, which it replaces), desired is checked at its
 // index and the gate's keys absent, as a grant does: of agents that fire
 // at once exactly one wins, and a pause, cancel or commit racing it fails
@@ -113,6 +113,11 @@ func (g *GroupState) deadlineTxn(k Keys, writer, sha string, committed, now time
 	}
 	if v := Evaluate(GateInput{Group: g, Now: now}); !v.Open {
 		return nil, ActionNone, false
+	}
+	for _, n := range g.Nodes {
+		if n.Node == writer && n.SHA == sha && n.State.Verified() {
+			return nil, ActionNone, false // converged since its count began: not its to measure
+		}
 	}
 	after := time.Duration(g.Spec.Update.ProgressDeadline)
 	reason := DeadlineReason(after)

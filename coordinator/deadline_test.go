@@ -176,6 +176,14 @@ func TestFireDeadlineOnlyThroughAnOpenGate(t *testing.T) {
 			t.Fatalf("fired %d times outside the window", n)
 		}
 	})
+	t.Run("the writer converged", func(t *testing.T) {
+		commit(t, st, "conv", withDeadline(t, "v2", "continue", time.Hour))
+		converge(t, st, "conv", "n0")
+		g := read(t, st, "conv")
+		if ok, _, err := st.FireDeadline(testCtx(t), "conv", "n0", g.Desired.SHA, g.Desired.CommittedAt); err != nil || ok {
+			t.Fatalf("a converged node's agent fired (%v, %v)", ok, err)
+		}
+	})
 	t.Run("a commit again", func(t *testing.T) {
 		group := "again"
 		v2 := withDeadline(t, "v2", "continue", time.Hour)
