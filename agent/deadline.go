@@ -74,6 +74,7 @@ type progressClock struct {
 	listedAt time.Time       // the last listing
 	counted  time.Duration   // open time counted since the last convergence
 	lastOpen time.Time       // the last look, when it saw the gate open and measured
+	fired    bool            // this process wrote the commit's record
 }
 
 // look takes in one look and says whether to fire.
@@ -84,7 +85,7 @@ func (c *progressClock) look(l progressLook) progressVerdict {
 	if l.Listed {
 		c.listed(l)
 	}
-	if l.Commit == "" || l.Deadline <= 0 || l.Fired || !l.Behind || !l.Open {
+	if l.Commit == "" || l.Deadline <= 0 || l.Fired || c.fired || !l.Behind || !l.Open {
 		c.lastOpen = time.Time{}
 		return progressVerdict{}
 	}
@@ -216,8 +217,11 @@ func (a *Agent) progressLookAt(ctx context.Context, clk *progressClock, gs *coor
 		v = clk.look(l)
 	}
 	if v.Fire {
-		a.fireDeadline(ctx, gs)
-		return time.Millisecond // to see what came of it
+		again := a.fireDeadline(ctx, gs)
+		if again == 0 {
+			clk.fired = true // a state read before the record cannot start it again
+		}
+		return again
 	}
 	every := progressEvery(l.Deadline)
 	if v.Left > 0 {
@@ -226,18 +230,24 @@ func (a *Agent) progressLookAt(ctx context.Context, clk *progressClock, gs *coor
 	return every
 }
 
-// fireDeadline writes the deadline record of the desired commit of gs.
-func (a *Agent) fireDeadline(ctx context.Context, gs *coordinator.GroupState) {
+// fireDeadline writes the deadline record of the desired commit of gs, and
+// says how soon to look again: not at all once it is written (the record
+// is in every state read from then on), after a pause if Consul failed,
+// or at the next look if the group as read again said no.
+func (a *Agent) fireDeadline(ctx context.Context, gs *coordinator.GroupState) time.Duration {
+	d := time.Duration(gs.Spec.Update.ProgressDeadline)
 	fired, action, err := a.cfg.Store.FireDeadline(ctx, a.cfg.Group, a.cfg.Node, gs.Desired.SHA, gs.Desired.CommittedAt)
 	switch {
 	case err != nil:
 		a.log.Warn("the progress deadline passed; cannot record it yet", "error", err)
+		return jitter(retryPause)
 	case fired:
-		a.log.Warn("the progress deadline passed: failure_action applies", "reason",
-			coordinator.DeadlineReason(time.Duration(gs.Spec.Update.ProgressDeadline)), "action", gs.Spec.Update.FailureAction, "applied", action)
-	default:
-		a.log.Info("the progress deadline passed here, but not for the group as read again (another node recorded it, or the gate closed)")
+		a.log.Warn("the progress deadline passed: failure_action applies", "reason", coordinator.DeadlineReason(d),
+			"action", gs.Spec.Update.FailureAction, "applied", action)
+		return 0
 	}
+	a.log.Info("the progress deadline passed here, but not for the group as read again (another node recorded it, or the gate closed)")
+	return progressEvery(d)
 }
 
 // ownConverged says node's own record in gs says it converged on the

@@ -134,3 +134,23 @@ func TestProgressEvery(t *testing.T) {
 		}
 	}
 }
+
+// Once this process wrote the commit's record, a state read before it
+// (which does not show it) does not start the count again.
+func TestProgressClockFiredHere(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	c := progressClock{commit: "c1", fired: true}
+	l := progressLook{Commit: "c1", Deadline: time.Minute, Behind: true, Open: true, Listed: true, Now: t0}
+	for at := time.Duration(0); at <= 3*time.Minute; at += time.Minute {
+		l.Now = t0.Add(at)
+		if v := c.look(l); v.Fire || v.List {
+			t.Fatalf("at +%s: %+v after this process fired", at, v)
+		}
+	}
+	l.Commit = "c2"
+	c.look(l)
+	l.Now = t0.Add(5 * time.Minute)
+	if v := c.look(l); !v.Fire {
+		t.Fatalf("a new commit: %+v, want its own count", v)
+	}
+}
