@@ -204,7 +204,7 @@ func (a *Agent) progressLookAt(ctx context.Context, clk *progressClock, gs *coor
 		clk.look(l)
 		return 0
 	}
-	l.Open = coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: wallclock.Now()}).Open
+	l.Open = coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: wallclock.Now(), Mono: time.Now()}).Open
 	v := clk.look(l)
 	if v.List {
 		var err error

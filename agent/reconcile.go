@@ -66,6 +66,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 	}
 	a.pub.observe(obs)
 	l := a.look(ctx, gs, obs)
+	a.undrain(ctx, drainLook, l.Healthy, l.Claimed)
 	d := decide(l)
 	a.cfg.Metrics.Converged(l.Desired != "" && obs.SHA == l.Desired && d.State == coordinator.StateConverged)
 	switch {
@@ -106,7 +107,8 @@ func jitterOrNot(d time.Duration) time.Duration {
 // look gathers what decide needs from gs and the runtime.
 func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
 	now := wallclock.Now()
-	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now})
+	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now, Mono: time.Now()})
+	a.pub.sawGate(v)
 	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason,
 		Hold: v.Hold}
 	if !v.Recheck.IsZero() {
@@ -366,7 +368,7 @@ func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, g
 		case <-tick.C:
 		}
 		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
-		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now()}); !v.Open && ctx.Err() == nil {
+		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
 			stop(errRecheck)
 			return

@@ -88,7 +88,7 @@ func (s *Store) FireDeadline(ctx context.Context, group, writer, sha string, com
 	if err != nil {
 		return false, ActionNone, err
 	}
-	ops, action, ok := g.deadlineTxn(k, writer, sha, committed, wallclock.Now())
+	ops, action, ok := g.deadlineTxn(k, writer, sha, committed, GateInput{Group: g, Now: wallclock.Now(), Mono: time.Now()})
 	if !ok {
 		return false, ActionNone, nil
 	}
@@ -104,14 +104,14 @@ func (s *Store) FireDeadline(ctx context.Context, group, writer, sha string, com
 }
 
 // deadlineTxn is the transaction that fires the desired commit's progress
-// deadline, as g was read at now, and the action it applies; ok is false
-// when it is not to fire (see FireDeadline).
-func (g *GroupState) deadlineTxn(k Keys, writer, sha string, committed, now time.Time) (api.TxnOps, Action, bool) {
+// deadline, as g was read, its gate judged at in, and the action it
+// applies; ok is false when it is not to fire (see FireDeadline).
+func (g *GroupState) deadlineTxn(k Keys, writer, sha string, committed time.Time, in GateInput) (api.TxnOps, Action, bool) {
 	if g.Desired == nil || g.Desired.SHA != sha || !g.Desired.CommittedAt.Equal(committed) || g.Spec == nil ||
 		g.Spec.Update.ProgressDeadline == 0 || g.Deadline != nil {
 		return nil, ActionNone, false
 	}
-	if v := Evaluate(GateInput{Group: g, Now: now}); !v.Open {
+	if v := Evaluate(in); !v.Open {
 		return nil, ActionNone, false
 	}
 	for _, n := range g.Nodes {
@@ -121,7 +121,7 @@ func (g *GroupState) deadlineTxn(k Keys, writer, sha string, committed, now time
 	}
 	after := time.Duration(g.Spec.Update.ProgressDeadline)
 	reason := DeadlineReason(after)
-	at := now.UTC()
+	at := in.Now.UTC()
 	d := Deadline{SHA: sha, CommittedAt: committed, Node: writer, At: at, After: after.String(),
 		Action: g.Spec.Update.FailureAction, Reason: reason}
 	var index uint64

@@ -67,8 +67,8 @@ type OperatorPause struct {
 	By     string    `json:"by,omitempty"`
 }
 
-// describe says who paused and why, as Cancel's does.
-func (p *OperatorPause) describe() string { return describeBrake("paused", p.By, p.Reason) }
+// Describe says who paused and why, as Cancel's describe does.
+func (p *OperatorPause) Describe() string { return describeBrake("paused", p.By, p.Reason) }
 
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {
@@ -139,6 +139,14 @@ type NodeState struct {
 	// runtime reports it (Docker: the container's image), "" when it has
 	// none to report: what runs, where SHA is what was asked for.
 	ImageID string `json:"image_id,omitempty"`
+	// Gate is the state of the closed gate the node waits on (a record
+	// that is waiting, paused or cancelled while the gate is closed: the
+	// window, a check, a pause), "" otherwise: the Consul UI shows it.
+	Gate GateState `json:"gate,omitempty"`
+	// Drained is what the agent put into Consul maintenance on its node
+	// (update.drain), written before it sets any and kept until it has
+	// lifted it: nil while nothing is.
+	Drained *Drained `json:"drained,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its

@@ -66,7 +66,14 @@ type hclUpdate struct {
 	Windows          []hclWindow `hcl:"window,block"`
 	BlockOn          []hclBlock  `hcl:"block_on,block"`
 	BlockOnNode      []hclBlock  `hcl:"block_on_node,block"`
+	Stagger          *string     `hcl:"stagger,optional"`
+	Drain            *hclDrain   `hcl:"drain,block"`
 	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
+}
+
+type hclDrain struct {
+	Services []string `hcl:"services,optional"`
+	Delay    *string  `hcl:"delay,optional"`
 }
 
 type hclBlock struct {

@@ -41,6 +41,7 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			FailureAction:    u.FailureAction,
 			MaxFailures:      c.int(pathMaxFailures, u.MaxFailures),
 			Order:            u.Order,
+			Stagger:          c.duration(pathStagger, u.Stagger),
 			ProgressDeadline: c.duration(pathProgress, u.ProgressDeadline),
 		}
 		for i, w := range u.Windows {
@@ -52,6 +53,9 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 		}
 		for _, b := range u.BlockOnNode {
 			s.Update.BlockOnNode = append(s.Update.BlockOnNode, Block(b))
+		}
+		if d := u.Drain; d != nil {
+			s.Update.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
 		}
 	}
 	return s

@@ -34,6 +34,7 @@ const (
 	pathWindow          = "update.window"
 	pathBlockOn         = "update.block_on"
 	pathBlockOnNode     = "update.block_on_node"
+	pathStagger         = "update.stagger"
 	pathProgress        = "update.progress_deadline"
 )
 
@@ -141,6 +142,7 @@ func (s *Spec) defaultUpdate(u Update) Update {
 	u.Windows = normalWindows(u.Windows)
 	u.BlockOn = normalBlocks(u.BlockOn)
 	u.BlockOnNode = normalBlocks(u.BlockOnNode)
+	u.Drain = normalDrain(u.Drain)
 	return u
 }
 

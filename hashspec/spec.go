@@ -111,6 +111,13 @@ type Update struct {
 	// passing on a node's own Consul node before it is granted a slot
 	// (its disk, its replication lag); optional.
 	BlockOnNode []Block `json:"block_on_node,omitempty"`
+	// Stagger is how long the next grant waits after a slot is released
+	// (Nomad's stagger, kured's --period), each waiter counting on its own
+	// clock from when it saw the release; optional, 0 means no wait.
+	Stagger Duration `json:"stagger,omitempty"`
+	// Drain puts the node's Consul services into maintenance before its
+	// old workload stops; optional.
+	Drain *Drain `json:"drain,omitempty"`
 	// ProgressDeadline is how long the gate may stay open, with nodes
 	// behind, without any node converging, before the rollout counts as
 	// failed and failure_action applies, once; optional, 0 is none.
