@@ -253,8 +253,5 @@ func planNotes(gs *coordinator.GroupState, p planJSON) []string {
 	if gs.Pause != nil {
 		notes = append(notes, fmt.Sprintf("the failure pause of %s does not apply to the new SHA", coordinator.ShortSHA(gs.Pause.SHA)))
 	}
-	if len(p.Nodes.Move) == 0 && p.Nodes.Total == 0 {
-		notes = append(notes, "no nodes yet: each node's agent takes the SHA up when it starts")
-	}
 	return notes
 }

@@ -26,7 +26,7 @@ func printPlan(out io.Writer, p planJSON) error {
 	}
 	printPlanNodes(out, p.Nodes)
 	fmt.Fprintln(out, planGateLine(p.Gate))
-	fmt.Fprintln(out, estimateLine(p.Estimate))
+	fmt.Fprintln(out, estimateLine(p.Estimate, p.Gate.Open))
 	for _, n := range p.Notes {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
@@ -50,7 +50,7 @@ func planHead(p planJSON) string {
 
 func printPlanNodes(out io.Writer, n planNodesJSON) {
 	if n.Total == 0 {
-		fmt.Fprintln(out, "nodes: none yet")
+		fmt.Fprintln(out, "nodes: none yet (each node's agent takes the SHA up when it starts)")
 		return
 	}
 	fmt.Fprintf(out, "nodes that would move: %d of %d (%s)\n", len(n.Move), n.Total, n.Order)
@@ -77,11 +77,17 @@ func planGateLine(g planGateJSON) string {
 	return line
 }
 
-func estimateLine(e *estimateJSON) string {
+// estimateLine is the time at the last rollout's pace, from when the
+// gate opens: a hold's wait is not in it.
+func estimateLine(e *estimateJSON, open bool) string {
 	if e == nil {
 		return "time: no earlier rollout to estimate from"
 	}
 	d := func(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() }
-	return fmt.Sprintf("time: about %s: %d wave(s) of max_parallel %d × %s per wave, the pace of the rollout of %s (%d node(s) converged %s after its commit, max_parallel %d)",
-		d(e.Seconds), e.Waves, e.MaxParallel, d(e.PerWaveSeconds), coordinator.ShortSHA(e.From.SHA), e.From.Nodes, d(e.From.Seconds), e.From.MaxParallel)
+	when := ""
+	if !open {
+		when = " once the gate opens"
+	}
+	return fmt.Sprintf("time: about %s%s: %d wave(s) of max_parallel %d × %s per wave, the pace of the rollout of %s (%d node(s) converged %s after its commit, max_parallel %d)",
+		d(e.Seconds), when, e.Waves, e.MaxParallel, d(e.PerWaveSeconds), coordinator.ShortSHA(e.From.SHA), e.From.Nodes, d(e.From.Seconds), e.From.MaxParallel)
 }
