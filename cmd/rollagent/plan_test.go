@@ -47,8 +47,8 @@ func planFleet(t *testing.T, srv *consultest.Server) (sha string) {
 }
 
 // catalogSnapshot is every service, node and check Consul's catalog holds,
-// with their indexes: equal snapshots mean nothing was registered,
-// deregistered or updated.
+// a check and a service instance with its index: equal snapshots mean nothing was registered or
+// deregistered, and no check or instance updated.
 func catalogSnapshot(t *testing.T, c *api.Client) string {
 	t.Helper()
 	checks, _, err := c.Health().State(api.HealthAny, nil)
@@ -68,10 +68,18 @@ func catalogSnapshot(t *testing.T, c *api.Client) string {
 		lines = append(lines, fmt.Sprintf("check %s/%s %s %d", ch.Node, ch.CheckID, ch.Status, ch.ModifyIndex))
 	}
 	for _, n := range nodes {
-		lines = append(lines, fmt.Sprintf("node %s %d", n.Node, n.ModifyIndex))
+		// Not the node's ModifyIndex nor its meta: a Consul agent moves
+		// them itself, by its anti-entropy sync, shortly after it starts.
+		lines = append(lines, fmt.Sprintf("node %s %s", n.Node, n.Address))
 	}
 	for s := range services {
-		lines = append(lines, "service "+s)
+		inst, _, err := c.Catalog().Service(s, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range inst {
+			lines = append(lines, fmt.Sprintf("service %s %s/%s %d", s, i.Node, i.ServiceID, i.ModifyIndex))
+		}
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
