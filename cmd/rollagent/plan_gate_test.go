@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +35,12 @@ func TestPlanJSON(t *testing.T) {
 	for _, k := range []string{"schema", "group", "at", "sha", "desired", "changes", "diff", "policy_only", "nodes", "gate", "estimate", "notes", "problems"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	documented := docFields(t, "../../docs/plan-json.md")
+	for _, path := range jsonPaths("", raw) {
+		if !documentedPath(documented, path) {
+			t.Errorf("%s is not in docs/plan-json.md", path)
 		}
 	}
 	var p planJSON
@@ -176,4 +184,63 @@ func wantAll(t *testing.T, out string, wants ...string) {
 			t.Fatalf("plan lacks %q:\n%s", w, out)
 		}
 	}
+}
+
+// docFields are the field names in the first column of a doc's table.
+func docFields(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f, ok := strings.CutPrefix(line, "| `"); ok {
+			if name, _, ok := strings.Cut(f, "`"); ok {
+				fields[name] = true
+			}
+		}
+	}
+	return fields
+}
+
+// jsonPaths are the paths of a document's leaves, as docs write them:
+// "nodes.move[].node".
+func jsonPaths(prefix string, v any) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		var out []string
+		for k, x := range v {
+			out = append(out, jsonPaths(join(prefix, k), x)...)
+		}
+		return out
+	case []any:
+		var out []string
+		for _, x := range v {
+			out = append(out, jsonPaths(prefix+"[]", x)...)
+		}
+		if len(v) == 0 {
+			out = append(out, prefix+"[]")
+		}
+		return out
+	}
+	return []string{prefix}
+}
+
+// documentedPath says path is documented, or a field it is part of is,
+// whole: one whose parts the doc does not list (desired, as status has it).
+func documentedPath(doc map[string]bool, path string) bool {
+	for p := path; p != ""; {
+		if doc[p] {
+			return p == path || !slices.ContainsFunc(slices.Collect(maps.Keys(doc)), func(f string) bool {
+				return strings.HasPrefix(f, p+".") || strings.HasPrefix(f, p+"[]")
+			})
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+	return false
 }
