@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	if err := cli.Globals.checkTimeout(); err != nil {
 		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
-		return 2
+		return usageExitOf(kctx)
 	}
 	logger := newLogger(&cli.Globals, stderr)
 	cctx, cancel := commandContext(ctx, kctx, &cli.Globals)
@@ -110,8 +110,16 @@ func flagDuration(d time.Duration) string {
 // so that a script never takes a typo for a plan with changes.
 func usageExit(err error) int {
 	var pe *kong.ParseError
-	if errors.As(err, &pe) && pe.Context != nil {
-		if sel := pe.Context.Selected(); sel != nil && sel.Name == "plan" {
+	if errors.As(err, &pe) {
+		return usageExitOf(pe.Context)
+	}
+	return 2
+}
+
+// usageExitOf is usageExit for a command line kong parsed as kctx.
+func usageExitOf(kctx *kong.Context) int {
+	if kctx != nil {
+		if sel := kctx.Selected(); sel != nil && sel.Name == "plan" {
 			return 1
 		}
 	}

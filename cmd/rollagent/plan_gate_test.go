@@ -82,6 +82,7 @@ func TestPlanBadInput(t *testing.T) {
 		{"another group's spec", []string{"api", "-f", "testdata/web.json"}, `names group "web"`},
 		{"unknown flag", []string{"web", "-f", "testdata/web.json", "--bogus"}, "bogus"},
 		{"no group", []string{"-f", "testdata/web.json"}, "group"},
+		{"a timeout of zero", []string{"web", "-f", "testdata/web.json", "--timeout", "0s"}, "must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
