@@ -177,7 +177,7 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	sum := planned.Summary(now, lostAfter)
 	p.Nodes = planNodes(planned, sum)
 	v := sum.Gate
-	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v), MaxParallel: v.MaxParallel}
+	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v), MaxParallel: v.MaxParallel}
 	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel)
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
 	return p, nil
@@ -254,4 +254,15 @@ func planNotes(gs *coordinator.GroupState, p planJSON) []string {
 		notes = append(notes, fmt.Sprintf("the failure pause of %s does not apply to the new SHA", coordinator.ShortSHA(gs.Pause.SHA)))
 	}
 	return notes
+}
+
+// planGateReason is the gate's reason as status gives it, but a stagger's:
+// a plan is a new process, which sees the slot's latest release for the
+// first time, so its wait is the longest an agent could have; an agent
+// that saw the release earlier waits less, or not at all.
+func planGateReason(v coordinator.Verdict, now time.Time) string {
+	if v.State == coordinator.GateStagger {
+		return v.Wait(now) + "; counted from this plan's first sight of the release: an agent that saw it earlier waits less"
+	}
+	return gateReason(v, now)
 }
