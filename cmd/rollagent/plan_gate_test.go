@@ -14,6 +14,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // The JSON plan is what docs/plan-json.md promises: every key there, lists
@@ -156,6 +157,17 @@ func TestPlanGate(t *testing.T) {
 		spec := writeSpec(t, "b.hcl", []byte("name = \"web\"\ncontainer { image = \"rollagent-demo/web:v2\" }\nupdate {\n  block_on {\n    check = \"replication-lag\"\n  }\n}\n"))
 		_, out, _ := runPlan(t, srv, "web", "-f", spec)
 		wantAll(t, out, `gate now: CLOSED (blocked_by_check): blocked by Consul check "replication-lag" (critical)`)
+	})
+	t.Run("stagger", func(t *testing.T) {
+		srv := consultest.NewDev(t)
+		planFleet(t, srv)
+		k := groupkit.Keys(t, "web")
+		if _, err := srv.Client().KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, out, _ := runPlan(t, srv, "web", "-f", "testdata/plan-policy.json")
+		wantAll(t, out, "gate now: CLOSED (stagger): stagger: next grant after 30s from the last release",
+			"counted from this plan's first sight of the release", "(a hold: new grants wait)")
 	})
 	t.Run("a failure refused a node", func(t *testing.T) {
 		srv := consultest.NewDev(t)
