@@ -167,17 +167,21 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	if p.Diff, err = specDiff(gs.Spec, spec); err != nil {
 		return p, err
 	}
+	p.Diff = nonNil(p.Diff)
 	if gs.Desired != nil && gs.Spec == nil {
 		p.Notes = append(p.Notes, "the desired spec is missing from history: every field is shown as added")
 	}
 	p.PolicyOnly = p.Changes && policyOnly(p.Diff)
-	if !p.Changes {
-		return p, nil
-	}
 	sum := planned.Summary(now, lostAfter)
-	p.Nodes = planNodes(planned, sum)
 	v := sum.Gate
 	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v), MaxParallel: v.MaxParallel}
+	p.Nodes = planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
+	if !p.Changes {
+		// The nodes still on their way to the desired SHA move whether
+		// or not the spec is committed again: not for this plan.
+		return p, nil
+	}
+	p.Nodes = planNodes(planned, sum)
 	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel)
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
 	return p, nil

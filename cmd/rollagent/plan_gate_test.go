@@ -66,6 +66,17 @@ func TestPlanJSON(t *testing.T) {
 	if !p.Gate.Open || p.Gate.State != coordinator.GateOpen || p.Notes == nil || p.Problems == nil || p.Nodes.Refused == nil {
 		t.Fatalf("gate %+v, notes %v, problems %v", p.Gate, p.Notes, p.Problems)
 	}
+	// No change: exit 0, no difference, nothing moves for it, and the
+	// gate of the desired SHA as it is.
+	code, out, errs = runPlan(t, srv, "web", "-f", "testdata/web.hcl", "-o", "json")
+	var same planJSON
+	if err := json.Unmarshal([]byte(out), &same); err != nil || code != 0 {
+		t.Fatalf("no change: exit %d, %v, stderr %q", code, err, errs)
+	}
+	if same.Changes || same.SHA != sha || len(same.Diff) != 0 || same.Diff == nil || len(same.Nodes.Move) != 0 ||
+		same.Nodes.Total != 3 || same.Gate.State != coordinator.GateOpen || same.Estimate != nil {
+		t.Fatalf("no change: %+v", same)
+	}
 }
 
 // Bad input exits 1, never 2 (which says "changes"), and writes nothing; a
