@@ -249,7 +249,7 @@ func planNotes(gs *coordinator.GroupState, p planJSON) []string {
 	var notes []string
 	if p.PolicyOnly {
 		notes = append(notes, "only the update policy changed, but the SHA changes with it: every node's agent "+
-			"replaces its workload to take the new SHA up (the same container spec, started again under the new policy)")
+			"replaces its workload to take the new SHA up (Docker: the same container spec, created and started again; exec: the replace command run again), under the new policy")
 	}
 	if gs.Cancel != nil {
 		notes = append(notes, fmt.Sprintf("the CANCEL of %s does not apply to the new SHA", coordinator.ShortSHA(gs.Cancel.SHA)))
