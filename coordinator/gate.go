@@ -117,6 +117,7 @@ var Rules = []Rule{
 	specMissingRule{},
 	cancelRule{},
 	operatorPauseRule{},
+	deadlineRule{},
 	pauseRule{},
 	failureBudgetRule{},
 	// Holds last: a rule that stops every step wins over one that only

@@ -75,6 +75,12 @@ func (k Keys) Failure(sha, node string) string { return k.root + "failures/" + s
 // FailuresPrefix lists the failures for sha.
 func (k Keys) FailuresPrefix(sha string) string { return k.root + "failures/" + sha + "/" }
 
+// Deadline records that the progress deadline of a commit of sha passed
+// (update.progress_deadline) and failure_action applied: the agent whose
+// clock passed it first creates it, once per commit. Agents share it, as
+// they share failures/; it is not a brake.
+func (k Keys) Deadline(sha string) string { return k.root + "deadline/" + sha }
+
 // Converged records that sha converged: every node that counted ran it,
 // converged, behind an open gate, when a commit moved desired off it.
 func (k Keys) Converged(sha string) string { return k.root + "converged/" + sha }

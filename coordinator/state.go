@@ -29,6 +29,9 @@ type GroupState struct {
 	Nodes       []NodeState    // sorted by node name
 	History     []HistoryEntry // sorted by commit time
 	Holders     *lockstep.Holders
+	// Deadline says the progress deadline of the desired commit passed
+	// (deadline/<sha>); nil while it has not.
+	Deadline *Deadline
 	// OperatorPause is an operator's pause of the desired SHA (Pause is
 	// the one its failures made, which agents write).
 	OperatorPause *OperatorPause
@@ -259,6 +262,7 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		g.Pause = &ps
 	}
 	g.Failures = g.failuresOf(k, sha, g.note)
+	g.Deadline = g.deadlineOf(k)
 }
 
 // cancelPair is sha's CANCEL as read, where it is now or, from before an

@@ -57,17 +57,18 @@ type hclHealthcheck struct {
 }
 
 type hclUpdate struct {
-	MaxParallel     *int        `hcl:"max_parallel,optional"`
-	MinHealthyTime  *string     `hcl:"min_healthy_time,optional"`
-	HealthyDeadline *string     `hcl:"healthy_deadline,optional"`
-	FailureAction   string      `hcl:"failure_action,optional"`
-	MaxFailures     *int        `hcl:"max_failures,optional"`
-	Order           string      `hcl:"order,optional"`
-	Windows         []hclWindow `hcl:"window,block"`
-	BlockOn         []hclBlock  `hcl:"block_on,block"`
-	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
-	Stagger         *string     `hcl:"stagger,optional"`
-	Drain           *hclDrain   `hcl:"drain,block"`
+	MaxParallel      *int        `hcl:"max_parallel,optional"`
+	MinHealthyTime   *string     `hcl:"min_healthy_time,optional"`
+	HealthyDeadline  *string     `hcl:"healthy_deadline,optional"`
+	FailureAction    string      `hcl:"failure_action,optional"`
+	MaxFailures      *int        `hcl:"max_failures,optional"`
+	Order            string      `hcl:"order,optional"`
+	Windows          []hclWindow `hcl:"window,block"`
+	BlockOn          []hclBlock  `hcl:"block_on,block"`
+	BlockOnNode      []hclBlock  `hcl:"block_on_node,block"`
+	Stagger          *string     `hcl:"stagger,optional"`
+	Drain            *hclDrain   `hcl:"drain,block"`
+	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
 }
 
 type hclDrain struct {

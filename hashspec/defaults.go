@@ -35,6 +35,7 @@ const (
 	pathBlockOn         = "update.block_on"
 	pathBlockOnNode     = "update.block_on_node"
 	pathStagger         = "update.stagger"
+	pathProgress        = "update.progress_deadline"
 )
 
 // WithDefaults returns a deep copy of s with every default filled in and

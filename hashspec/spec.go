@@ -118,6 +118,10 @@ type Update struct {
 	// Drain puts the node's Consul services into maintenance before its
 	// old workload stops; optional.
 	Drain *Drain `json:"drain,omitempty"`
+	// ProgressDeadline is how long the gate may stay open, with nodes
+	// behind, without any node converging, before the rollout counts as
+	// failed and failure_action applies, once; optional, 0 is none.
+	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -362,6 +362,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
 	c.stagger(u.Stagger)
 	c.drain(u.Drain)
+	c.progressDeadline(u)
 	if u.Order != OrderStartFirst {
 		return
 	}
@@ -372,5 +373,20 @@ func (c *checker) update(u *Update, ct *Container) {
 			c.add("update.order", "%q cannot be used with published host ports (container.ports[%d] publishes %d)", OrderStartFirst, i, p.Host)
 			return
 		}
+	}
+}
+
+// progressDeadline checks update.progress_deadline: none (0), or longer
+// than one node's step may take to turn healthy (healthy_deadline), as
+// Nomad asks of its own, or the deadline would pass in a step that is
+// merely slow.
+func (c *checker) progressDeadline(u *Update) {
+	d := u.ProgressDeadline
+	switch {
+	case d == 0:
+	case d < 0 || d > MaxDuration:
+		c.checkPositive(pathProgress, d, 0)
+	case u.HealthyDeadline > 0 && d <= u.HealthyDeadline:
+		c.add(pathProgress, "must be greater than healthy_deadline (%s), got %s", u.HealthyDeadline, d)
 	}
 }

@@ -31,8 +31,10 @@ type statusJSON struct {
 	// ImageSplits are the SHAs whose nodes run different images.
 	ImageSplits []imageSplitJSON `json:"image_splits"`
 	Budget      budgetJSON       `json:"slot_budget"`
-	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
-	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	Stall       *stallJSON       `json:"stall"` // null unless the group is stalled
+	// Deadline is the progress deadline, null when the spec has none.
+	Deadline *deadlineJSON `json:"progress_deadline"`
+	Outage   *outageJSON   `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
@@ -184,7 +186,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
-		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
+		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes), Deadline: progressDeadline(gs)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}
