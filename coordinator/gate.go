@@ -24,7 +24,8 @@ type Verdict struct {
 	// percentage; zero when there is no readable spec.
 	Policy hashspec.Amount
 	// Nodes are the group's nodes that count (GroupState.NodeCount) at
-	// this look, which a percentage is of.
+	// this look, which a percentage is of; 0 under a count, which does not
+	// depend on them (an agent's look reads only its own record then).
 	Nodes int
 	// Node is the state a node behind the desired SHA publishes while
 	// the gate is closed (StateWaiting while it is open).
@@ -164,9 +165,11 @@ func Evaluate(in GateInput) Verdict {
 	if g.Desired != nil {
 		v.SHA = g.Desired.SHA
 	}
-	v.Nodes = g.NodeCount()
 	if g.Spec != nil {
 		v.Policy = g.Spec.Update.MaxParallel
+		if v.Policy.IsPercent() {
+			v.Nodes = g.NodeCount()
+		}
 		v.MaxParallel = v.Policy.Of(v.Nodes)
 	}
 	for _, r := range Rules {
@@ -218,7 +221,7 @@ func closingKeys(k Keys, sha string, brakes bool) []string {
 func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 	v := g.Gate()
 	lg := lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
-		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit}
+		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit, GrantChecks: g.membershipCheck(k)}
 	if g.Spec != nil {
 		lg.Stagger = g.Spec.Update.Stagger.Std()
 	}

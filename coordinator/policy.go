@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/wallclock"
 )
@@ -45,7 +46,27 @@ func OnFailure(spec *hashspec.Spec, failures, nodes int) Action {
 // Counting a record that does not decode makes K larger, not smaller; it
 // is counted all the same, as Summary counts it among the group's nodes
 // and it is a node that may come back.
-func (g *GroupState) NodeCount() int { return len(g.Nodes) + len(g.Invalid) }
+func (g *GroupState) NodeCount() int { return max(g.NodeKeys, len(g.Nodes)+len(g.Invalid)) }
+
+// Percentages says the desired spec's max_parallel or max_failures is a
+// percentage, which a look must count the group's nodes for.
+func (g *GroupState) Percentages() bool {
+	return g.Spec != nil && (g.Spec.Update.MaxParallel.IsPercent() || g.Spec.Update.MaxFailures.IsPercent())
+}
+
+// membershipCheck is the grant's check that no node's record was removed
+// since g was read, under a percentage of max_parallel: K only grows as the
+// group grows, so a grant made on an older look uses a K no larger than
+// the group at the grant means.
+func (g *GroupState) membershipCheck(k Keys) api.TxnOps {
+	if g.Spec == nil || !g.Spec.Update.MaxParallel.IsPercent() {
+		return nil
+	}
+	if g.MembershipIndex == 0 {
+		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Membership()}}}
+	}
+	return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.Membership(), Index: g.MembershipIndex}}}
+}
 
 // MaxFailures is the number update.max_failures of the desired spec
 // means for the group as g holds it; 0 without a spec.
