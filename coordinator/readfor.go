@@ -58,12 +58,27 @@ func (s *Store) withNodeKeys(ctx context.Context, g *GroupState, k Keys) error {
 	if !g.Percentages() || g.NodeKeys > 0 {
 		return nil
 	}
+	n, err := s.countNodes(ctx, k)
+	g.NodeKeys = n
+	return err
+}
+
+// CountNodes is how many records the group has under nodes/, from a
+// listing of their names: what a percentage of max_parallel is of.
+func (s *Store) CountNodes(ctx context.Context, group string) (int, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return 0, err
+	}
+	return s.countNodes(ctx, k)
+}
+
+func (s *Store) countNodes(ctx context.Context, k Keys) (int, error) {
 	names, _, err := s.c.KV().Keys(k.NodesPrefix(), "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
 	if err != nil {
-		return fmt.Errorf("count the nodes of group %s: %w", g.Group, consulError(s.c, err))
+		return 0, fmt.Errorf("count the nodes of %s: %w", k.NodesPrefix(), consulError(s.c, err))
 	}
-	g.NodeKeys = len(names)
-	return nil
+	return len(names), nil
 }
 
 // readFor reads ReadForAt's records.
