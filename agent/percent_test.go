@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +18,16 @@ import (
 // until the test opens the latch: the node keeps its slot meanwhile.
 type latchRuntime struct {
 	*recordingRuntime
-	mu    sync.Mutex
-	sha   string
-	latch chan struct{}
+	mu     sync.Mutex
+	sha    string
+	latch  chan struct{}
+	atGate bool // a step waits at the latch
+}
+
+func (r *latchRuntime) waiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.atGate
 }
 
 func (r *latchRuntime) hold(sha string) {
@@ -35,10 +43,16 @@ func (r *latchRuntime) Replace(ctx context.Context, s *hashspec.Spec, sha string
 		}
 		r.mu.Lock()
 		held := r.sha == sha
+		r.atGate = held
 		r.mu.Unlock()
 		if !held {
 			return nil
 		}
+		defer func() {
+			r.mu.Lock()
+			r.atGate = false
+			r.mu.Unlock()
+		}()
 		select {
 		case <-r.latch:
 			return nil
@@ -48,17 +62,17 @@ func (r *latchRuntime) Replace(ctx context.Context, s *hashspec.Spec, sha string
 	})
 }
 
-// percentFleet is in-process agents of a fresh group that share a latch.
+// percentFleet is in-process agents of a fresh group, each with a latch.
 type percentFleet struct {
-	t     *testing.T
-	g     *groupkit.Group
-	latch chan struct{}
-	rts   map[string]*latchRuntime
-	held  string // the SHA whose steps the latch holds
+	t      *testing.T
+	g      *groupkit.Group
+	rts    map[string]*latchRuntime
+	agents map[string]*inProcAgent
+	held   string // the SHA whose steps the latches hold
 }
 
 func newPercentFleet(t *testing.T, nodes []string) (*percentFleet, string) {
-	f := &percentFleet{t: t, g: groupkit.New(t, "percent"), latch: make(chan struct{}), rts: map[string]*latchRuntime{}}
+	f := &percentFleet{t: t, g: groupkit.New(t, "percent"), rts: map[string]*latchRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.g.Store, f.g.Name, "v1", "")
 	for _, n := range nodes {
 		f.start(n)
@@ -68,8 +82,27 @@ func newPercentFleet(t *testing.T, nodes []string) (*percentFleet, string) {
 }
 
 func (f *percentFleet) start(n string) {
-	f.rts[n] = &latchRuntime{recordingRuntime: &recordingRuntime{}, latch: f.latch, sha: f.held}
-	startAgent(f.t, coordinator.NewStore(f.g.Client, ""), f.g.Name, n, f.rts[n], agent.Allow{})
+	f.rts[n] = &latchRuntime{recordingRuntime: &recordingRuntime{}, latch: make(chan struct{}), sha: f.held}
+	f.agents[n] = startAgent(f.t, coordinator.NewStore(f.g.Client, ""), f.g.Name, n, f.rts[n], agent.Allow{})
+}
+
+// open lets the steps of nodes go on.
+func (f *percentFleet) open(nodes ...string) {
+	for _, n := range nodes {
+		close(f.rts[n].latch)
+	}
+}
+
+// atLatch names the nodes whose step waits at its latch.
+func (f *percentFleet) atLatch() []string {
+	var out []string
+	for n, rt := range f.rts {
+		if rt.waiting() {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (f *percentFleet) waitConverged(nodes []string, sha string) {
@@ -137,7 +170,7 @@ func TestPercentHalfOfFour(t *testing.T) {
 	if v := gs.Gate(); v.MaxParallel != 2 || v.Nodes != 4 || v.Policy != hashspec.Percent(50) {
 		t.Errorf("gate %+v: want 50%% of 4 nodes, K 2", v)
 	}
-	close(f.latch)
+	f.open(nodes...)
 	f.waitConverged(nodes, v2)
 	if p := peak(w); p != 2 {
 		t.Errorf("at most %d nodes held at once, want 2 (50%% of 4)", p)
@@ -161,9 +194,60 @@ func TestPercentGroupGrowsMidRollout(t *testing.T) {
 	if p := peakUntil(w, grew); p != 1 {
 		t.Errorf("%d nodes held at once in the group of 2 under 50%%, want 1", p)
 	}
-	close(f.latch)
+	f.open("n1", "n2", "n3", "n4")
 	f.waitConverged([]string{"n1", "n2", "n3", "n4"}, v2)
 	if p := peak(w); p != 2 {
 		t.Errorf("at most %d nodes held at once, want 2 (50%% of 4)", p)
+	}
+}
+
+// A group of 4 under "50%" shrinks to 3 by `node rm` of a node in line
+// while 2 hold: holds are not taken back, but no grant is made at K = 2
+// after it. With one holder done, the next node waits for the other (K =
+// 1 of 3), as Consul's holders record shows, and the rollout finishes.
+func TestPercentGroupShrinksMidRollout(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4"}
+	f, _ := newPercentFleet(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := watchHolders(ctx, t, f.g.Client, f.g.Name)
+	v2 := f.commitHeld(ctx, "v2", hashspec.Percent(50))
+	var holding []string
+	testkit.Eventually(t, time.Minute, "2 nodes held at their latch", func() bool {
+		holding = f.atLatch()
+		return len(holding) == 2
+	})
+	var gone string
+	for _, n := range nodes {
+		if !slices.Contains(holding, n) {
+			gone = n
+		}
+	}
+	f.agents[gone].stop(t)
+	shrank := time.Now()
+	if _, err := f.g.Store.RemoveNode(ctx, f.g.Name, gone, true, "test", "shrink mid-rollout"); err != nil {
+		t.Fatal(err)
+	}
+	f.open(holding[0])
+	waitNode(t, f.g.Store, f.g.Name, holding[0], "converged on v2", func(s *coordinator.NodeState) bool {
+		return s.SHA == v2 && s.State == coordinator.StateConverged
+	})
+	rest := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == gone || slices.Contains(holding, n) })
+	f.open(holding[1])
+	f.open(rest...)
+	f.waitConverged(append(holding, rest...), v2)
+	events, _ := w.seen()
+	grants := 0
+	for _, e := range events {
+		if e.release || e.at.Before(shrank) {
+			continue
+		}
+		grants++
+		if e.holders > 1 {
+			t.Errorf("%s granted with %d holders after the group shrank to 3 (K = 1 of 3)", e.node, e.holders)
+		}
+	}
+	if grants == 0 {
+		t.Errorf("no grant seen after the shrink: %v", events)
 	}
 }
