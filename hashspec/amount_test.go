@@ -87,7 +87,9 @@ func TestAmountParseErrors(t *testing.T) {
 	hcl := func(v string) string {
 		return "container {\n  image = \"x\"\n}\nupdate {\n  min_healthy_time = \"1s\"\n  max_parallel = " + v + "\n}\n"
 	}
-	json := func(v string) string { return "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"max_parallel\": " + v + "\n}}\n" }
+	json := func(v string) string {
+		return "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"max_parallel\": " + v + "\n}}\n"
+	}
 	for _, tc := range []struct {
 		name, src, file string
 		format          Format
