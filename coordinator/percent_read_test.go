@@ -80,3 +80,23 @@ func TestCountLookReadsNoMore(t *testing.T) {
 		t.Fatalf("count: node keys %d, grant checks %v, K %d", g.NodeKeys, g.LockGate(k).GrantChecks, g.Gate().Limit)
 	}
 }
+
+// max_failures = "50%" of 4 nodes: the first failure records, the second
+// pauses, once, with the number it meant in its reason.
+func TestPercentFailureBudget(t *testing.T) {
+	ctx := testCtx(t)
+	st := NewStore(consultest.NewDev(t).Client(), "")
+	sha := commit(t, st, "web", percentSpec(t, `1`, `"50%"`))
+	converge(t, st, "web", "n1", "n2", "n3", "n4")
+	for i, want := range []Action{ActionNone, ActionPause, ActionNone} {
+		node := []string{"n1", "n2", "n3"}[i]
+		a, err := st.RecordFailure(ctx, "web", node, sha, "unhealthy")
+		if err != nil || a != want {
+			t.Fatalf("failure %d (%s): %v, %v; want %v", i+1, node, a, err, want)
+		}
+	}
+	g := read(t, st, "web")
+	if g.Pause == nil || g.Pause.Failures != 2 || g.Pause.Reason != "2 failure(s) reached max_failures=50% (= 2 of 4 nodes)" {
+		t.Fatalf("pause %+v: want it at 2 failures, naming 50%% of 4 nodes", g.Pause)
+	}
+}
