@@ -177,23 +177,35 @@ func TestPercentHalfOfFour(t *testing.T) {
 	}
 }
 
-// A group of 2 under "50%" holds 1 at a time; 2 more nodes join while the
-// first holds: the next grant takes K = 2 of 4, with the first node's step
-// still held, and never more than 2 hold at once.
+// A group of 2 under "50%" holds 1 at a time; 2 more nodes join (their
+// records first, their agents later) while the first holds: the node in
+// line, whose look counted 2, looks again and takes K = 2 of 4 with the
+// first node's step still held, and never more than 2 hold at once.
 func TestPercentGroupGrowsMidRollout(t *testing.T) {
 	f, _ := newPercentFleet(t, []string{"n1", "n2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := watchHolders(ctx, t, f.g.Client, f.g.Name)
 	v2 := f.commitHeld(ctx, "v2", hashspec.Percent(50))
-	waitHolders(t, w, 1, "1 of 2 nodes holding")
+	var first []string
+	testkit.Eventually(t, time.Minute, "1 of 2 nodes held at its latch", func() bool {
+		first = f.atLatch()
+		return len(first) == 1
+	})
 	grew := time.Now()
-	f.start("n3")
-	f.start("n4")
-	waitHolders(t, w, 2, "2 of 4 nodes holding once the group grew")
+	for _, n := range []string{"n3", "n4"} {
+		if err := f.g.Store.PutNode(ctx, f.g.Name, coordinator.NodeState{Node: n, Desired: v2, State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, time.Minute, "n1 and n2 held at their latches once the group grew", func() bool {
+		return slices.Equal(f.atLatch(), []string{"n1", "n2"})
+	})
 	if p := peakUntil(w, grew); p != 1 {
 		t.Errorf("%d nodes held at once in the group of 2 under 50%%, want 1", p)
 	}
+	f.start("n3")
+	f.start("n4")
 	f.open("n1", "n2", "n3", "n4")
 	f.waitConverged([]string{"n1", "n2", "n3", "n4"}, v2)
 	if p := peak(w); p != 2 {

@@ -379,14 +379,19 @@ func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, g
 	}
 }
 
-// watchMembers counts the group's records every blockWatchInterval while
+// memberWatchInterval is how often a node in line under a percentage of
+// max_parallel counts the group's records: a listing of their names, so
+// its cost grows with the group, and a group grows seldom.
+const memberWatchInterval = 5 * time.Second
+
+// watchMembers counts the group's records every memberWatchInterval while
 // the node waits in line under a percentage of max_parallel, and ends the
 // wait (errRecheck) once the count moved off the look's: the node looks
 // again, so a group that grew grants with its larger K. A group that
 // shrank needs no watch to be safe: the grant's check of the membership
 // key refuses K of the larger group (lockstep.ErrGateStale).
 func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, looked int) {
-	tick := time.NewTicker(blockWatchInterval)
+	tick := time.NewTicker(memberWatchInterval)
 	defer tick.Stop()
 	for {
 		select {
