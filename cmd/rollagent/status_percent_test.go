@@ -23,8 +23,7 @@ func TestStatusPercent(t *testing.T) {
 	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path)
-	if code != 0 {
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
 		t.Fatalf("commit: code %d, stderr %s", code, errs)
 	}
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
@@ -44,7 +43,7 @@ func TestStatusPercent(t *testing.T) {
 		nodes, k, failures int
 	}{{7, 1, 1}, {8, 2, 1}} {
 		nodes(7, tc.nodes)
-		_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web")
+		_, out, _ := runCLI(t, srv.HTTPAddr, "status", "web")
 		want := fmt.Sprintf("max_parallel 25%% (= %d of %d nodes)  max_failures 10%% (= %d of %d nodes)", tc.k, tc.nodes, tc.failures, tc.nodes)
 		if !strings.Contains(out, want) {
 			t.Errorf("status: want %q in:\n%s", want, out)
