@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,5 +54,36 @@ func TestStatusPercent(t *testing.T) {
 			t.Errorf("status -o json gate: %+v, want max_parallel %d of %d nodes", g, tc.k, tc.nodes)
 		}
 		scrapeUntil(t, url, map[[2]string]float64{{"rollagent_group_max_parallel", ""}: float64(tc.k)})
+	}
+}
+
+// plan shows a percentage with the number it would mean for the group,
+// and estimates with that number.
+func TestPlanPercent(t *testing.T) {
+	srv := consultest.NewDev(t)
+	planFleet(t, srv)
+	data, err := os.ReadFile("testdata/plan-policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "web.json")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), `"max_parallel": 2`, `"max_parallel": "50%"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out, errs := runPlan(t, srv, "web", "-f", path)
+	for _, want := range []string{"update.max_parallel: 1 → 50%", "gate now: open  max_parallel 50% (= 1 of 3 nodes)", "3 wave(s) of max_parallel 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan: want %q in:\n%s%s", want, out, errs)
+		}
+	}
+	_, out, _ = runPlan(t, srv, "web", "-f", path, "-o", "json")
+	var doc struct {
+		Gate planGateJSON `json:"gate"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("plan -o json: %v\n%s", err, out)
+	}
+	if g := doc.Gate; g.MaxParallel != 1 || g.MaxParallelPolicy != "50%" || g.Nodes != 3 {
+		t.Errorf("plan -o json gate: %+v, want 50%% of 3 nodes, K 1", g)
 	}
 }
