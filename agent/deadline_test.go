@@ -190,7 +190,7 @@ func TestProgressDeadlinePausesUntilResume(t *testing.T) {
 	f := newWindowFleet(t, nodes, 0)
 	f.sicken()
 	committed := time.Now()
-	v2 := f.commitDeadline("v2", func(u *hashspec.Update) { u.FailureAction, u.MaxFailures = hashspec.FailurePause, 10 })
+	v2 := f.commitDeadline("v2", func(u *hashspec.Update) { u.FailureAction, u.MaxFailures = hashspec.FailurePause, hashspec.Count(10) })
 	rec := f.firedOnce(nodes, v2, committed)
 	if rec.Action != hashspec.FailurePause {
 		t.Fatalf("record %+v, want failure_action pause", rec)

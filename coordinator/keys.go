@@ -96,6 +96,12 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
+// Membership changes with every removal of a node's record (`node rm`):
+// a grant made under a percentage of max_parallel checks its index, so no
+// grant uses a K computed from a group larger than the one it is made in.
+// Its value is the latest removal (a RemovedMark). Agents may read it.
+func (k Keys) Membership() string { return k.root + "membership" }
+
 // Removed is the operator's mark that node was removed from the group
 // (`node rm`): without a record of its own, its service instance in the
 // catalog no longer counts it down. Agents may read it, not write it.

@@ -39,7 +39,7 @@ func TestPlannedGate(t *testing.T) {
 			if v.State != tt.state || !strings.Contains(v.Reason, tt.reason) || v.SHA != sha {
 				t.Fatalf("verdict %+v, want %s with %q for %s", v, tt.state, tt.reason, ShortSHA(sha))
 			}
-			if v.MaxParallel != spec.Update.MaxParallel || p.Spec != spec || p.Desired.Previous != before {
+			if v.MaxParallel != spec.Update.MaxParallel.Of(p.NodeCount()) || p.Spec != spec || p.Desired.Previous != before {
 				t.Fatalf("planned: K %d, spec %p (want %p), previous %s", v.MaxParallel, p.Spec, spec, p.Desired.Previous)
 			}
 			if !tt.to && (len(p.Failures) != 0 || p.Pause != nil || p.Cancel != nil) {

@@ -51,6 +51,13 @@ type GroupState struct {
 	// on (update.block_on), read with the records when it has any: by
 	// Read for the group, by ReadFor with the node's own block_on_node.
 	Health *GateHealth
+	// MembershipIndex is the ModifyIndex of Keys.Membership as read, 0
+	// when it does not exist: no node was ever removed.
+	MembershipIndex uint64
+	// NodeKeys is how many records a listing of nodes/ found, after the
+	// records were read, for a reader that reads only its own (ReadFor)
+	// under a percentage; 0 when every record was read.
+	NodeKeys int
 	// Released is when the reader first saw the slot's latest release
 	// (update.stagger), filled by Store.Read and ReadFor.
 	Released     ReleaseSeen
@@ -131,6 +138,9 @@ func parse(k Keys, group string, pairs api.KVPairs, index uint64, holderKeys boo
 		}
 	}
 	g.resolveDesired(k, byKey)
+	if p := byKey[k.Membership()]; p != nil {
+		g.MembershipIndex = p.ModifyIndex
+	}
 	sort.Slice(g.Nodes, func(i, j int) bool { return g.Nodes[i].Node < g.Nodes[j].Node })
 	sort.Slice(g.Invalid, func(i, j int) bool { return g.Invalid[i].Node < g.Invalid[j].Node })
 	sort.Slice(g.History, func(i, j int) bool { return g.History[i].CommittedAt.Before(g.History[j].CommittedAt) })

@@ -346,7 +346,7 @@ func (c *checker) healthTest(test []string) {
 }
 
 func (c *checker) update(u *Update, ct *Container) {
-	c.atLeast(pathMaxParallel, u.MaxParallel, 1)
+	c.amount(pathMaxParallel, u.MaxParallel)
 	c.checkPositive(pathMinHealthyTime, u.MinHealthyTime, 0)
 	c.checkPositive(pathHealthyDeadline, u.HealthyDeadline, 0)
 	// Only a min_healthy_time in range is compared: one over MaxDuration
@@ -355,7 +355,7 @@ func (c *checker) update(u *Update, ct *Container) {
 		c.add(pathHealthyDeadline, "must be greater than min_healthy_time (%s), got %s", u.MinHealthyTime, u.HealthyDeadline)
 	}
 	c.oneOf("update.failure_action", u.FailureAction, failureActions)
-	c.atLeast(pathMaxFailures, u.MaxFailures, 1)
+	c.amount(pathMaxFailures, u.MaxFailures)
 	c.oneOf("update.order", u.Order, updateOrders)
 	c.windows(u.Windows)
 	c.blocks(pathBlockOn, u.BlockOn)

@@ -20,7 +20,7 @@ type groupObservation struct {
 	LastConverged time.Time
 	Behind        int // nodes that count and are not converged on the desired SHA
 	Stalled       bool
-	MaxParallel   int // the policy's K, while the gate is closed too
+	MaxParallel   int // the policy's K, while the gate is closed too: a percentage's number now
 	// DeadlinePassed: the desired commit's progress deadline passed.
 	DeadlinePassed bool
 }
@@ -58,7 +58,7 @@ var groupDescs = struct {
 	stalled: prometheus.NewDesc("rollagent_group_stalled",
 		"1 while the rollout is stalled: nodes wait behind an open gate with a slot free and nothing changes (see rollagent status).", []string{"group"}, nil),
 	maxParallel: prometheus.NewDesc("rollagent_group_max_parallel",
-		"The policy's max_parallel (K), while the gate is closed too.", []string{"group"}, nil),
+		"The policy's max_parallel (K) as a number of nodes, while the gate is closed too: a percentage as it rounds for the group now.", []string{"group"}, nil),
 	deadline: prometheus.NewDesc("rollagent_group_progress_deadline_passed",
 		"1 once the progress deadline of the desired commit passed (update.progress_deadline), whatever failure_action did.", []string{"group"}, nil),
 	up: prometheus.NewDesc("rollagent_group_up",

@@ -130,6 +130,10 @@ type planGateJSON struct {
 	Hold        bool                  `json:"hold"`
 	OpensAt     *time.Time            `json:"opens_at"`
 	MaxParallel int                   `json:"max_parallel"`
+	// MaxParallelPolicy is max_parallel as the spec writes it, and Nodes
+	// the group's nodes a percentage of it is of.
+	MaxParallelPolicy string `json:"max_parallel_policy"`
+	Nodes             int    `json:"nodes"`
 }
 
 // estimateJSON is how long the rollout should take at the pace of the
@@ -174,7 +178,8 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	p.PolicyOnly = p.Changes && policyOnly(p.Diff)
 	sum := planned.Summary(now, lostAfter)
 	v := sum.Gate
-	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v), MaxParallel: v.MaxParallel}
+	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v),
+		MaxParallel: v.MaxParallel, MaxParallelPolicy: v.Policy.String(), Nodes: planned.NodeCount()}
 	p.Nodes = planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
 	if !p.Changes {
 		// The nodes still on their way to the desired SHA move whether
@@ -182,7 +187,7 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 		return p, nil
 	}
 	p.Nodes = planNodes(planned, sum)
-	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel)
+	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel.Of(planned.NodeCount()))
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
 	return p, nil
 }
@@ -233,7 +238,8 @@ func planEstimate(gs *coordinator.GroupState, moving, k int) *estimateJSON {
 		return nil
 	}
 	span := last.Sub(gs.Desired.CommittedAt)
-	oldK := max(gs.Spec.Update.MaxParallel, 1)
+	// A percentage as the group is now: the number it meant then is not kept.
+	oldK := max(gs.Spec.Update.MaxParallel.Of(gs.NodeCount()), 1)
 	wave := span / time.Duration(ceilDiv(basis, oldK))
 	waves := ceilDiv(moving, max(k, 1))
 	return &estimateJSON{Seconds: (wave * time.Duration(waves)).Seconds(), Waves: waves, PerWaveSeconds: wave.Seconds(), MaxParallel: k,

@@ -28,6 +28,7 @@ func TestSpecDiff(t *testing.T) {
 		{"defaults spelt out", base, `{"name":"web","container":{"image":"web:1","cmd":["serve"]},"update":{"max_parallel":1,"order":"stop-first","min_healthy_time":"10s"}}`, nil, false},
 		{"image", base, strings.Replace(base, "web:1", "web:2", 1), []string{"container.image: web:1 → web:2"}, false},
 		{"policy", base, strings.Replace(base, `"max_parallel":1`, `"max_parallel":2`, 1), []string{"update.max_parallel: 1 → 2"}, true},
+		{"a count to a percentage", base, strings.Replace(base, `"max_parallel":1`, `"max_parallel":"25%"`, 1), []string{"update.max_parallel: 1 → 25%"}, true},
 		{"list grows", base, strings.Replace(base, `["serve"]`, `["serve","--fast"]`, 1), []string{"container.cmd[1]: --fast (added)"}, false},
 		{"field removed", base, strings.Replace(base, `,"cmd":["serve"]`, "", 1), []string{"container.cmd[0]: serve (removed)"}, false},
 		{"block added leaf by leaf", base, strings.Replace(base, `"max_parallel":1`, `"max_parallel":1,"drain":{"services":["web"],"delay":"5s"}`, 1),

@@ -68,7 +68,7 @@ func printPlanNodes(out io.Writer, n planNodesJSON) {
 
 func planGateLine(g planGateJSON) string {
 	if g.Open {
-		return fmt.Sprintf("gate now: open  max_parallel %d", g.MaxParallel)
+		return "gate now: open  max_parallel " + policyText(g.MaxParallelPolicy, g.MaxParallel, g.Nodes)
 	}
 	line := fmt.Sprintf("gate now: CLOSED (%s): %s", g.State, cell(g.Reason))
 	if g.Hold {
