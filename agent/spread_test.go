@@ -217,7 +217,7 @@ func TestSpreadKeepsOneNodeDownPerZone(t *testing.T) {
 func commitSpread(t *testing.T, st *coordinator.Store, group, release string) string {
 	t.Helper()
 	s := recordingSpec(t, group, release, "")
-	s.Update.MaxParallel = 2
+	s.Update.MaxParallel = hashspec.Count(2)
 	s.Update.MaxParallelPer = &hashspec.Spread{Key: "zone", Max: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

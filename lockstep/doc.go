@@ -54,6 +54,12 @@
 // caused. The grant's CAS on the record then proves no release came after
 // the read it judged. No clock of another host is read.
 //
+// Gate.GrantChecks are the caller's checks that what it computed Limit
+// from still holds (a group's membership, for a K that is a percentage of
+// it): the grant's transaction alone checks them, never a fence, as a
+// hold's K is not taken back; one that fails ends the wait with
+// ErrGateStale, for the caller to compute the gate again.
+//
 // With Gate.PerDomain set, a name's Options.Domain (a rack, a zone) bounds
 // it too: the head of the line takes a free slot only while fewer than
 // PerDomain names of its domain, itself apart, hold, claim or are down
