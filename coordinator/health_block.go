@@ -49,7 +49,7 @@ func (s *Store) blockHealth(ctx context.Context, u *hashspec.Update, local bool,
 	if meta.ResultsFilteredByACLs {
 		return &GateHealth{Err: "consul: permission denied: the token may not read every check it blocks on (service:read and node:read), so Consul left some out"}
 	}
-	h := &GateHealth{Failing: blockFailures(u.BlockOn, false, "", checks)}
+	h := &GateHealth{Failing: blockFailures(u.BlockOn, false, "", checks), Index: meta.LastIndex}
 	if node != "" {
 		h.Failing = append(h.Failing, blockFailures(u.BlockOnNode, true, node, checks)...)
 	}
