@@ -1,0 +1,213 @@
+package integration
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+)
+
+// aroundWindow is how long before a gate closes and after it opens the
+// report counts grants: how much the rollout moved around each closing.
+const aroundWindow = 15 * time.Second
+
+// span is a stretch of Consul indexes over which the gate was closed: by a
+// brake for one SHA (pause, cancel), or by the gate check for every SHA
+// the nemesis committed (each blocks on it). to is 0 while it never
+// ended.
+type span struct {
+	what       string
+	sha        string // "" for the gate check
+	from, to   uint64
+	fromAt     time.Time
+	toAt       time.Time
+	byNemesis  bool // an operator pause of the nemesis' own
+	byFailures bool // a pause the failures of the SHA made
+}
+
+// judgeGate is invariant (f): no grant while the gate is closed, judged
+// from Consul's indexes alone.
+//
+//   - A brake (a pause, by the nemesis or by the failures of a SHA, and a
+//     cancel) closes the gate for its SHA from its event's CreateIndex,
+//     the index of the transaction that wrote it, which also moved
+//     desired (a failure pause's key Consul checks in the grant itself).
+//     A pause ends at the next resume or commit of that SHA (see lifts),
+//     a cancel never. A grant of that SHA at an index in between is a violation:
+//     the grant's transaction checked desired at the index it decided on,
+//     so it decided after the brake.
+//   - The gate check, which every nemesis commit blocks on, is critical
+//     from the index of its flip to critical (the check's ModifyIndex, as
+//     Consul's health API shows it) to the index of its flip back. A
+//     grant of a nemesis SHA at an index in between is a violation unless
+//     the record the grant wrote shows that its agent's health read right
+//     before the grant (health_index, the read's X-Consul-Index) came
+//     before the flip: that read saw no change after its index, so the
+//     flip landed between the read and the grant's transaction, the one
+//     round trip that is the hold's real window (docs/gate.md). Such a
+//     grant is counted as having raced the flip; a grant whose record the
+//     watch did not see is a violation, as nothing shows it raced.
+//
+// It returns the summary of the report's line.
+func (n *nemesis) judgeGate() string {
+	w := n.gw
+	spans := n.brakeSpans()
+	brakes := len(spans)
+	spans = append(spans, w.checkSpans()...)
+	w.mu.Lock()
+	grants := make([]*grantSeen, 0, len(w.grants))
+	for _, g := range w.grants {
+		grants = append(grants, g)
+	}
+	w.mu.Unlock()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].index < grants[j].index })
+	raced, inside := 0, 0
+	for _, g := range grants {
+		if g.sha == "" {
+			if ns, ok := w.record(g); ok {
+				g.sha = ns.Desired
+			}
+		}
+		for _, s := range spans {
+			if g.index <= s.from || (s.to != 0 && g.index >= s.to) {
+				continue
+			}
+			r, bad := n.judgeGrant(g, s)
+			raced += r
+			inside += bad
+		}
+	}
+	return n.gateSummary(spans[:brakes], spans[brakes:], grants, raced, inside)
+}
+
+// judgeGrant judges one grant inside one span: it returns 1, 0 when it
+// raced a check flip, 0, 1 when it is a violation.
+func (n *nemesis) judgeGrant(g *grantSeen, s span) (raced, bad int) {
+	n.mu.Lock()
+	ours := n.committed[g.sha]
+	n.mu.Unlock()
+	where := fmt.Sprintf("grant of %s to %s of %s at index %d", coordinator.ShortSHA(g.sha), g.node, g.group, g.index)
+	switch {
+	case s.sha != "" && s.sha != g.sha:
+		return 0, 0
+	case s.sha != "":
+		n.violate("f "+g.group+" "+s.what, "(f) %s, inside the %s of it (index %d to %d)", where, s.what, s.from, s.to)
+		return 0, 1
+	case !ours:
+		return 0, 0 // a SHA from before the run, which blocks on nothing
+	}
+	ns, seen := n.gw.record(g)
+	if seen && ns.HealthIndex > 0 && ns.HealthIndex < s.from {
+		n.note("%s raced the gate check's flip at index %d: its health read was at index %d", where, s.from, ns.HealthIndex)
+		return 1, 0
+	}
+	why := "the record the grant wrote was not seen"
+	if seen {
+		why = fmt.Sprintf("its health read was at index %d", ns.HealthIndex)
+	}
+	n.violate("f "+g.group+" check", "(f) %s, with the gate check critical since index %d (%s)", where, s.from, why)
+	return 0, 1
+}
+
+// brakeSpans reads each group's event log: every pause and cancel, and
+// what ended it.
+func (n *nemesis) brakeSpans() []span {
+	var out []span
+	for _, g := range nemesisGroups() {
+		ctx, cancel := n.c.ctx()
+		log, err := n.c.store().Events(ctx, g)
+		cancel()
+		if err != nil {
+			n.violate("f events "+g, "(f) cannot read the event log of %s to judge its brakes: %v", g, err)
+			continue
+		}
+		for i, e := range log.Events {
+			if e.Kind != coordinator.EventPause && e.Kind != coordinator.EventCancel {
+				continue
+			}
+			s := span{what: string(e.Kind) + " by " + e.By, sha: e.SHA, from: e.CreateIndex, fromAt: e.At,
+				byNemesis:  e.Kind == coordinator.EventPause && e.By == nemesisAuthor,
+				byFailures: e.Kind == coordinator.EventPause && e.By != nemesisAuthor}
+			for _, later := range log.Events[i+1:] {
+				if e.Kind == coordinator.EventPause && lifts(e.SHA, later) {
+					s.to, s.toAt = later.CreateIndex, later.At
+					break
+				}
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// lifts says whether e may end a pause of sha: a resume of the group (of
+// whichever SHA: whether a pause holds for one SHA or the group, a resume
+// lifts every pause it can), or a commit of sha. A span ended too early
+// judges fewer grants, never a grant the gate let through.
+func lifts(sha string, e coordinator.LoggedEvent) bool {
+	switch e.Kind {
+	case coordinator.EventResume:
+		return true
+	case coordinator.EventCommit, coordinator.EventRollback, coordinator.EventAutoRollback:
+		return e.SHA == sha
+	}
+	return false
+}
+
+// checkSpans are the stretches over which the gate check was critical.
+func (w *gateWatch) checkSpans() []span {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []span
+	for i, f := range w.flips {
+		if !f.critical {
+			continue
+		}
+		s := span{what: "gate check critical", from: f.index, fromAt: f.at}
+		if i+1 < len(w.flips) {
+			s.to, s.toAt = w.flips[i+1].index, w.flips[i+1].at
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// gateSummary counts the closings and the grants around them.
+func (n *nemesis) gateSummary(brakes, checks []span, grants []*grantSeen, raced, inside int) string {
+	var pauses, failPauses, cancels, resumed int
+	for _, s := range brakes {
+		switch {
+		case s.byNemesis:
+			pauses++
+		case s.byFailures:
+			failPauses++
+		default:
+			cancels++
+		}
+		if s.byNemesis && s.to != 0 {
+			resumed++
+		}
+	}
+	n.mu.Lock()
+	calls := fmt.Sprintf("pause calls %d, resume calls %d", n.pauseCalls, n.resumeCalls)
+	n.mu.Unlock()
+	before, after := 0, 0
+	for _, g := range grants {
+		for _, s := range append(append([]span{}, brakes...), checks...) {
+			if !s.fromAt.IsZero() && g.at.Before(s.fromAt) && s.fromAt.Sub(g.at) <= aroundWindow {
+				before++
+				break
+			}
+		}
+		for _, s := range append(append([]span{}, brakes...), checks...) {
+			if !s.toAt.IsZero() && g.at.After(s.toAt) && g.at.Sub(s.toAt) <= aroundWindow {
+				after++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("gate: %s; %d operator pauses (%d lifted), %d failure pauses, %d cancels, %d check flips to critical; "+
+		"%d grants, %d within %s before a closing, %d within %s after an opening, %d raced a check flip, %d inside a closed gate",
+		calls, pauses, resumed, failPauses, cancels, len(checks), len(grants), before, aroundWindow, after, aroundWindow, raced, inside)
+}
