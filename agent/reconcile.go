@@ -320,7 +320,7 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		// The watch leaves the line within a tick; this holds the grant
 		// itself to the health as read one round trip before it.
 		w.Check = func(ctx context.Context) error {
-			h, closed := a.blockClosed(ctx, gs)
+			h, closed := a.blockClosed(ctx, gs, true)
 			if closed != "" {
 				a.log.Info("not taking the slot: the gate closed right before the grant", "reason", closed)
 				return errRecheck
@@ -379,7 +379,7 @@ func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, g
 			return
 		case <-tick.C:
 		}
-		if _, closed := a.blockClosed(ctx, gs); closed != "" && ctx.Err() == nil {
+		if _, closed := a.blockClosed(ctx, gs, false); closed != "" && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", closed)
 			stop(errRecheck)
 			return
@@ -388,11 +388,15 @@ func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, g
 }
 
 // blockClosed reads the health of the checks the desired spec of gs blocks
-// on, and evaluates the gate on gs with it: the reason it is closed, or ""
-// when it is open.
-func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, string) {
+// on, consistently for the read right before a grant (now), and evaluates
+// the gate on gs with it: the reason it is closed, or "" when it is open.
+func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState, now bool) (*coordinator.GateHealth, string) {
 	g := *gs
-	g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
+	if now {
+		g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
+	} else {
+		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
+	}
 	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now()}); !v.Open {
 		return g.Health, v.Reason
 	}

@@ -62,12 +62,17 @@ func (n *nemesis) judgeGate() string {
 	}
 	w.mu.Unlock()
 	sort.Slice(grants, func(i, j int) bool { return grants[i].index < grants[j].index })
-	raced, inside := 0, 0
+	raced, inside, unknown := 0, 0, 0
 	for _, g := range grants {
 		if g.sha == "" {
 			if ns, ok := w.record(g); ok {
 				g.sha = ns.Desired
 			}
+		}
+		if g.sha == "" {
+			unknown++ // neither its claim nor its record was seen: not judged
+			n.note("grant to %s of %s at index %d: its SHA was not seen, not judged", g.node, g.group, g.index)
+			continue
 		}
 		for _, s := range spans {
 			if g.index <= s.from || (s.to != 0 && g.index >= s.to) {
@@ -78,7 +83,7 @@ func (n *nemesis) judgeGate() string {
 			inside += bad
 		}
 	}
-	return n.gateSummary(spans[:brakes], spans[brakes:], grants, raced, inside)
+	return n.gateSummary(spans[:brakes], spans[brakes:], grants, raced, inside) + fmt.Sprintf(", %d not judged (SHA not seen)", unknown)
 }
 
 // judgeGrant judges one grant inside one span: it returns 1, 0 when it
