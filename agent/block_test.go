@@ -71,6 +71,7 @@ func TestBlockHoldsRolloutUntilTheCheckPasses(t *testing.T) {
 	for _, n := range nodes {
 		waitNode(t, f.st, f.group, n, "blocked by the primary's check", blocked)
 	}
+	f.waitUIGate(nodes, coordinator.GateBlockedByCheck, `blocked by Consul check "pg1 alive" (critical) on node `)
 	f.restartAll(nodes)
 	time.Sleep(3 * coordinator.BlockRecheck)
 	for _, n := range nodes {

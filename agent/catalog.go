@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
@@ -135,6 +136,15 @@ func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health 
 		Meta:   map[string]string{"group": s.group, "node": s.node, "sha": n.SHA, "desired": n.Desired, "state": string(n.State)},
 		Checks: api.AgentServiceChecks{s.workloadCheck(health)},
 	}
+	if n.Gate != "" {
+		// What holds the node, in the UI's list of services and instance:
+		// outside a window, blocked by a check, paused by an operator.
+		reg.Tags = append(reg.Tags, "gate:"+string(n.Gate))
+		reg.Meta["gate"] = string(n.Gate)
+	}
+	if n.Error != "" {
+		reg.Meta["reason"] = metaValue(n.Error)
+	}
 	listAlive := s.aliveURL != "" && !s.aliveOn
 	if listAlive {
 		reg.Checks = append(reg.Checks, s.aliveCheck())
@@ -174,4 +184,20 @@ func (s *catalog) deregister() {
 	if err := s.store.DeregisterService(s.serviceID()); err != nil {
 		s.log.Debug("could not deregister the service", "error", err)
 	}
+}
+
+// maxMetaValue is the longest service meta value Consul takes.
+const maxMetaValue = 512
+
+// metaValue cuts s to what Consul takes as a meta value, on a rune
+// boundary, marking the cut.
+func metaValue(s string) string {
+	if len(s) <= maxMetaValue {
+		return s
+	}
+	cut := maxMetaValue - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -106,7 +106,8 @@ func jitterOrNot(d time.Duration) time.Duration {
 // look gathers what decide needs from gs and the runtime.
 func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
 	now := wallclock.Now()
-	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now})
+	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now, Mono: time.Now()})
+	a.pub.sawGate(v)
 	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason,
 		Hold: v.Hold}
 	if !v.Recheck.IsZero() {
@@ -397,7 +398,7 @@ func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState, now
 	} else {
 		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
 	}
-	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now()}); !v.Open {
+	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open {
 		return g.Health, v.Reason
 	}
 	return g.Health, ""

@@ -32,6 +32,9 @@ type nodeRecord struct {
 	// imageID is the image the workload ran at the runtime's last
 	// inspection (observe): every record carries it.
 	imageID string
+	// gate is the state of the gate at the last look, "" while it was
+	// open: a record of a node that waits under it carries it.
+	gate coordinator.GateState
 }
 
 // state builds this node's NodeState, keeping the previous Since when
@@ -41,10 +44,24 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	defer r.mu.Unlock()
 	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
 		ConsulNode: r.consulNode, ImageID: r.imageID}
+	if state.Waits() {
+		n.Gate = r.gate
+	}
 	if coordinator.SamePublished(r.last, n) {
 		n.Since = r.last.Since
 	}
 	return n
+}
+
+// sawGate notes the gate's state at a look (v), for the records built from
+// then on.
+func (r *nodeRecord) sawGate(v coordinator.Verdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gate = ""
+	if !v.Open {
+		r.gate = v.State
+	}
 }
 
 // observe notes what the runtime's inspection found, for the records

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -137,5 +139,26 @@ func (f *windowFleet) beganFrom(nodes []string, sha string, from time.Time, what
 		if at, ok := f.rts[n].beganAt(sha); !ok || at.Before(from) {
 			f.t.Errorf("%s began replacing at %s (ok %v), before %s at %s", n, at.Format(time.StampMilli), ok, what, from.Format(time.StampMilli))
 		}
+	}
+}
+
+// waitUIGate waits until the Consul service instance of each node (what
+// the Consul UI lists) is tagged with the closed gate's state and carries
+// a reason that begins with reason.
+func (f *windowFleet) waitUIGate(nodes []string, state coordinator.GateState, reason string) {
+	f.t.Helper()
+	for _, n := range nodes {
+		testkit.Eventually(f.t, time.Minute, n+"'s service to show the gate "+string(state), func() bool {
+			es, _, err := f.consul.Health().Service(coordinator.ServiceName(f.group), "gate:"+string(state), false, nil)
+			if err != nil {
+				return false
+			}
+			for _, e := range es {
+				if e.Service.Meta["node"] == n && e.Service.Meta["gate"] == string(state) && strings.HasPrefix(e.Service.Meta["reason"], reason) {
+					return true
+				}
+			}
+			return false
+		})
 	}
 }

@@ -27,6 +27,7 @@ func TestWindowHoldsRolloutUntilItOpens(t *testing.T) {
 			return s.State == coordinator.StateWaiting && strings.HasPrefix(s.Error, "outside the maintenance window; the next opens")
 		})
 	}
+	f.waitUIGate(nodes, coordinator.GateOutsideWindow, "outside the maintenance window; the next opens")
 	f.restartAll(nodes)
 	// waitNode's bound is a minute from when the window opens.
 	testkit.Eventually(t, 2*time.Minute, "the window to open", func() bool { return !time.Now().Before(opens) })

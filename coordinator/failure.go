@@ -264,7 +264,7 @@ func (g *GroupState) rollbackTarget(k Keys, failing string) string {
 func (g *GroupState) troubledSince(k Keys, sha string, index uint64) bool {
 	// An operator's pause stands until an operator lifts it, whenever it
 	// was written: the agent's rollback, which may not lift it, passes over.
-	if g.byKey[k.OperatorPause(sha)] != nil {
+	if g.byKey[k.LegacyOperatorPause(sha)] != nil {
 		return true
 	}
 	if !g.pausedSHA[sha] && !g.failedSHA[sha] {

@@ -50,6 +50,10 @@ const GateOpen GateState = "open"
 type GateInput struct {
 	Group *GroupState
 	Now   time.Time
+	// Mono is the same moment on the evaluator's monotonic clock
+	// (time.Now()), against which GroupState.Released is measured.
+	// Optional, defaults to none: no time passed since the release.
+	Mono time.Time
 }
 
 // A Rule is one reason the gate may be closed for the desired SHA. Rules
@@ -119,6 +123,7 @@ var Rules = []Rule{
 	// holds new grants.
 	windowRule{},
 	blockRule{},
+	staggerRule{},
 }
 
 // GateStates lists every GateState, for exporters that show each one.
@@ -182,7 +187,9 @@ func (v Verdict) Wait(now time.Time) string {
 }
 
 // Gate is Evaluate of g now.
-func (g *GroupState) Gate() Verdict { return Evaluate(GateInput{Group: g, Now: wallclock.Now()}) }
+func (g *GroupState) Gate() Verdict {
+	return Evaluate(GateInput{Group: g, Now: wallclock.Now(), Mono: time.Now()})
+}
 
 // closingKeys are the keys of the rules that close by a key, for sha: the
 // brakes, or the others.
@@ -200,6 +207,10 @@ func closingKeys(k Keys, sha string, brakes bool) []string {
 // the transaction that grants the slot and in every fence.
 func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 	v := g.Gate()
-	return lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
+	lg := lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
 		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit}
+	if g.Spec != nil {
+		lg.Stagger = g.Spec.Update.Stagger.Std()
+	}
+	return lg
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rollagent/rollagent/hashspec"
 )
@@ -12,14 +13,16 @@ const GatePaused GateState = "paused"
 // resumeOpens is what lifts a failure pause.
 const resumeOpens = "`rollagent resume`, or a new commit, opens the gate"
 
-// operatorPauseRule closes the gate while an operator's pause of the
-// desired SHA (`rollagent pause`) exists: a brake only an operator's token
-// can set or lift.
+// operatorPauseRule closes the gate while an operator's pause of the group
+// (`rollagent pause`) exists, whatever SHA is desired: a brake only an
+// operator's token can set or lift, and only `rollagent resume` lifts.
 type operatorPauseRule struct{}
 
 func (operatorPauseRule) State() GateState { return GatePaused }
 
-func (operatorPauseRule) Keys(k Keys, sha string) []string { return []string{k.OperatorPause(sha)} }
+func (operatorPauseRule) Keys(k Keys, sha string) []string {
+	return []string{k.OperatorPause(), k.LegacyOperatorPause(sha)}
+}
 
 func (operatorPauseRule) Brake() bool { return true }
 
@@ -28,7 +31,14 @@ func (operatorPauseRule) Close(in GateInput) (Closed, bool) {
 	if p == nil {
 		return Closed{}, false
 	}
-	return Closed{Reason: p.describe(), Node: StatePaused, Opens: "`rollagent resume` opens the gate"}, true
+	reason := p.Describe()
+	if d := in.Group.Desired; d != nil && p.SHA != "" && p.SHA != d.SHA {
+		reason += fmt.Sprintf(" (since %s, when %s was desired; commits since do not lift it)",
+			p.At.UTC().Format(time.RFC3339), ShortSHA(p.SHA))
+	} else if !p.At.IsZero() {
+		reason += fmt.Sprintf(" (since %s)", p.At.UTC().Format(time.RFC3339))
+	}
+	return Closed{Reason: reason, Node: StatePaused, Opens: "`rollagent resume` opens the gate"}, true
 }
 
 // pauseRule closes the gate while a pause record exists for the desired

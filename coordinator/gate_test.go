@@ -126,7 +126,7 @@ func TestEvaluateTakesTheFirstRuleThatCloses(t *testing.T) {
 	if got, want := k.Closing(shaNew), []string{k.Pause(shaNew)}; !slices.Equal(got, want) {
 		t.Errorf("closing keys %v, want %v", got, want)
 	}
-	if got, want := k.Brakes(shaNew), []string{k.Cancel(shaNew), k.LegacyCancel(shaNew), k.OperatorPause(shaNew)}; !slices.Equal(got, want) {
+	if got, want := k.Brakes(shaNew), []string{k.Cancel(shaNew), k.LegacyCancel(shaNew), k.OperatorPause(), k.LegacyOperatorPause(shaNew)}; !slices.Equal(got, want) {
 		t.Errorf("brakes %v, want %v", got, want)
 	}
 }

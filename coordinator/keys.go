@@ -54,9 +54,16 @@ func (k Keys) Cancel(sha string) string { return k.BrakesPrefix() + "cancel/" + 
 // there for agents from before brakes/.
 func (k Keys) LegacyCancel(sha string) string { return k.root + "cancel/" + sha }
 
-// OperatorPause is an operator's pause of sha (`rollagent pause`), lifted
-// only by `rollagent resume` or a new commit of sha.
-func (k Keys) OperatorPause(sha string) string { return k.BrakesPrefix() + "pause/" + sha }
+// OperatorPause is an operator's pause of the group (`rollagent pause`),
+// lifted only by `rollagent resume`: it holds every SHA, so a new commit
+// does not lift it behind the operator's back.
+func (k Keys) OperatorPause() string { return k.BrakesPrefix() + "paused" }
+
+// LegacyOperatorPause is where an operator's pause of one SHA was kept
+// before the pause held the group. One left there still closes the gate
+// while sha is desired, until `rollagent resume` (or a new commit of sha)
+// deletes it.
+func (k Keys) LegacyOperatorPause(sha string) string { return k.BrakesPrefix() + "pause/" + sha }
 
 // Pause is written by the agent whose failure of sha reached max_failures
 // under failure_action=pause. Agents share it, as they share failures/.

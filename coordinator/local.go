@@ -18,7 +18,12 @@ func (s *Store) NewSession(ctx context.Context, opts lockstep.SessionOptions) (*
 
 // NewSemaphore returns the semaphore of opts.Prefix on the store's Consul,
 // contended for by sess.
+// Its stagger counts from the store's first sight of a release (Releases),
+// unless opts says otherwise.
 func (s *Store) NewSemaphore(sess *lockstep.Session, opts lockstep.Options) (*lockstep.Semaphore, error) {
+	if opts.Releases == nil {
+		opts.Releases = s.Releases(opts.Prefix)
+	}
 	return lockstep.New(s.c, sess, opts)
 }
 

@@ -37,3 +37,9 @@ func (s NodeStatus) Valid() bool {
 // Verified says the node's agent saw the workload of its record's SHA
 // through min_healthy_time: converged, or down since.
 func (s NodeStatus) Verified() bool { return s == StateConverged || s == StateDown }
+
+// Waits says the node stands still before a step of its own: waiting,
+// paused or cancelled. Its record names the gate it waits on, if closed.
+func (s NodeStatus) Waits() bool {
+	return s == StateWaiting || s == StatePaused || s == StateCancelled
+}

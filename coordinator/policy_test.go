@@ -65,7 +65,7 @@ func (f fixture) state(t *testing.T) *GroupState {
 		pairs = append(pairs, put(k.Pause(sha), Pause{SHA: sha, Failures: f.failures, Reason: "max_failures"}))
 	}
 	if f.opPause {
-		pairs = append(pairs, put(k.OperatorPause(sha), OperatorPause{SHA: sha, Reason: "look first", By: "ops@host"}))
+		pairs = append(pairs, put(k.OperatorPause(), OperatorPause{SHA: sha, Reason: "look first", By: "ops@host"}))
 	}
 	if f.legacyCancel {
 		pairs = append(pairs, put(k.LegacyCancel(sha), Cancel{SHA: sha, Reason: "old"}))
@@ -205,7 +205,7 @@ func TestLockGateChecksBrakesThroughDesired(t *testing.T) {
 	if strings.Join(lg.Closed, ",") != k.Pause(sha) || lg.DesiredIndex != g.DesiredPair.ModifyIndex {
 		t.Fatalf("checked in the transaction: %v at %d", lg.Closed, lg.DesiredIndex)
 	}
-	for _, b := range []string{k.Cancel(sha), k.OperatorPause(sha), k.LegacyCancel(sha)} {
+	for _, b := range []string{k.Cancel(sha), k.OperatorPause(), k.LegacyOperatorPause(sha), k.LegacyCancel(sha)} {
 		if !strings.HasPrefix(b, k.BrakesPrefix()) && b != k.LegacyCancel(sha) {
 			t.Errorf("brake %s outside %s", b, k.BrakesPrefix())
 		}

@@ -41,6 +41,9 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*Gr
 	if err != nil {
 		return nil, err
 	}
+	if k, err := s.Keys(group); err == nil {
+		s.withRelease(g, k)
+	}
 	return s.withHealth(ctx, g, true), nil
 }
 

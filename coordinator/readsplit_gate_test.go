@@ -35,7 +35,7 @@ func TestASplitReadNeverDropsWhatTheGateIsJudgedOn(t *testing.T) {
 		flood func(k Keys) string
 		seen  func(gs *GroupState, sha string) bool
 	}{
-		{"brakes", func(k Keys) string { return k.OperatorPause("") },
+		{"brakes", func(k Keys) string { return k.LegacyOperatorPause("") },
 			func(gs *GroupState, sha string) bool { return gs.Cancelled(sha) }},
 		{"failures of another SHA", func(k Keys) string { return k.FailuresPrefix(strings.Repeat("b", 64)) },
 			func(gs *GroupState, _ string) bool { return len(gs.Failures) == 1 }},

@@ -67,8 +67,8 @@ type OperatorPause struct {
 	By     string    `json:"by,omitempty"`
 }
 
-// describe says who paused and why, as Cancel's does.
-func (p *OperatorPause) describe() string { return describeBrake("paused", p.By, p.Reason) }
+// Describe says who paused and why, as Cancel's describe does.
+func (p *OperatorPause) Describe() string { return describeBrake("paused", p.By, p.Reason) }
 
 // Pause is written when a SHA reached max_failures under failure_action=pause.
 type Pause struct {
@@ -144,6 +144,10 @@ type NodeState struct {
 	// grant: the window of a hold that Consul does not check in the
 	// transaction. Absent on every other record.
 	HealthIndex uint64 `json:"health_index,omitempty"`
+	// Gate is the state of the closed gate the node waits on (a record
+	// that is waiting, paused or cancelled while the gate is closed: the
+	// window, a check, a pause), "" otherwise: the Consul UI shows it.
+	Gate GateState `json:"gate,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its

@@ -143,13 +143,21 @@ type StallInput struct {
 	// NodeChecks are the nodes a check of update.block_on_node holds, with
 	// what holds each (GateHealth.OnNodes, by the node's record).
 	NodeChecks map[string]string
-	Now        time.Time
+	// Stagger is the desired spec's update.stagger: a grant may wait that
+	// long after a release that an agent saw later than the reader did,
+	// so a group is quiet that much longer before it counts as stalled.
+	Stagger time.Duration
+	Now     time.Time
 }
 
 // StallInput gathers g's parts for Diagnose, with sum, g's Summary at now.
 func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
-	return StallInput{Gate: sum.Gate, Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
+	in := StallInput{Gate: sum.Gate, Desired: g.Desired, Nodes: g.Nodes, Failures: g.Failures,
 		Holders: g.Holders, Unavailable: g.Unavailable, DownWhy: g.DownWhy, Lost: sum.Lost(), NodeChecks: g.nodeChecks(), Now: now}
+	if g.Spec != nil {
+		in.Stagger = g.Spec.Update.Stagger.Std()
+	}
+	return in
 }
 
 // nodeChecks maps each node whose Consul node a check of block_on_node
@@ -189,7 +197,7 @@ func Diagnose(in StallInput) *Stall {
 		return nil // something moves, or the budget line says who holds it
 	}
 	quiet := lastChange(in)
-	if in.Now.Sub(quiet) <= StallAfter {
+	if in.Now.Sub(quiet) <= StallAfter+in.Stagger {
 		return nil
 	}
 	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable, in.DownWhy, in.NodeChecks)}

@@ -85,6 +85,13 @@ func TestDiagnose(t *testing.T) {
 			{Node: "n1", SHA: shaNew, State: StateConverged, Since: ago(time.Second)},
 			waitingNode("n2", ago(5*time.Minute))}, inLine("n2")), nil, nil},
 		{"commit made seconds ago", justCommitted, nil, nil},
+		// An agent that saw the release later than the reader may still
+		// wait out the stagger with a slot free.
+		{"quiet for less than a stagger past StallAfter", func() StallInput {
+			in := stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine("n2"))
+			in.Stagger = 5 * time.Minute
+			return in
+		}(), nil, nil},
 		{"failure recorded seconds ago", recentFailure, nil, nil},
 
 		{"agent not in line", stallCase(1, []NodeState{converged, waitingNode("n2", ago(5*time.Minute))}, inLine()),
@@ -93,6 +100,11 @@ func TestDiagnose(t *testing.T) {
 			[]StallReason{{CauseNotInLine, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		{"in line with a slot free: a bug", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine("n2")),
 			[]StallReason{{CauseNotGranted, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
+		{"in line with a slot free past StallAfter and the stagger", func() StallInput {
+			in := stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine("n2"))
+			in.Stagger = 3 * time.Minute
+			return in
+		}(), []StallReason{{CauseNotGranted, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		{"down and not in line, a slot left", stallCase(2, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine(), "n2"),
 			[]StallReason{{CauseAgentDown, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		{"its host down, not in line", why(stallCase(3, []NodeState{waitingNode("n2", ago(5*time.Minute)),

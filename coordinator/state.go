@@ -47,7 +47,10 @@ type GroupState struct {
 	// Health is the health of the Consul checks the desired spec blocks
 	// on (update.block_on), read with the records when it has any: by
 	// Read for the group, by ReadFor with the node's own block_on_node.
-	Health       *GateHealth
+	Health *GateHealth
+	// Released is when the reader first saw the slot's latest release
+	// (update.stagger), filled by Store.Read and ReadFor.
+	Released     ReleaseSeen
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -70,6 +73,9 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	g, err := s.readTree(ctx, group, q)
 	if err != nil {
 		return nil, err
+	}
+	if k, err := s.Keys(group); err == nil {
+		s.withRelease(g, k)
 	}
 	return s.withHealth(ctx, g, false), nil
 }
@@ -184,8 +190,8 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		g.cancelledSHA[strings.TrimPrefix(p.Key, k.Cancel(""))] = true
 	case strings.HasPrefix(p.Key, k.LegacyCancel("")):
 		g.cancelledSHA[strings.TrimPrefix(p.Key, k.LegacyCancel(""))] = true
-	case strings.HasPrefix(p.Key, k.OperatorPause("")):
-		g.pausedSHA[strings.TrimPrefix(p.Key, k.OperatorPause(""))] = true
+	case strings.HasPrefix(p.Key, k.LegacyOperatorPause("")):
+		g.pausedSHA[strings.TrimPrefix(p.Key, k.LegacyOperatorPause(""))] = true
 	case strings.HasPrefix(rel, "pause/"):
 		g.pausedSHA[strings.TrimPrefix(rel, "pause/")] = true
 	case strings.HasPrefix(rel, "converged/"):
@@ -201,6 +207,20 @@ func (g *GroupState) parsePair(k Keys, p *api.KVPair) {
 		sha, _, _ := strings.Cut(strings.TrimPrefix(rel, "failures/"), "/")
 		g.failedSHA[sha] = true
 	}
+}
+
+// operatorPause decodes an operator's pause at p, nil for none: a pause
+// counts even when its value is garbage (sha names the SHA a pause of one
+// SHA was kept under).
+func (g *GroupState) operatorPause(p *api.KVPair, sha string) *OperatorPause {
+	if p == nil {
+		return nil
+	}
+	var op OperatorPause
+	if !g.note(decode(p.Key, p.Value, &op)) {
+		op = OperatorPause{SHA: sha, Reason: "(unreadable pause record)"}
+	}
+	return &op
 }
 
 // resolveDesired fills the records that belong to the desired SHA.
@@ -227,12 +247,9 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		}
 		g.Cancel = &c
 	}
-	if p := byKey[k.OperatorPause(sha)]; p != nil {
-		var op OperatorPause
-		if !g.note(decode(p.Key, p.Value, &op)) {
-			op = OperatorPause{SHA: sha, Reason: "(unreadable pause record)"}
-		}
-		g.OperatorPause = &op
+	g.OperatorPause = g.operatorPause(byKey[k.OperatorPause()], "")
+	if g.OperatorPause == nil {
+		g.OperatorPause = g.operatorPause(byKey[k.LegacyOperatorPause(sha)], sha)
 	}
 	if p := byKey[k.Pause(sha)]; p != nil {
 		var ps Pause

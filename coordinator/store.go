@@ -39,6 +39,9 @@ type Store struct {
 	// now reads the wall clock of what this Store writes (wallclock.Now),
 	// or a test's: a host whose clock is off.
 	now func() time.Time
+	// releases are the store's sights of each slot's releases, shared by
+	// every copy of the store (update.stagger).
+	releases *releaseClocks
 }
 
 func (s *Store) clock() time.Time {
@@ -54,7 +57,7 @@ func NewStore(c *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{c: c, prefix: prefix}
+	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}}}
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events
@@ -190,6 +193,9 @@ type CommitResult struct {
 	SHA            string
 	Previous       string
 	AlreadyDesired bool
+	// Paused is the operator's pause of the group that holds the commit,
+	// as read right after it; nil when none was there.
+	Paused *OperatorPause
 }
 
 // Commit stores spec in history and makes it desired, with CAS on desired.
@@ -221,6 +227,9 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
 		if err == nil && !res.AlreadyDesired {
 			s.prune(ctx, group, OperatorWriter())
+		}
+		if err == nil {
+			res.Paused = s.operatorPaused(ctx, k)
 		}
 		if err == nil || !conflict {
 			return res, err
@@ -274,6 +283,20 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	return res, false, nil
 }
 
+// operatorPaused reads the operator's pause of the group, for a commit to
+// say what holds it; best effort, nil when none could be read.
+func (s *Store) operatorPaused(ctx context.Context, k Keys) *OperatorPause {
+	p, _, err := s.Get(ctx, k.OperatorPause(), nil)
+	if err != nil || p == nil {
+		return nil
+	}
+	var op OperatorPause
+	if decode(p.Key, p.Value, &op) != nil {
+		op = OperatorPause{Reason: "(unreadable pause record)"}
+	}
+	return &op
+}
+
 // historyOp writes h under history/<sha> in every commit and rollback,
 // even when it is there already: that write is what an agent's token may
 // not make (docs/examples/acl-policy.hcl), so such a token cannot commit
@@ -322,13 +345,14 @@ func desiredOps(k Keys, index uint64, d Desired) api.TxnOps {
 
 // operatorCommitOps are what a commit or rollback by an operator adds to
 // desiredOps: check that sha has no CANCEL, here or where one was kept
-// before brakes/, and lift an operator's pause of it, which belonged to an
-// earlier rollout, as the failure pause did.
+// before brakes/, and lift a pause of sha alone kept from before the pause
+// held the group, which belonged to an earlier rollout, as the failure
+// pause did. An operator's pause of the group stays: only resume lifts it.
 func operatorCommitOps(k Keys, sha string) api.TxnOps {
 	return api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Cancel(sha)}},
 		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.LegacyCancel(sha)}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause(sha)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.LegacyOperatorPause(sha)}},
 	}
 }
 

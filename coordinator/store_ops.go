@@ -31,14 +31,17 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 			return "", fmt.Errorf("group %s: %w", group, ErrNothingCommitted)
 		}
 		sha = st.Desired.SHA
-		if st.Cancel != nil {
+		// A pause of the group is lifted under a CANCEL too: it would hold
+		// the next commit, which is what lifts the CANCEL.
+		if st.Cancel != nil && st.OperatorPause == nil {
 			return sha, fmt.Errorf("%s of group %s is cancelled; a cancel is lifted only by committing a new spec", ShortSHA(sha), group)
 		}
 		if st.OperatorPause == nil && st.Pause == nil && len(st.Failures) == 0 {
 			return sha, fmt.Errorf("%s of group %s is not paused", ShortSHA(sha), group)
 		}
 		ops := append(lockstep.TouchOps(st.DesiredPair),
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause(sha)}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause()}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.LegacyOperatorPause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
@@ -58,7 +61,7 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 // resumeReason says what the resume lifts.
 func resumeReason(g *GroupState) string {
 	if p := g.OperatorPause; p != nil {
-		return "lifted the " + p.describe()
+		return "lifted the " + p.Describe()
 	}
 	if g.Pause != nil {
 		return fmt.Sprintf("lifted the pause after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)
@@ -66,11 +69,13 @@ func resumeReason(g *GroupState) string {
 	return fmt.Sprintf("cleared %d failure(s)", len(g.Failures))
 }
 
-// PauseBy pauses the desired SHA as an operator, by, for reason: nothing
-// moves for it until `rollagent resume` or a new commit of it. The record
-// is under brakes/, which an agent's token may not write, so no node can
-// lift it; it touches desired, which closes every open gate and wakes the
-// waiters. It returns the SHA paused, and already is true when it was.
+// PauseBy pauses the group as an operator, by, for reason: nothing moves
+// for it, whatever is committed meanwhile, until `rollagent resume`. The
+// record is under brakes/, which an agent's token may not write, so no
+// node can lift it; it touches desired, which closes every open gate and
+// wakes the waiters. It returns the SHA desired, and already is true when
+// the group was paused. A cancelled group may be paused: the pause then
+// holds the next commit.
 func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha string, already bool, err error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -88,11 +93,8 @@ func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha stri
 		if st.OperatorPause != nil {
 			return sha, true, nil
 		}
-		if st.Cancel != nil {
-			return sha, false, fmt.Errorf("%s of group %s is cancelled already; nothing paused", ShortSHA(sha), group)
-		}
 		rec := OperatorPause{SHA: sha, Reason: reason, At: s.clock().UTC(), By: by}
-		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(sha), mustJSON(rec))
+		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(), mustJSON(rec))
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {

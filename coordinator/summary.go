@@ -97,7 +97,7 @@ type SummaryInput struct {
 
 // Summary gathers g's parts for Summarize.
 func (g *GroupState) Summary(now time.Time, lostAfter time.Duration) Summary {
-	return Summarize(SummaryInput{Gate: Evaluate(GateInput{Group: g, Now: now}), Desired: g.Desired, Nodes: g.Nodes, Invalid: g.Invalid,
+	return Summarize(SummaryInput{Gate: Evaluate(GateInput{Group: g, Now: now, Mono: time.Now()}), Desired: g.Desired, Nodes: g.Nodes, Invalid: g.Invalid,
 		Failures: g.Failures, Registered: g.Registered, Holders: g.Holders, Down: g.DownWhy, LostAfter: lostAfter, Now: now})
 }
 

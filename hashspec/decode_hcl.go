@@ -66,6 +66,7 @@ type hclUpdate struct {
 	Windows         []hclWindow `hcl:"window,block"`
 	BlockOn         []hclBlock  `hcl:"block_on,block"`
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
+	Stagger         *string     `hcl:"stagger,optional"`
 }
 
 type hclBlock struct {

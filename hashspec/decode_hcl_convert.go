@@ -41,6 +41,7 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			FailureAction:   u.FailureAction,
 			MaxFailures:     c.int(pathMaxFailures, u.MaxFailures),
 			Order:           u.Order,
+			Stagger:         c.duration(pathStagger, u.Stagger),
 		}
 		for i, w := range u.Windows {
 			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,

@@ -34,6 +34,7 @@ const (
 	pathWindow          = "update.window"
 	pathBlockOn         = "update.block_on"
 	pathBlockOnNode     = "update.block_on_node"
+	pathStagger         = "update.stagger"
 )
 
 // WithDefaults returns a deep copy of s with every default filled in and

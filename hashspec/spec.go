@@ -111,6 +111,10 @@ type Update struct {
 	// passing on a node's own Consul node before it is granted a slot
 	// (its disk, its replication lag); optional.
 	BlockOnNode []Block `json:"block_on_node,omitempty"`
+	// Stagger is how long the next grant waits after a slot is released
+	// (Nomad's stagger, kured's --period), each waiter counting on its own
+	// clock from when it saw the release; optional, 0 means no wait.
+	Stagger Duration `json:"stagger,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -195,6 +195,16 @@ func (c *checker) checkPositive(field string, d, minimum Duration) {
 	}
 }
 
+// stagger checks update.stagger: 0 (or omitted) is no stagger.
+func (c *checker) stagger(d Duration) {
+	switch {
+	case d < 0:
+		c.add(pathStagger, "must not be negative (0 or omitted means no stagger), got %s", d)
+	case d > MaxDuration:
+		c.add(pathStagger, "must be at most %s, got %s", MaxDuration, d)
+	}
+}
+
 func (c *checker) atLeast(field string, v, minimum int) {
 	if v < minimum {
 		c.add(field, "must be at least %d, got %d", minimum, v)
@@ -350,6 +360,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.windows(u.Windows)
 	c.blocks(pathBlockOn, u.BlockOn)
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
+	c.stagger(u.Stagger)
 	if u.Order != OrderStartFirst {
 		return
 	}

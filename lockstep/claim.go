@@ -157,7 +157,7 @@ func (m *Semaphore) judge(orphans map[string]Claim) (lost *LostError, wake time.
 // session of our name) in it.
 func (m *Semaphore) granted(snap *snapshot, g Gate, note string, now time.Time) holders {
 	rec := holders{Holders: maps.Clone(snap.live), Last: &grant{Session: m.s.ID(), Joined: m.joined},
-		Claims: maps.Clone(snap.holders.Claims)}
+		Claims: maps.Clone(snap.holders.Claims), Released: snap.holders.Released}
 	if rec.Claims == nil {
 		rec.Claims = map[string]Claim{}
 	}
@@ -205,6 +205,7 @@ func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 		}
 		c.Lost = true
 		rec.Claims[name] = c
+		rec.Released++ // its slot is free again: a stagger counts from here
 		return true
 	}, nil)
 }
@@ -244,7 +245,8 @@ func (m *Semaphore) editClaims(ctx context.Context, edit func(*holders) bool, ex
 		if err != nil {
 			return err
 		}
-		rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
+		rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims),
+			Released: snap.holders.Released}
 		if rec.Claims == nil {
 			rec.Claims = map[string]Claim{}
 		}
@@ -322,7 +324,8 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	}
 	now := m.now()
 	lapsed := !c.counts()
-	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims)}
+	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims),
+		Released: snap.holders.Released}
 	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC()}
 	c = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
 	rec.Claims[m.opts.Name] = c

@@ -46,11 +46,20 @@
 // its watch again, later, never sooner. ClaimDown claims a slot, whatever
 // the count, for a name that is down already, so that it is served first.
 //
+// With Gate.Stagger set, a grant waits that long after a slot was freed.
+// Each release and each MarkLost adds one to a count in the holders
+// record; the head of the line measures the stagger on its own monotonic
+// clock from the moment it first saw the count move (ReleaseClock), which
+// for a waiter already in the blocking query is the wake-up the release
+// caused. The grant's CAS on the record then proves no release came after
+// the read it judged. No clock of another host is read.
+//
 // KV layout under the semaphore prefix P:
 //
 //	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},
-//	                      "claims": {"<name>": {...}}}, CAS on every change; last
-//	                      names the latest grant, claims the slots held by name
+//	                      "claims": {"<name>": {...}}, "released": n}, CAS on every
+//	                      change; last names the latest grant, claims the slots
+//	                      held by name, released counts the slots freed
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead

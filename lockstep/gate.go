@@ -42,6 +42,13 @@ type Gate struct {
 	// Make it the longest one hold can run. Optional, defaults to 0: the
 	// grant writes no claim, and the slot ends with its session.
 	Lease time.Duration
+	// Stagger is how long a grant waits after a slot was freed (a release,
+	// or a claim marked lost): the head of the line takes a free slot only
+	// once Stagger has passed, on its own monotonic clock, since it first
+	// saw the latest release (Options.Releases). A host's wall clock is
+	// never compared with a time another host wrote. Optional, defaults to
+	// 0: no wait.
+	Stagger time.Duration
 }
 
 func (g Gate) limit() int {

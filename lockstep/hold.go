@@ -243,12 +243,13 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 		if err != nil {
 			return err
 		}
-		rec, index = holders{Holders: snap.live, Last: snap.holders.Last, Claims: snap.holders.Claims}, snap.holdersIndex
+		rec, index = holders{Holders: snap.live, Last: snap.holders.Last, Claims: snap.holders.Claims,
+			Released: snap.holders.Released}, snap.holdersIndex
 	}
 	// Deleting our holder key wakes the head of the line.
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
 	if index != 0 {
-		others := holders{Holders: map[string]Entry{}, Last: rec.Last, Claims: map[string]Claim{}}
+		others := holders{Holders: map[string]Entry{}, Last: rec.Last, Claims: map[string]Claim{}, Released: rec.Released + 1}
 		for id, e := range rec.Holders {
 			if id != m.s.ID() {
 				others.Holders[id] = e

@@ -43,6 +43,12 @@ type Options struct {
 	// holders and claims, and counts again every UnavailablePoll while
 	// they fill it, as no write wakes it when they come back. Optional.
 	Unavailable func(ctx context.Context) ([]string, error)
+	// Releases remembers when this process first saw each release, for
+	// Gate.Stagger: share one among the semaphores a process makes for one
+	// prefix, so that a new one counts from the process's first sight, not
+	// its own. Optional, defaults to a clock of the semaphore's own, which
+	// counts from its first read (so waits longer, never shorter).
+	Releases *ReleaseClock
 }
 
 // UnavailablePoll is how often the head of the line counts again while
@@ -92,6 +98,9 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Releases == nil {
+		opts.Releases = &ReleaseClock{}
 	}
 	return &Semaphore{c: c, s: s, opts: opts, key: ContenderKey(opts.Prefix, opts.Name, s.ID()),
 		hkey: HolderKey(opts.Prefix, opts.Name, s.ID()), log: opts.Logger.With("contender", opts.Name),

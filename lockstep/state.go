@@ -108,6 +108,12 @@ type holders struct {
 	// session that took them (see Claim). A record without them, from an
 	// older version, counts only its live holders.
 	Claims map[string]Claim `json:"claims,omitempty"`
+	// Released counts the slots freed so far: each release, and each claim
+	// marked lost, adds one. It tells every waiter that a slot was freed
+	// (Gate.Stagger) with no clock in it: the record changes with grants
+	// too, but only a release or a lost mark moves the count. Absent in a
+	// record of an older version, which a release then starts from 1.
+	Released uint64 `json:"released,omitempty"`
 }
 
 // grant names a granted contender by its session and the CreateIndex of
@@ -229,8 +235,10 @@ func (s *snapshot) ahead(session string) (out []contender, ok bool) {
 type Holders struct {
 	Holding map[string]Entry
 	// Claims are the slots held by name; see Claim.
-	Claims  map[string]Claim
-	Waiting []string // session IDs in queue order
+	Claims map[string]Claim
+	// Released counts the slots freed so far (see ReleaseClock).
+	Released uint64
+	Waiting  []string // session IDs in queue order
 	// contenders are the contender keys their sessions lock, for Names,
 	// under prefix.
 	contenders api.KVPairs
@@ -260,7 +268,7 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 		}
 	}
 	snap := parseSnapshot(prefix, mine, 0)
-	h := &Holders{Holding: snap.live, Claims: snap.holders.Claims, prefix: prefix}
+	h := &Holders{Holding: snap.live, Claims: snap.holders.Claims, Released: snap.holders.Released, prefix: prefix}
 	if snap.bad != nil {
 		h.Problem = snap.bad.Error()
 	}

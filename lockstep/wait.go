@@ -225,6 +225,10 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 		}
 		return wait, true, nil
 	}
+	if left := m.staggerLeft(g, snap); left > 0 {
+		m.log.Debug("waiting: stagger after the latest release", "left", left)
+		return min(left, m.opts.WaitTime), false, nil
+	}
 	// Only now can nodes that are down keep us waiting: asked for no
 	// sooner, as it is a round trip before the grant.
 	down, err := m.unavailable(ctx, busy)

@@ -26,7 +26,8 @@ func TestAgentTokenCannotReleaseABrake(t *testing.T) {
 		key         func(k coordinator.Keys, sha string) string
 	}{
 		{"cancel", "web", []string{"cancel"}, coordinator.GateCancelled, coordinator.Keys.Cancel},
-		{"operator pause", "api", []string{"pause"}, coordinator.GatePaused, coordinator.Keys.OperatorPause},
+		{"operator pause", "api", []string{"pause"}, coordinator.GatePaused,
+			func(k coordinator.Keys, _ string) string { return k.OperatorPause() }},
 	}
 	ops := map[string]string{}
 	for _, tc := range tests {

@@ -48,6 +48,9 @@ func (c *CommitCmd) Run(ctx context.Context, g *Globals, out io.Writer, log hclo
 	} else {
 		log.Debug("committed", "group", c.Group, "sha", sha, "previous", res.Previous)
 	}
+	if p := res.Paused; p != nil {
+		done += fmt.Sprintf("\nthe group is %s; nothing moves until `rollagent resume %s`", cell(p.Describe()), c.Group)
+	}
 	if _, err = fmt.Fprintf(out, "%s\n%s\n", sha, done); err != nil || image == spec.Container.Image {
 		return err
 	}

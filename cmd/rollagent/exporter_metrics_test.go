@@ -25,6 +25,8 @@ type groupPairs struct {
 	// health is what Store.Read would read of the checks the spec blocks
 	// on (GroupState.Health).
 	health *coordinator.GateHealth
+	// released is when Store.Read would have first seen the latest release.
+	released coordinator.ReleaseSeen
 }
 
 func newGroupPairs(t *testing.T, at time.Time) *groupPairs {
@@ -92,7 +94,7 @@ func (g *groupPairs) node(name, sha string, state coordinator.NodeStatus, since 
 
 func (g *groupPairs) observe(now time.Time) groupObservation {
 	gs := coordinator.Parse(g.k, "web", g.pairs, 1)
-	gs.Health = g.health
+	gs.Health, gs.Released = g.health, g.released
 	return observe(newStatusJSON(gs, statusOptions{LostAfter: coordinator.DefaultLostAfter}, now))
 }
 
@@ -127,6 +129,11 @@ func TestObserveGate(t *testing.T) {
 			g.health = &coordinator.GateHealth{Failing: []coordinator.BlockFailure{{Block: hashspec.Block{Check: "replication-lag"},
 				Check: "replication-lag", Status: "critical", Node: "db2"}}}
 		}, coordinator.GateBlockedByCheck},
+		{"a stagger after a release just seen, a node behind", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.Stagger = hashspec.Duration(10 * time.Minute) }).desired()
+			g.node("n1", "", coordinator.StateWaiting, at)
+			g.released = coordinator.ReleaseSeen{At: time.Now()}
+		}, coordinator.GateStagger},
 		{"blocking on Consul checks that pass", func(g *groupPairs) {
 			g.respec(func(s *hashspec.Spec) { s.Update.BlockOn = []hashspec.Block{{Check: "replication-lag"}} }).desired()
 			g.health = &coordinator.GateHealth{}

@@ -8,14 +8,15 @@ import (
 	"time"
 )
 
-// PauseCmd is an operator's brake that holds until resume: its record is
-// where an agent's token may not write, so no node can lift it.
+// PauseCmd is an operator's brake on the group that holds until resume,
+// through any commit: its record is where an agent's token may not write,
+// so no node can lift it.
 type PauseCmd struct {
 	Group  string `arg:"" help:"Group name."`
 	Reason string `help:"Why, for status and the records."`
 }
 
-// Run pauses the desired SHA.
+// Run pauses the group.
 func (c *PauseCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	st, err := g.store()
 	if err != nil {
@@ -26,10 +27,10 @@ func (c *PauseCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 		return err
 	}
 	if already {
-		_, err = fmt.Fprintf(out, "%s of group %s was already paused; nothing changed\n", sha, c.Group)
+		_, err = fmt.Fprintf(out, "group %s was already paused; nothing changed\n", c.Group)
 		return err
 	}
-	_, err = fmt.Fprintf(out, "paused %s of group %s; rollagent resume %s lifts it\n", sha, c.Group, c.Group)
+	_, err = fmt.Fprintf(out, "paused group %s at %s; nothing moves, whatever is committed, until rollagent resume %s\n", c.Group, sha, c.Group)
 	return err
 }
 

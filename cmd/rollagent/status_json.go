@@ -164,11 +164,24 @@ func opensAt(v coordinator.Verdict) *time.Time {
 	return &t
 }
 
+// staggerEstimate follows a stagger's wait in status: status can only
+// count from its own first sight of the release, as each agent does.
+const staggerEstimate = "; an estimate from this status's first sight of the release: each agent counts from its own"
+
+// gateReason is the gate's reason as of now, with how long a wait the
+// clock alone ends has left.
+func gateReason(v coordinator.Verdict, now time.Time) string {
+	if v.State == coordinator.GateStagger {
+		return v.Wait(now) + staggerEstimate
+	}
+	return v.Wait(now)
+}
+
 func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) statusJSON {
 	sum := gs.Summary(now, o.LostAfter)
 	v := sum.Gate
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
-		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: v.Wait(now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
+		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
 		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}

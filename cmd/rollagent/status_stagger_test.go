@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// A group whose slot was just released, with a node behind, shows the
+// stagger: the gate's state, how long until the next grant, and that this
+// is status's own estimate; in JSON too.
+func TestStatusStagger(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	path := filepath.Join(t.TempDir(), "web.hcl")
+	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"10m\"\n}\n"
+	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := coordinator.NewStore(c, "")
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", Desired: gs.Desired.SHA, State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := coordinator.NewKeys("", "web")
+	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
+	for _, want := range []string{"CLOSED (stagger): stagger: next grant after 10m from the last release (in 10m)", "an estimate from this status's first sight"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
+		}
+	}
+	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
+	var doc struct {
+		Gate struct {
+			State   string     `json:"state"`
+			OpensAt *time.Time `json:"opens_at"`
+		} `json:"gate"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Gate.State != "stagger" || doc.Gate.OpensAt == nil {
+		t.Fatalf("status -o json gate: %+v, want stagger with a time it opens", doc.Gate)
+	}
+}
