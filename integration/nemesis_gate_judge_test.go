@@ -12,31 +12,33 @@ import (
 // report counts grants: how much the rollout moved around each closing.
 const aroundWindow = 15 * time.Second
 
-// span is a stretch of Consul indexes over which the gate was closed: by a
-// brake for one SHA (pause, cancel), or by the gate check for every SHA
-// the nemesis committed (each blocks on it). to is 0 while it never
-// ended.
+// span is a stretch of Consul indexes over which the gate was closed: by
+// an operator's pause for its group, by a brake for one SHA (a failure
+// pause, a cancel), or by the gate check for every SHA the nemesis
+// committed (each blocks on it). to is 0 while it never ended.
 type span struct {
 	what       string
-	sha        string // "" for the gate check
+	group      string // "" for the gate check: every group
+	sha        string // "" for every SHA of group
+	check      bool   // the gate check's
 	from, to   uint64
 	fromAt     time.Time
 	toAt       time.Time
-	byNemesis  bool // an operator pause of the nemesis' own
+	byOperator bool // an operator's pause (the nemesis')
 	byFailures bool // a pause the failures of the SHA made
 }
 
 // judgeGate is invariant (f): no grant while the gate is closed, judged
 // from Consul's indexes alone.
 //
-//   - A brake (a pause, by the nemesis or by the failures of a SHA, and a
-//     cancel) closes the gate for its SHA from its event's CreateIndex,
-//     the index of the transaction that wrote it, which also moved
-//     desired (a failure pause's key Consul checks in the grant itself).
-//     A pause ends at the next resume or commit of that SHA (see lifts),
-//     a cancel never. A grant of that SHA at an index in between is a violation:
-//     the grant's transaction checked desired at the index it decided on,
-//     so it decided after the brake.
+//   - An operator's pause closes the gate for its group, whatever is
+//     committed, from its event's CreateIndex, the index of the
+//     transaction that wrote it and moved desired, to the next resume's.
+//     A failure pause (its key Consul checks in the grant itself) closes
+//     it for its SHA until the next resume or commit of that SHA (see
+//     lifts), a cancel for its SHA for good. A grant they cover at an
+//     index in between is a violation: the grant's transaction checked
+//     desired at the index it decided on, so it decided after the brake.
 //   - The gate check, which every nemesis commit blocks on, is critical
 //     from the index of its flip to critical (the check's ModifyIndex, as
 //     Consul's health API shows it) to the index of its flip back. A
@@ -94,10 +96,10 @@ func (n *nemesis) judgeGrant(g *grantSeen, s span) (raced, bad int) {
 	n.mu.Unlock()
 	where := fmt.Sprintf("grant of %s to %s of %s at index %d", coordinator.ShortSHA(g.sha), g.node, g.group, g.index)
 	switch {
-	case s.sha != "" && s.sha != g.sha:
+	case s.group != "" && s.group != g.group, s.sha != "" && s.sha != g.sha:
 		return 0, 0
-	case s.sha != "":
-		n.violate("f "+g.group+" "+s.what, "(f) %s, inside the %s of it (index %d to %d)", where, s.what, s.from, s.to)
+	case !s.check:
+		n.violate("f "+g.group+" "+s.what, "(f) %s, inside the %s (index %d to %d)", where, s.what, s.from, s.to)
 		return 0, 1
 	case !ours:
 		return 0, 0 // a SHA from before the run, which blocks on nothing
@@ -131,11 +133,14 @@ func (n *nemesis) brakeSpans() []span {
 			if e.Kind != coordinator.EventPause && e.Kind != coordinator.EventCancel {
 				continue
 			}
-			s := span{what: string(e.Kind) + " by " + e.By, sha: e.SHA, from: e.CreateIndex, fromAt: e.At,
-				byNemesis:  e.Kind == coordinator.EventPause && e.By == nemesisAuthor,
-				byFailures: e.Kind == coordinator.EventPause && e.By != nemesisAuthor}
+			operator := e.Kind == coordinator.EventPause && e.Writer.Kind == coordinator.WriterOperator
+			s := span{what: fmt.Sprintf("%s of %s by %s", e.Kind, coordinator.ShortSHA(e.SHA), e.By), group: g, sha: e.SHA,
+				from: e.CreateIndex, fromAt: e.At, byOperator: operator, byFailures: e.Kind == coordinator.EventPause && !operator}
+			if operator {
+				s.sha = "" // the group's, whatever is committed while it holds
+			}
 			for _, later := range log.Events[i+1:] {
-				if e.Kind == coordinator.EventPause && lifts(e.SHA, later) {
+				if e.Kind == coordinator.EventPause && lifts(e.SHA, operator, later) {
 					s.to, s.toAt = later.CreateIndex, later.At
 					break
 				}
@@ -147,15 +152,15 @@ func (n *nemesis) brakeSpans() []span {
 }
 
 // lifts says whether e may end a pause of sha: a resume of the group (of
-// whichever SHA: whether a pause holds for one SHA or the group, a resume
-// lifts every pause it can), or a commit of sha. A span ended too early
-// judges fewer grants, never a grant the gate let through.
-func lifts(sha string, e coordinator.LoggedEvent) bool {
+// whichever SHA: a resume lifts every pause it can), or, for a failure
+// pause, a commit of sha. A span ended too early judges fewer grants,
+// never a grant the gate let through.
+func lifts(sha string, operator bool, e coordinator.LoggedEvent) bool {
 	switch e.Kind {
 	case coordinator.EventResume:
 		return true
 	case coordinator.EventCommit, coordinator.EventRollback, coordinator.EventAutoRollback:
-		return e.SHA == sha
+		return !operator && e.SHA == sha
 	}
 	return false
 }
@@ -169,7 +174,7 @@ func (w *gateWatch) checkSpans() []span {
 		if !f.critical {
 			continue
 		}
-		s := span{what: "gate check critical", from: f.index, fromAt: f.at}
+		s := span{what: "gate check critical", check: true, from: f.index, fromAt: f.at}
 		if i+1 < len(w.flips) {
 			s.to, s.toAt = w.flips[i+1].index, w.flips[i+1].at
 		}
@@ -183,14 +188,14 @@ func (n *nemesis) gateSummary(brakes, checks []span, grants []*grantSeen, raced,
 	var pauses, failPauses, cancels, resumed int
 	for _, s := range brakes {
 		switch {
-		case s.byNemesis:
+		case s.byOperator:
 			pauses++
 		case s.byFailures:
 			failPauses++
 		default:
 			cancels++
 		}
-		if s.byNemesis && s.to != 0 {
+		if s.byOperator && s.to != 0 {
 			resumed++
 		}
 	}

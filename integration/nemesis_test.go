@@ -97,9 +97,10 @@ const (
 // SHA; a desired SHA that is cancelled, paused, bad or has failed nodes
 // is first replaced by a fresh commit of a good release.
 //
-// (f) No grant while the gate is closed, from Consul's indexes: none of a
-// SHA between a pause of it and its resume, or after a cancel of it; none
-// of a nemesis commit while the check it blocks on is critical, unless the
+// (f) No grant while the gate is closed, from Consul's indexes: none in a
+// group between an operator's pause and the resume, none of a SHA between
+// a failure pause of it and its resume or after a cancel of it; none of a
+// nemesis commit while the check it blocks on is critical, unless the
 // agent's health read right before the grant came before the flip (see
 // judgeGate in nemesis_gate_judge_test.go).
 //
@@ -338,8 +339,8 @@ func (n *nemesis) settle(g string) string {
 	gs := n.c.state(g)
 	failed := gs.Pause != nil || len(gs.Failures) > 0 // a resume forgets them
 	if gs.OperatorPause != nil {
-		// The nemesis' pause is lifted by its resume (it may outlive a
-		// new commit).
+		// The nemesis' pause holds the group until its resume: a new
+		// commit does not lift it.
 		n.step(event{kind: opResume, group: g})
 		gs = n.c.state(g)
 	}
