@@ -130,8 +130,8 @@ func (n *nemesis) brakeSpans() []span {
 			continue
 		}
 		for i, e := range log.Events {
-			if e.Kind != coordinator.EventPause && e.Kind != coordinator.EventCancel {
-				continue
+			if (e.Kind != coordinator.EventPause && e.Kind != coordinator.EventCancel) || e.CreateIndex < n.gateStart {
+				continue // not a brake, or an earlier seed's
 			}
 			operator := e.Kind == coordinator.EventPause && e.Writer.Kind == coordinator.WriterOperator
 			s := span{what: fmt.Sprintf("%s of %s by %s", e.Kind, coordinator.ShortSHA(e.SHA), e.By), group: g, sha: e.SHA,

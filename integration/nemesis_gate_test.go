@@ -61,21 +61,32 @@ type gateWatch struct {
 	records map[string]coordinator.NodeState // group/node/ModifyIndex: the records seen
 }
 
-// registerGate puts the gate check in the catalog, passing.
+// registerGate puts the gate check in the catalog, passing, with an
+// output of this run's own: the write changes the check whatever it was,
+// so its index marks the run's start (nemesis.gateStart), from which the
+// group's event log is judged (the log outlives a seed).
 func (n *nemesis) registerGate() error {
-	return n.setGate(false)
+	idx, err := n.setGate(false, fmt.Sprintf("nemesis seed %d from %s", n.seed, time.Now().Format(time.RFC3339Nano)))
+	n.gateStart = idx
+	return err
+}
+
+// flipGate sets the gate check's status for the schedule.
+func (n *nemesis) flipGate(critical bool) error {
+	_, err := n.setGate(critical, "")
+	return err
 }
 
 // setGate writes the gate check's status through the catalog, retrying a
 // few times (a leader kill may be under way), and records the flip at the
-// index Consul shows for it.
-func (n *nemesis) setGate(critical bool) error {
+// index Consul shows for it, which it returns.
+func (n *nemesis) setGate(critical bool, output string) (uint64, error) {
 	status := api.HealthPassing
 	if critical {
 		status = api.HealthCritical
 	}
 	reg := &api.CatalogRegistration{Node: gateNode, Address: "127.0.0.1", SkipNodeUpdate: true,
-		Check: &api.AgentCheck{Node: gateNode, CheckID: gateCheck, Name: gateCheck, Status: status}}
+		Check: &api.AgentCheck{Node: gateNode, CheckID: gateCheck, Name: gateCheck, Status: status, Output: output}}
 	var err error
 	for try := 0; try < 5; try++ {
 		if _, err = n.c.api().Catalog().Register(reg, nil); err == nil {
@@ -84,17 +95,17 @@ func (n *nemesis) setGate(critical bool) error {
 		time.Sleep(time.Second)
 	}
 	if err != nil {
-		return fmt.Errorf("set the gate check %s: %w", status, err)
+		return 0, fmt.Errorf("set the gate check %s: %w", status, err)
 	}
 	for try := 0; try < 5; try++ {
 		var idx uint64
 		if idx, err = n.readGate(critical); err == nil {
 			n.note("gate check %s at index %d", status, idx)
-			return nil
+			return idx, nil
 		}
 		time.Sleep(time.Second)
 	}
-	return err
+	return 0, err
 }
 
 // readGate reads the gate check from Consul's health API, consistently,

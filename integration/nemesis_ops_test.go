@@ -58,7 +58,7 @@ func (n *nemesis) apply(e event) error {
 		}
 		return err
 	case opCheckFail, opCheckPass:
-		return n.setGate(e.kind == opCheckFail)
+		return n.flipGate(e.kind == opCheckFail)
 	case opKillLeader, opStartSrv:
 		return n.server(e.kind == opKillLeader)
 	}

@@ -216,6 +216,7 @@ type nemesis struct {
 	vseen      map[string]int
 
 	gw          *gateWatch // the gate check's flips and the grants, for (f)
+	gateStart   uint64     // the Consul index of the run's start (registerGate)
 	pauseCalls  int        // the nemesis' pause calls that returned without an error
 	resumeCalls int        // and resume calls
 }
