@@ -77,9 +77,6 @@ func (n *nemesis) judgeGate() string {
 			continue
 		}
 		for _, s := range spans {
-			if g.index <= s.from || (s.to != 0 && g.index >= s.to) {
-				continue
-			}
 			r, bad := n.judgeGrant(g, s)
 			raced += r
 			inside += bad
@@ -88,33 +85,54 @@ func (n *nemesis) judgeGate() string {
 	return n.gateSummary(spans[:brakes], spans[brakes:], grants, raced, inside) + fmt.Sprintf(", %d not judged (SHA not seen)", unknown)
 }
 
-// judgeGrant judges one grant inside one span: it returns 1, 0 when it
+// judgeGrant judges one grant against one span: it returns 1, 0 when it
 // raced a check flip, 0, 1 when it is a violation.
 func (n *nemesis) judgeGrant(g *grantSeen, s span) (raced, bad int) {
 	n.mu.Lock()
 	ours := n.committed[g.sha]
 	n.mu.Unlock()
-	where := fmt.Sprintf("grant of %s to %s of %s at index %d", coordinator.ShortSHA(g.sha), g.node, g.group, g.index)
-	switch {
-	case s.group != "" && s.group != g.group, s.sha != "" && s.sha != g.sha:
-		return 0, 0
-	case !s.check:
-		n.violate("f "+g.group+" "+s.what, "(f) %s, inside the %s (index %d to %d)", where, s.what, s.from, s.to)
-		return 0, 1
-	case !ours:
-		return 0, 0 // a SHA from before the run, which blocks on nothing
-	}
 	ns, seen := n.gw.record(g)
-	if seen && ns.HealthIndex > 0 && ns.HealthIndex < s.from {
-		n.note("%s raced the gate check's flip at index %d: its health read was at index %d", where, s.from, ns.HealthIndex)
+	v, why := judgeGrant(g, s, ours, ns, seen)
+	where := fmt.Sprintf("grant of %s to %s of %s at index %d", coordinator.ShortSHA(g.sha), g.node, g.group, g.index)
+	switch v {
+	case grantRaced:
+		n.note("%s raced the gate check's flip at index %d: %s", where, s.from, why)
 		return 1, 0
+	case grantInside:
+		n.violate("f "+g.group+" "+s.what, "(f) %s, inside the %s (index %d to %d): %s", where, s.what, s.from, s.to, why)
+		return 0, 1
 	}
-	why := "the record the grant wrote was not seen"
-	if seen {
-		why = fmt.Sprintf("its health read was at index %d", ns.HealthIndex)
+	return 0, 0
+}
+
+// grantVerdict is what one span says of one grant.
+type grantVerdict int
+
+const (
+	grantOutside grantVerdict = iota // the span does not cover the grant
+	grantRaced                       // a check flip landed between the grant's health read and its transaction
+	grantInside                      // a grant while the gate was closed: a violation
+)
+
+// judgeGrant is the pure part of (f) for one grant and one span: ours says
+// the grant's SHA is a nemesis commit (it blocks on the gate check), rec
+// is the node record the grant wrote, if seen.
+func judgeGrant(g *grantSeen, s span, ours bool, rec coordinator.NodeState, seen bool) (grantVerdict, string) {
+	switch {
+	case g.index <= s.from || (s.to != 0 && g.index >= s.to):
+		return grantOutside, ""
+	case s.group != "" && s.group != g.group, s.sha != "" && s.sha != g.sha:
+		return grantOutside, ""
+	case !s.check:
+		return grantInside, "the grant's transaction checked desired at an index after the brake's"
+	case !ours:
+		return grantOutside, "" // a SHA from before the run, which blocks on nothing
+	case !seen:
+		return grantInside, "the record the grant wrote was not seen: nothing shows its health read came before the flip"
+	case rec.HealthIndex > 0 && rec.HealthIndex < s.from:
+		return grantRaced, fmt.Sprintf("its health read was at index %d", rec.HealthIndex)
 	}
-	n.violate("f "+g.group+" check", "(f) %s, with the gate check critical since index %d (%s)", where, s.from, why)
-	return 0, 1
+	return grantInside, fmt.Sprintf("its health read was at index %d, which saw the flip", rec.HealthIndex)
 }
 
 // brakeSpans reads each group's event log: every pause and cancel, and
