@@ -107,6 +107,10 @@ var (
 	// clock, a Consul check it blocks on failed): Consul cannot check
 	// either in the grant, so the node leaves the line and looks.
 	errRecheck = errors.New("agent: the gate may have changed by the clock or a Consul check while the node waited in line")
+	// errDrain means the node's services could not be put into Consul's
+	// maintenance (update.drain), or its delay was cut short: nothing of
+	// the release ran, and what was set is lifted.
+	errDrain = errors.New("agent: the node could not be drained")
 	// errStaleFence means every fence of a step came back later than
 	// fenceFresh: none vouches for the step any more.
 	errStaleFence = errors.New("agent: the step's fences came back too late to vouch for it")

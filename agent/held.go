@@ -103,10 +103,14 @@ func (a *Agent) prepareTimeout() time.Duration {
 // verifying it, each within its own bound.
 func (a *Agent) holdBound(spec *hashspec.Spec) time.Duration {
 	hd := hashspec.DefaultHealthyDeadline.Std()
+	var drain time.Duration // under the slot: its calls, its wait for the catalog, its delay
 	if spec != nil {
 		hd = spec.Update.HealthyDeadline.Std()
+		if spec.Update.Drain != nil {
+			drain = addBounds(2*drainCallTimeout, spec.Update.Drain.Delay.Std())
+		}
 	}
-	return addBounds(hd, a.prepareTimeout(), a.stepTimeout(), hd)
+	return addBounds(hd, a.prepareTimeout(), a.stepTimeout(), hd, drain)
 }
 
 // addBounds adds durations, stopping at the largest one instead of

@@ -66,6 +66,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 	}
 	a.pub.observe(obs)
 	l := a.look(ctx, gs, obs)
+	a.undrain(ctx, drainLook, l.Healthy, l.Claimed)
 	d := decide(l)
 	a.cfg.Metrics.Converged(l.Desired != "" && obs.SHA == l.Desired && d.State == coordinator.StateConverged)
 	switch {

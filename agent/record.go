@@ -35,6 +35,13 @@ type nodeRecord struct {
 	// gate is the state of the gate at the last look, "" while it was
 	// open: a record of a node that waits under it carries it.
 	gate coordinator.GateState
+	// drained is what the agent put into Consul maintenance and has not
+	// lifted yet (update.drain): every record carries it, so that KV holds
+	// it before any is set, and a successor finds it (adopted).
+	drained *coordinator.Drained
+	// adopted says the drain of the record found in KV at the first look
+	// was taken over: only then, as KV may still hold it after a lift.
+	adopted bool
 }
 
 // state builds this node's NodeState, keeping the previous Since when
@@ -43,9 +50,12 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
-		ConsulNode: r.consulNode, ImageID: r.imageID}
+		ConsulNode: r.consulNode, ImageID: r.imageID, Drained: r.drained}
 	if state.Waits() {
 		n.Gate = r.gate
+	}
+	if n.Error == "" && r.drained != nil && len(r.drained.Missing) > 0 {
+		n.Error = missingNote(r.drained.Missing)
 	}
 	if coordinator.SamePublished(r.last, n) {
 		n.Since = r.last.Since
@@ -79,6 +89,13 @@ func (r *nodeRecord) knowsConsulNode() bool {
 	return r.consulNode != ""
 }
 
+// consulName is the Consul agent's node name, "" until learnt.
+func (r *nodeRecord) consulName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.consulNode
+}
+
 // learnt notes the Consul agent's node name, for the records built from
 // then on.
 func (r *nodeRecord) learnt(consulNode string) {
@@ -105,7 +122,28 @@ func (r *nodeRecord) sync(gs *coordinator.GroupState) {
 		if n.Node == r.node && coordinator.SamePublished(n, r.last) {
 			r.stale = false
 		}
+		if n.Node == r.node && !r.adopted && n.Drained != nil {
+			// A drain an agent of this node set before it stopped or
+			// crashed: this one lifts it (Agent.undrain).
+			r.log.Info("found a drain of this node's recorded, to lift", "services", len(n.Drained.Services), "reason", n.Drained.Reason)
+			r.drained = n.Drained
+		}
 	}
+	r.adopted = true
+}
+
+// drain is what is recorded drained now, nil when nothing is.
+func (r *nodeRecord) drain() *coordinator.Drained {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drained
+}
+
+// setDrain sets what the records built from now on carry as drained.
+func (r *nodeRecord) setDrain(d *coordinator.Drained) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drained = d
 }
 
 // differs says whether n needs writing: it is not what was published last,

@@ -140,20 +140,21 @@ func (t *turn) replace(ctx context.Context) ending {
 			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareFailed, err: err.Error()}))
 		}
 	}
-	// Every step is fenced, the first too: the grant checked the gate as
-	// of the grant, and a CANCEL applied between it and the step must stop
-	// the step. What a CANCEL cannot stop is the gap from a fence to the
-	// runtime's call, measured here.
-	step := func(ctx context.Context, name string) error {
-		if err := t.step(ctx, t.l.SHA, name); err != nil {
-			return err
+	// Drained before the first step, with an old workload to stop: out
+	// of the runtime's call, which its step bound limits.
+	drained := t.gs.Spec.Update.Drain != nil && t.l.SHA != ""
+	if drained {
+		if err := t.drain(ctx); err != nil {
+			return t.stopped(ctx, err)
 		}
-		t.a.stepGap(name, time.Since(t.fenced))
-		return nil
 	}
+	touched := false
 	rctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())
-	err := rt.Replace(rctx, t.gs.Spec, sha, step)
+	err := rt.Replace(rctx, t.gs.Spec, sha, t.stepFunc(&touched))
 	cancel()
+	if err != nil && drained && !touched {
+		t.a.undrain(ctx, drainRefused, false, true) // nothing was touched
+	}
 	if err == nil {
 		var lost bool
 		if lost, err = t.verifyHeld(ctx, sha); lost {
@@ -172,6 +173,22 @@ func (t *turn) replace(ctx context.Context) ending {
 	return t.finish(ctx, sha)
 }
 
+// stepFunc fences each step of a replacement, noting in touched that one
+// passed its fence. Every step is fenced, the first too: the grant checked
+// the gate as of the grant, and a CANCEL applied between it and the step
+// must stop the step. What a CANCEL cannot stop is the gap from a fence to
+// the runtime's call, measured here.
+func (t *turn) stepFunc(touched *bool) StepFunc {
+	return func(ctx context.Context, name string) error {
+		if err := t.step(ctx, t.l.SHA, name); err != nil {
+			return err
+		}
+		*touched = true
+		t.a.stepGap(name, time.Since(t.fenced))
+		return nil
+	}
+}
+
 // finish drops what was set aside, once the new workload passed
 // min_healthy_time, and releases the slot with the node converged. The
 // drop is fenced by the gate like every destructive step: a CANCEL that
@@ -179,6 +196,7 @@ func (t *turn) replace(ctx context.Context) ending {
 // its slot, releases it on its verified workload with the old one still
 // set aside, until a new commit.
 func (t *turn) finish(ctx context.Context, sha string) ending {
+	t.a.undrain(ctx, drainConverged, true, true)
 	obs, err := t.a.cfg.Runtime.Inspect(ctx)
 	if err == nil {
 		t.a.pub.observe(obs) // the record that says converged names the new image
@@ -199,7 +217,8 @@ func (t *turn) finish(ctx context.Context, sha string) ending {
 // stoppedByFault says err stopped a step through no fault of the release.
 func stoppedByFault(err error) bool {
 	var fe *fenceError
-	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) || errors.Is(err, errSetAside)
+	return errors.As(err, &fe) || errors.Is(err, errInterrupted) || errors.Is(err, errUnreachable) || errors.Is(err, errSetAside) ||
+		errors.Is(err, errDrain)
 }
 
 // undo brings back what was set aside, under the slot and behind the gate,
@@ -273,6 +292,7 @@ func (t *turn) undone(ctx context.Context, restored bool, cause string) ending {
 	after := t.l
 	after.SHA, after.Leftover, after.Unverified, after.Claimed, after.Undoing = obs.SHA, obs.Leftover, false, false, ""
 	after.Healthy, _ = rt.Healthy(ctx)
+	t.a.undrain(ctx, drainUndone, after.Healthy, true)
 	o := conclude(after, event{end: endUndone, cause: cause})
 	if o.Keep {
 		return t.keep(ctx, o)
@@ -390,6 +410,12 @@ func (t *turn) ended(sha string, o outcome) ending {
 // and the next look, soon, reclaims and releases it: a release is never
 // given up while the agent lives.
 func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
+	if t.a.pub.drain() != nil {
+		// Lifted before the record the release writes is built: a node
+		// that holds no slot keeps no drain while its workload is healthy.
+		healthy, _ := t.a.cfg.Runtime.Healthy(ctx)
+		t.a.undrain(ctx, drainLook, healthy, false)
+	}
 	e := t.ended(sha, o)
 	if t.stopping != nil && t.stopping.Err() != nil {
 		// The agent stops (a reboot, say): the release frees the slot and

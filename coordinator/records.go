@@ -148,6 +148,10 @@ type NodeState struct {
 	// that is waiting, paused or cancelled while the gate is closed: the
 	// window, a check, a pause), "" otherwise: the Consul UI shows it.
 	Gate GateState `json:"gate,omitempty"`
+	// Drained is what the agent put into Consul maintenance on its node
+	// (update.drain), written before it sets any and kept until it has
+	// lifted it: nil while nothing is.
+	Drained *Drained `json:"drained,omitempty"`
 }
 
 // LastSign is the last time the node's agent showed it was there: its

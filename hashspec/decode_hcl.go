@@ -67,6 +67,12 @@ type hclUpdate struct {
 	BlockOn         []hclBlock  `hcl:"block_on,block"`
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
 	Stagger         *string     `hcl:"stagger,optional"`
+	Drain           *hclDrain   `hcl:"drain,block"`
+}
+
+type hclDrain struct {
+	Services []string `hcl:"services,optional"`
+	Delay    *string  `hcl:"delay,optional"`
 }
 
 type hclBlock struct {

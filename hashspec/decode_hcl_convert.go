@@ -53,6 +53,9 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 		for _, b := range u.BlockOnNode {
 			s.Update.BlockOnNode = append(s.Update.BlockOnNode, Block(b))
 		}
+		if d := u.Drain; d != nil {
+			s.Update.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
+		}
 	}
 	return s
 }

@@ -141,6 +141,7 @@ func (s *Spec) defaultUpdate(u Update) Update {
 	u.Windows = normalWindows(u.Windows)
 	u.BlockOn = normalBlocks(u.BlockOn)
 	u.BlockOnNode = normalBlocks(u.BlockOnNode)
+	u.Drain = normalDrain(u.Drain)
 	return u
 }
 

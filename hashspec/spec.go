@@ -115,6 +115,9 @@ type Update struct {
 	// (Nomad's stagger, kured's --period), each waiter counting on its own
 	// clock from when it saw the release; optional, 0 means no wait.
 	Stagger Duration `json:"stagger,omitempty"`
+	// Drain puts the node's Consul services into maintenance before its
+	// old workload stops; optional.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -361,6 +361,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.blocks(pathBlockOn, u.BlockOn)
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
 	c.stagger(u.Stagger)
+	c.drain(u.Drain)
 	if u.Order != OrderStartFirst {
 		return
 	}

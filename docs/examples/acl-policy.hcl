@@ -7,6 +7,7 @@
 #
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
+#   - put the services its specs drain (update.drain) into maintenance;
 #   - write its own node's record, its own part of the event log, its own
 #     keys in the slot (lockstep semaphore), and the records all agents of
 #     the group share: the slot's holders record and tail, failures and
@@ -39,7 +40,10 @@
 # brake no node can release uses `rollagent pause` or `rollagent
 # cancel`). It may also register an instance of its group's service in
 # another node's name, which counts only on the Consul node that node's
-# record names (README, Guarantees and limits). It cannot start a
+# record names (README, Guarantees and limits); and put the services its
+# specs drain into maintenance, lift an operator's maintenance of them, or
+# register and deregister their instances (service write), which takes
+# them out of traffic but moves no rollout. It cannot start a
 # spec that was never committed, nor move a SHA an operator cancelled or
 # paused. Automatic rollback needs nothing more than a pause does, so
 # there is no line to add or remove for it.
@@ -93,6 +97,15 @@ session "n1" {
 # Its service rollagent-<group>, with the workload check and the check its
 # session is bound to (service write covers both).
 service "rollagent-web" {
+  policy = "write"
+}
+# The services update.drain names ("frontend" here), which the agent puts
+# into maintenance on its own Consul agent before the old workload stops
+# and takes out again after: Consul's /v1/agent/service/maintenance needs
+# service write. One rule per name the group's specs drain; none if they
+# drain none. Write also lets the token register and deregister instances
+# of that service, which nothing of rollagent does.
+service "frontend" {
   policy = "write"
 }
 # The health of what a spec blocks on (update.block_on and block_on_node):
