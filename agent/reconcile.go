@@ -303,8 +303,10 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		a.pub.published(ctx, waiting)
 	}
 	var claim coordinator.NodeState
+	var healthIndex uint64 // of the health read right before the grant
 	w.Grant = func() api.TxnOps {
 		claim = a.carried(l.SHA, sha, inGrant)
+		claim.HealthIndex = healthIndex
 		return a.nodeOps(claim)
 	}
 	wctx, stop := context.WithCancelCause(ctx)
@@ -317,6 +319,17 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	}
 	if gs.Spec != nil && gs.Spec.Update.Blocks() {
 		go a.watchBlocks(wctx, stop, gs)
+		// The watch leaves the line within a tick; this holds the grant
+		// itself to the health as read one round trip before it.
+		w.Check = func(ctx context.Context) error {
+			h, closed := a.blockClosed(ctx, gs, true)
+			if closed != "" {
+				a.log.Info("not taking the slot: the gate closed right before the grant", "reason", closed)
+				return errRecheck
+			}
+			healthIndex = h.Index
+			return nil
+		}
 	}
 	if gs.Spec != nil && gs.Spec.Update.MaxParallel.IsPercent() {
 		go a.watchMembers(wctx, stop, gs.NodeCount())
@@ -359,20 +372,20 @@ const blockWatchInterval = 2 * time.Second
 // on while the node waits in line, and ends the wait (errRecheck) once the
 // gate closes by it: a check's status is nothing Consul checks in the
 // grant, and writes nothing to KV. While the gate stays open the node
-// keeps its place.
+// keeps its place. It frees the line of a node that would wait in vain;
+// what holds the grant to the checks is the read right before it
+// (lockstep.Writes.Check in acquire).
 func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
 	tick := time.NewTicker(blockWatchInterval)
 	defer tick.Stop()
-	g := *gs
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
-		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
-			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
+		if _, closed := a.blockClosed(ctx, gs, false); closed != "" && ctx.Err() == nil {
+			a.log.Info("leaving the line: the gate closed while the node waited", "reason", closed)
 			stop(errRecheck)
 			return
 		}
@@ -406,6 +419,22 @@ func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, 
 			return
 		}
 	}
+}
+
+// blockClosed reads the health of the checks the desired spec of gs blocks
+// on, consistently for the read right before a grant (now), and evaluates
+// the gate on gs with it: the reason it is closed, or "" when it is open.
+func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState, now bool) (*coordinator.GateHealth, string) {
+	g := *gs
+	if now {
+		g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
+	} else {
+		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
+	}
+	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open {
+		return g.Health, v.Reason
+	}
+	return g.Health, ""
 }
 
 // carried is the node's record of sha that c carries (decide.go's carried).
