@@ -68,6 +68,12 @@ type hclUpdate struct {
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
 	Stagger         *string     `hcl:"stagger,optional"`
 	Drain           *hclDrain   `hcl:"drain,block"`
+	After           []string    `hcl:"after,optional"`
+	Last            *hclLast    `hcl:"last,block"`
+}
+
+type hclLast struct {
+	Check string `hcl:"check,optional"`
 }
 
 type hclDrain struct {
@@ -115,6 +121,9 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 	}
 	conv := &hclConv{filename: filename, idx: idx, present: map[string]bool{}}
 	s := conv.spec(&hf)
+	if err := selfAfterError(s, filename, idx.line(pathAfter)); err != nil {
+		conv.errs = append(conv.errs, err)
+	}
 	if len(conv.errs) > 0 {
 		return nil, errors.Join(conv.errs...)
 	}

@@ -118,6 +118,12 @@ type Update struct {
 	// Drain puts the node's Consul services into maintenance before its
 	// old workload stops; optional.
 	Drain *Drain `json:"drain,omitempty"`
+	// After names the groups that must have converged on their own
+	// desired SHA before this group is granted a slot; optional.
+	After []string `json:"after,omitempty"`
+	// Last is the Consul check that passes on the node to move last (the
+	// leader); optional.
+	Last *Last `json:"last,omitempty"`
 }
 
 // Format is the syntax of a spec file.
