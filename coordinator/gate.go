@@ -123,6 +123,8 @@ var Rules = []Rule{
 	// holds new grants.
 	windowRule{},
 	blockRule{},
+	afterRule{},
+	lastRule{},
 	staggerRule{},
 }
 

@@ -44,7 +44,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*Gr
 	if k, err := s.Keys(group); err == nil {
 		s.withRelease(g, k)
 	}
-	return s.withHealth(ctx, g, true), nil
+	return s.withOrder(ctx, s.withHealth(ctx, g, true), node), nil
 }
 
 // readFor reads ReadForAt's records.

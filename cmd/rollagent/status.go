@@ -209,6 +209,9 @@ func printTable(out io.Writer, s statusJSON) error {
 		fmt.Fprintf(out, "  %s %s\n", cell(f.Node), mayFinish(f.State, f.Step))
 	}
 	fmt.Fprintln(out, progressLine(s.Progress))
+	for _, w := range s.GoLast {
+		fmt.Fprintf(out, "%s waits to go last (check %q passes on it)\n", cell(w.Node), cell(w.Check))
+	}
 	printStall(out, s)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))

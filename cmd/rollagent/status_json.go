@@ -32,10 +32,19 @@ type statusJSON struct {
 	ImageSplits []imageSplitJSON `json:"image_splits"`
 	Budget      budgetJSON       `json:"slot_budget"`
 	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
+	// GoLast are the nodes that wait to go last (update.last).
+	GoLast []goLastJSON `json:"waiting_to_go_last"`
 	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
+}
+
+// goLastJSON is a node that waits to go last: the check of update.last
+// passes on its Consul node, and another node is behind.
+type goLastJSON struct {
+	Node  string `json:"node"`
+	Check string `json:"check"`
 }
 
 type gateJSON struct {
@@ -184,7 +193,10 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
-		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
+		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes), GoLast: []goLastJSON{}}
+	for _, n := range gs.LastWaiters() {
+		s.GoLast = append(s.GoLast, goLastJSON{Node: n, Check: gs.Last.Check})
+	}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}
