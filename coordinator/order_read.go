@@ -187,4 +187,3 @@ func (s *Store) passingOn(ctx context.Context, check string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
-
