@@ -31,13 +31,13 @@ type statusJSON struct {
 	// ImageSplits are the SHAs whose nodes run different images.
 	ImageSplits []imageSplitJSON `json:"image_splits"`
 	Budget      budgetJSON       `json:"slot_budget"`
-	Stall       *stallJSON       `json:"stall"` // null unless the group is stalled
-	// GoLast are the nodes that wait to go last (update.last).
-	GoLast []goLastJSON `json:"waiting_to_go_last"`
-	Outage *outageJSON  `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
+	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
+	// GoLast are the nodes that wait to go last (update.last).
+	GoLast []goLastJSON `json:"waiting_to_go_last"`
 }
 
 // goLastJSON is a node that waits to go last: the check of update.last
