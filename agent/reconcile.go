@@ -315,8 +315,8 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	if l.Recheck > 0 {
 		defer time.AfterFunc(left, func() { stop(errRecheck) }).Stop()
 	}
-	if gs.Spec != nil && gs.Spec.Update.Blocks() {
-		go a.watchBlocks(wctx, stop, gs)
+	if gs.Polls() {
+		go a.watchPolled(wctx, stop, gs)
 	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
@@ -347,28 +347,27 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 	}
 }
 
-// blockWatchInterval is how often a node in line reads the health of the
-// Consul checks its spec blocks on (update.block_on): a check that fails
-// holds new grants within about this.
-const blockWatchInterval = 2 * time.Second
+// pollWatchInterval is how often a node in line reads again what its
+// gate is judged on that no write to its KV announces: the checks its
+// spec blocks on (update.block_on), the groups it waits for
+// (update.after), the check that says which node goes last (update.last).
+// A check that fails, a group that moves away from converged, leadership
+// that moves to this node, hold new grants within about this.
+const pollWatchInterval = 2 * time.Second
 
-// watchBlocks reads the health of the checks the desired spec of gs blocks
-// on while the node waits in line, and ends the wait (errRecheck) once the
-// gate closes by it: a check's status is nothing Consul checks in the
-// grant, and writes nothing to KV. While the gate stays open the node
-// keeps its place.
-func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
-	tick := time.NewTicker(blockWatchInterval)
+// watchPolled reads those while the node waits in line, and ends the wait
+// (errRecheck) once the gate closes on them.
+func (a *Agent) watchPolled(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
+	tick := time.NewTicker(pollWatchInterval)
 	defer tick.Stop()
-	g := *gs
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
-		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
+		g := a.cfg.Store.Polled(ctx, gs, a.cfg.Node)
+		if v := coordinator.Evaluate(coordinator.GateInput{Group: g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
 			stop(errRecheck)
 			return

@@ -187,3 +187,29 @@ func (s *Store) passingOn(ctx context.Context, check string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// Polled is g with what no write to its KV announces read again: the
+// health of the checks its desired spec blocks on, the progress of the
+// groups of update.after and the check of update.last, for an agent
+// (node names its record) that waits in line. g itself is not changed.
+func (s *Store) Polled(ctx context.Context, g *GroupState, node string) *GroupState {
+	out := *g
+	if g.Spec == nil {
+		return &out
+	}
+	if g.Spec.Update.Blocks() {
+		out.Health = s.BlockHealth(ctx, &g.Spec.Update, true)
+	}
+	out.After, out.Last = nil, nil
+	return s.withOrder(ctx, &out, node)
+}
+
+// Polls says g's gate has rules judged on what no write to its KV
+// announces (Polled reads them again).
+func (g *GroupState) Polls() bool {
+	if g.Spec == nil {
+		return false
+	}
+	u := &g.Spec.Update
+	return u.Blocks() || len(u.After) > 0 || u.Last != nil
+}
