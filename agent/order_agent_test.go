@@ -72,6 +72,7 @@ func TestAfterWorkersWaitForManagers(t *testing.T) {
 				strings.HasPrefix(s.Error, "waiting for group "+mf.group+" (")
 		})
 	}
+	wf.waitUIGate(workers, coordinator.GateWaitingForGroup, "waiting for group "+mf.group+" (")
 	wf.restartAll(workers)
 	mf.waitConverged(managers, mv2)
 	wf.waitConverged(workers, wv2)
@@ -167,6 +168,8 @@ func TestLastLeaderGoesLast(t *testing.T) {
 	waitNode(t, f.st, f.group, "n2", "waiting to go last", func(s *coordinator.NodeState) bool {
 		return s.State == coordinator.StateWaiting && s.Gate == coordinator.GateWaitingToGoLast
 	})
+	ui := &windowFleet{t: t, consul: f.consul, group: f.group} // the Consul UI's view, through the catalog
+	ui.waitUIGate([]string{"n2"}, coordinator.GateWaitingToGoLast, `waits to go last (check "raft-leader"`)
 	f.wentLast("n2", v2)
 
 	v3 := commitOrdered(t, f.st, f.group, "v3", nil, "raft-leader")
