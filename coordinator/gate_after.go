@@ -56,13 +56,14 @@ func (p GroupProgress) String() string {
 // not rolled out yet. Consul cannot count another group's records in a
 // transaction, so it holds to within a look, like a check: each agent
 // reads the groups with its look and, while it waits, every OrderRecheck.
+// A group whose nodes have all converged is not held (GroupState.settled).
 type afterRule struct{}
 
 func (afterRule) State() GateState { return GateWaitingForGroup }
 
 func (afterRule) Close(in GateInput) (Closed, bool) {
 	g := in.Group
-	if g.Spec == nil || len(g.Spec.Update.After) == 0 {
+	if g.Spec == nil || len(g.Spec.Update.After) == 0 || g.settled() {
 		return Closed{}, false
 	}
 	c := Closed{Opens: "the groups it waits for converging opens the gate", Hold: true, Recheck: in.Now.Add(OrderRecheck), Poll: true}
@@ -83,4 +84,12 @@ func (afterRule) Close(in GateInput) (Closed, bool) {
 		return c, true
 	}
 	return Closed{}, false
+}
+
+// settled says every node the reader read has converged on the desired
+// SHA, and it read some: a group whose rollout is done is not held when
+// a group it waits for takes a new commit (its status stays done), and an
+// agent whose node has no record yet (its first look) is held.
+func (g *GroupState) settled() bool {
+	return len(g.Nodes) > 0 && len(g.Invalid) == 0 && !g.behind()
 }

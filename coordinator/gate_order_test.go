@@ -57,6 +57,30 @@ func TestAfterRule(t *testing.T) {
 	if v := Evaluate(GateInput{Group: cg, Now: now}); v.State != GateCancelled {
 		t.Errorf("cancelled and waiting for a group: %s, want %s", v.State, GateCancelled)
 	}
+	// A group whose nodes have all converged is not held when a group it
+	// waits for moves on; one node behind, or unreadable, holds it.
+	converging := []GroupProgress{done("ingress"), {Group: "managers", SHA: sha, Converged: 1, Counted: 3}}
+	g := group(fixture{spec: s})(t)
+	g.After = converging
+	d := g.Desired.SHA
+	for _, tc := range []struct {
+		name    string
+		nodes   []NodeState
+		invalid []InvalidNode
+		closes  bool
+	}{
+		{"no record yet", nil, nil, true},
+		{"every node converged", []NodeState{{Node: "n1", SHA: d, State: StateConverged}, {Node: "n2", SHA: d, State: StateConverged}}, nil, false},
+		{"one behind", []NodeState{{Node: "n1", SHA: d, State: StateConverged}, {Node: "n2", State: StateWaiting}}, nil, true},
+		{"one unreadable", []NodeState{{Node: "n1", SHA: d, State: StateConverged}}, []InvalidNode{{Node: "n2"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g.Nodes, g.Invalid = tc.nodes, tc.invalid
+			if _, closed := (afterRule{}).Close(GateInput{Group: g, Now: now}); closed != tc.closes {
+				t.Errorf("closed = %v, want %v", closed, tc.closes)
+			}
+		})
+	}
 }
 
 func TestLastRule(t *testing.T) {
