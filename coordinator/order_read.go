@@ -11,10 +11,12 @@ import (
 )
 
 // withOrder fills g.After and g.Last when the desired spec has
-// update.after or update.last: for an agent (node names its own record),
-// the Consul node of the store's agent is the one judged for last.
+// update.after or update.last and a node it read is behind (a settled
+// group is held by neither, and an agent whose node has converged reads
+// nothing more): for an agent (node names its own record), the Consul
+// node of the store's agent is the one judged for last.
 func (s *Store) withOrder(ctx context.Context, g *GroupState, node string) *GroupState {
-	if g == nil || g.Spec == nil {
+	if g == nil || g.Spec == nil || g.settled() {
 		return g
 	}
 	u := &g.Spec.Update
