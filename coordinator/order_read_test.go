@@ -220,3 +220,28 @@ func TestLastFromConsul(t *testing.T) {
 		t.Fatalf("the new leader, every other node converged: %s %q, want open", v.State, v.Reason)
 	}
 }
+
+// A plan of a spec with update.after meets the gate the commit would: the
+// named groups are read for it.
+func TestPlannedReadsTheGroupsOfAfter(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := st.Commit(ctx, "workers", orderSpec(t, nil, ""), "op", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := st.Read(ctx, "workers", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := orderSpec(t, []string{"managers"}, "")
+	sha, err := spec.SHA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Planned(ctx, gs, spec, sha, time.Now())
+	if v := p.Gate(); v.State != coordinator.GateWaitingForGroup || v.Reason != "waiting for group managers (nothing committed)" {
+		t.Fatalf("planned gate: %s %q, want waiting for managers, nothing committed", v.State, v.Reason)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // The hcl* types mirror Spec in HCL's shape (repeated "port"/"volume"
@@ -57,19 +58,20 @@ type hclHealthcheck struct {
 }
 
 type hclUpdate struct {
-	MaxParallel     *int        `hcl:"max_parallel,optional"`
-	MinHealthyTime  *string     `hcl:"min_healthy_time,optional"`
-	HealthyDeadline *string     `hcl:"healthy_deadline,optional"`
-	FailureAction   string      `hcl:"failure_action,optional"`
-	MaxFailures     *int        `hcl:"max_failures,optional"`
-	Order           string      `hcl:"order,optional"`
-	Windows         []hclWindow `hcl:"window,block"`
-	BlockOn         []hclBlock  `hcl:"block_on,block"`
-	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
-	Stagger         *string     `hcl:"stagger,optional"`
-	Drain           *hclDrain   `hcl:"drain,block"`
-	After           []string    `hcl:"after,optional"`
-	Last            *hclLast    `hcl:"last,block"`
+	MaxParallel      cty.Value   `hcl:"max_parallel,optional"`
+	MinHealthyTime   *string     `hcl:"min_healthy_time,optional"`
+	HealthyDeadline  *string     `hcl:"healthy_deadline,optional"`
+	FailureAction    string      `hcl:"failure_action,optional"`
+	MaxFailures      cty.Value   `hcl:"max_failures,optional"`
+	Order            string      `hcl:"order,optional"`
+	Windows          []hclWindow `hcl:"window,block"`
+	BlockOn          []hclBlock  `hcl:"block_on,block"`
+	BlockOnNode      []hclBlock  `hcl:"block_on_node,block"`
+	Stagger          *string     `hcl:"stagger,optional"`
+	Drain            *hclDrain   `hcl:"drain,block"`
+	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
+	After            []string    `hcl:"after,optional"`
+	Last             *hclLast    `hcl:"last,block"`
 }
 
 type hclLast struct {

@@ -212,6 +212,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	for _, w := range s.GoLast {
 		fmt.Fprintf(out, "%s waits to go last (check %q passes on it)\n", cell(w.Node), cell(w.Check))
 	}
+	printDeadline(out, s)
 	printStall(out, s)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))
