@@ -76,7 +76,12 @@ type windowFleet struct {
 }
 
 func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	g := groupkit.New(t, "window")
+	return newWindowFleetOn(t, groupkit.New(t, "window"), nodes, slow)
+}
+
+// newWindowFleetOn is newWindowFleet of group g: several groups on one
+// Consul agent.
+func newWindowFleetOn(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration) *windowFleet {
 	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")

@@ -70,6 +70,12 @@ type hclUpdate struct {
 	Stagger          *string     `hcl:"stagger,optional"`
 	Drain            *hclDrain   `hcl:"drain,block"`
 	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
+	After            []string    `hcl:"after,optional"`
+	Last             *hclLast    `hcl:"last,block"`
+}
+
+type hclLast struct {
+	Check string `hcl:"check,optional"`
 }
 
 type hclDrain struct {
@@ -117,6 +123,9 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 	}
 	conv := &hclConv{filename: filename, idx: idx, present: map[string]bool{}}
 	s := conv.spec(&hf)
+	if err := selfAfterError(s, filename, idx.line(pathAfter)); err != nil {
+		conv.errs = append(conv.errs, err)
+	}
 	if len(conv.errs) > 0 {
 		return nil, errors.Join(conv.errs...)
 	}
