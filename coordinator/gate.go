@@ -133,6 +133,8 @@ var Rules = []Rule{
 	// holds new grants.
 	windowRule{},
 	blockRule{},
+	afterRule{},
+	lastRule{},
 	staggerRule{},
 }
 

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -147,8 +148,9 @@ type StallInput struct {
 	DownWhy     map[string]DownReason // why each of Unavailable is down
 	// Lost are the nodes Summary no longer counts: none of them waits.
 	Lost map[string]bool
-	// NodeChecks are the nodes a check of update.block_on_node holds, with
-	// what holds each (GateHealth.OnNodes, by the node's record).
+	// NodeChecks are the nodes a check of update.block_on_node holds, or
+	// that of update.last (GroupState.LastWaiters), with what holds each
+	// (GateHealth.OnNodes, by the node's record).
 	NodeChecks map[string]string
 	// Stagger is the desired spec's update.stagger: a grant may wait that
 	// long after a release that an agent saw later than the reader did,
@@ -176,10 +178,18 @@ func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 // nodeChecks maps each node whose Consul node a check of block_on_node
 // holds to the first such check.
 func (g *GroupState) nodeChecks() map[string]string {
-	if g.Health == nil || len(g.Health.OnNodes) == 0 {
+	waiters := g.LastWaiters()
+	if (g.Health == nil || len(g.Health.OnNodes) == 0) && len(waiters) == 0 {
 		return nil
 	}
 	out := map[string]string{}
+	// A node that goes last (update.last) is held by its check too.
+	for _, n := range waiters {
+		out[n] = fmt.Sprintf("waits to go last (check %q passes on it)", g.Last.Check)
+	}
+	if g.Health == nil {
+		return out
+	}
 	for _, n := range g.Nodes {
 		if f := g.Health.OnNodes[n.ConsulNode]; n.ConsulNode != "" && len(f) > 0 {
 			out[n.Node] = f[0].String()

@@ -63,7 +63,13 @@ type GroupState struct {
 	NodeKeys int
 	// Released is when the reader first saw the slot's latest release
 	// (update.stagger), filled by Store.Read and ReadFor.
-	Released     ReleaseSeen
+	Released ReleaseSeen
+	// After is how far each group the desired spec names in update.after
+	// is on its own desired SHA, read with the records when it names any.
+	After []GroupProgress
+	// Last is what update.last is judged on, read with the records when
+	// the desired spec has it.
+	Last         *LastState
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -90,7 +96,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	if k, err := s.Keys(group); err == nil {
 		s.withRelease(g, k)
 	}
-	return s.withHealth(ctx, g, false), nil
+	return s.withOrder(ctx, s.withHealth(ctx, g, false), ""), nil
 }
 
 func (s *Store) readTree(ctx context.Context, group string, q *api.QueryOptions) (*GroupState, error) {

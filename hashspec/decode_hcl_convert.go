@@ -45,6 +45,10 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			Order:            u.Order,
 			Stagger:          c.duration(pathStagger, u.Stagger),
 			ProgressDeadline: c.duration(pathProgress, u.ProgressDeadline),
+			After:            u.After,
+		}
+		if l := u.Last; l != nil {
+			s.Update.Last = &Last{Check: l.Check}
 		}
 		for i, w := range u.Windows {
 			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,

@@ -59,6 +59,7 @@ func (s *Spec) Validate() error {
 	}
 	c.container(&s.Container)
 	c.update(&s.Update, &s.Container)
+	c.order(s.Name, &s.Update)
 	if len(c.errs) == 0 {
 		return nil
 	}

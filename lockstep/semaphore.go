@@ -147,6 +147,14 @@ type Writes struct {
 	// grant; the last call before a nil error made what was written.
 	// Optional.
 	Grant func() api.TxnOps
+	// Check is asked right before each grant transaction, once the slot is
+	// free and the gate's keys let the grant be tried: what the caller
+	// holds the grant to that Consul cannot check in the transaction (a
+	// Consul check's health), read as late as it can be. An error ends the
+	// wait with that error, the contender out of line and nothing granted.
+	// It is not asked when a grant whose reply was lost is adopted: it was
+	// asked before that grant's transaction. Optional.
+	Check func(ctx context.Context) error
 	// Note goes into the node's claim (Claim.Note): what the step is for,
 	// such as the SHA it moves to. Optional.
 	Note string
@@ -165,9 +173,8 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 		return nil, err
 	}
 	m.note, m.unsure = w.Note, false
-	grant := w.Grant
-	if grant == nil {
-		grant = func() api.TxnOps { return nil }
+	if w.Grant == nil {
+		w.Grant = func() api.TxnOps { return nil }
 	}
 	j, err := m.enqueue(ctx, w.Join)
 	if err != nil {
@@ -183,7 +190,7 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g, grant, j)
+	h, err := m.waitTurn(wctx, g, w, j)
 	if err != nil {
 		m.dequeue()
 		if m.unsure {

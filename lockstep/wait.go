@@ -24,7 +24,7 @@ var errRace = errors.New("lockstep: holders record changed")
 // waiters, never the whole line, and what they read is O(K) bytes, not the
 // line. It lists the line only when the waiter ahead leaves it without a
 // grant (it gave up or died).
-func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps, j joined) (*Hold, error) {
+func (m *Semaphore) waitTurn(ctx context.Context, g Gate, w Writes, j joined) (*Hold, error) {
 	var ahead []contender
 	whole := false // ahead is everyone ahead of us, not just the last
 	if j.pred != nil && !j.holds {
@@ -37,7 +37,7 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 				return nil, err
 			}
 			if _, holds := snap.live[m.s.ID()]; holds {
-				return m.adopt(ctx, g, ops)
+				return m.adopt(ctx, g, w.Grant)
 			}
 			ahead, whole = a, true
 		}
@@ -46,7 +46,7 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			return nil, err
 		}
 		if head {
-			return m.headTurn(ctx, g, ops, since)
+			return m.headTurn(ctx, g, w, since)
 		}
 		ahead, whole = nil, false
 	}
@@ -144,8 +144,9 @@ func isHolding(v []byte) bool {
 // the grant that put us at the head, or 0. At K = 1 that grant took the
 // only slot, and it wrote the holders at that very index, so the first
 // read can block from it: it returns once the holder has left, and a read
-// at once would only show the slot taken.
-func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps, since uint64) (*Hold, error) {
+// at once would only show the slot taken. w.Check is asked right before
+// each try of the grant.
+func (m *Semaphore) headTurn(ctx context.Context, g Gate, w Writes, since uint64) (*Hold, error) {
 	r := m.retry()
 	var index uint64
 	if g.limit() == 1 {
@@ -162,7 +163,7 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			continue
 		}
 		if _, holds := snap.live[m.s.ID()]; holds {
-			return m.adopt(ctx, g, ops)
+			return m.adopt(ctx, g, w.Grant)
 		}
 		next, full, err := m.headWait(ctx, g, snap)
 		switch {
@@ -178,7 +179,12 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			}
 			continue
 		}
-		h, err := m.take(ctx, g, snap, ops())
+		if w.Check != nil {
+			if err := w.Check(ctx); err != nil {
+				return nil, err
+			}
+		}
+		h, err := m.take(ctx, g, snap, w.Grant())
 		switch {
 		case err == nil:
 			return h, nil

@@ -216,6 +216,9 @@ func printTable(out io.Writer, s statusJSON) error {
 		fmt.Fprintf(out, "  %s %s\n", cell(f.Node), mayFinish(f.State, f.Step))
 	}
 	fmt.Fprintln(out, progressLine(s.Progress))
+	for _, w := range s.GoLast {
+		fmt.Fprintf(out, "%s waits to go last (check %q passes on it)\n", cell(w.Node), cell(w.Check))
+	}
 	printDeadline(out, s)
 	printStall(out, s)
 	for _, h := range s.Holders {
