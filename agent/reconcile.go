@@ -218,8 +218,12 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 		a.log.Warn("cannot create a session", "error", err)
 		return nil, lockstep.Gate{}, false
 	}
-	m, err := a.cfg.Store.NewSemaphore(s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
-		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
+	opts := lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }}
+	if !a.withDomain(ctx, gs, &opts) {
+		return nil, lockstep.Gate{}, false
+	}
+	m, err := a.cfg.Store.NewSemaphore(s, opts)
 	if err != nil {
 		a.log.Error("cannot contend for a slot", "error", err)
 		return nil, lockstep.Gate{}, false
@@ -227,6 +231,29 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 	g := gs.LockGate(a.keys)
 	g.Lease = a.lease(gs.Spec)
 	return m, g, true
+}
+
+// withDomain sets this node's topology domain (update.max_parallel_per)
+// in opts, from its Consul agent's node meta, and how to learn the
+// others' (from the catalog). ok is false, logged, when the domain cannot
+// be told: a node that cannot say where it is must not take a slot that
+// the bound per domain might refuse it; it tries again at its next look.
+func (a *Agent) withDomain(ctx context.Context, gs *coordinator.GroupState, opts *lockstep.Options) bool {
+	if gs.Spec == nil || gs.Spec.Update.MaxParallelPer == nil {
+		return true
+	}
+	key := gs.Spec.Update.MaxParallelPer.Key
+	d, err := a.cfg.Store.LocalDomain(ctx, key)
+	if err != nil {
+		a.cfg.Metrics.ConsulError()
+		a.log.Warn("cannot read this node's Consul node meta for update.max_parallel_per", "error", err)
+		return false
+	}
+	opts.Domain = d
+	opts.Domains = func(ctx context.Context) (map[string]string, error) {
+		return a.cfg.Store.Domains(ctx, a.cfg.Group, key)
+	}
+	return true
 }
 
 // reclaim takes this node's slot back, after claiming it first when its

@@ -44,6 +44,9 @@ type GroupState struct {
 	// Consul's catalog (Store.Registered), or nil when the reader did not
 	// ask or could not tell: then no node is taken for gone.
 	Registered map[string]bool
+	// Domains are the nodes' topology domains (update.max_parallel_per,
+	// Store.Domains), when the reader asked (status does).
+	Domains map[string]string
 	// Invalid are the node records that do not decode or check, by the
 	// name in their key: status shows them as rows, nothing acts on them.
 	Invalid []InvalidNode

@@ -72,6 +72,12 @@ type hclUpdate struct {
 	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
 	After            []string    `hcl:"after,optional"`
 	Last             *hclLast    `hcl:"last,block"`
+	MaxParallelPer   *hclSpread  `hcl:"max_parallel_per,block"`
+}
+
+type hclSpread struct {
+	Key string `hcl:"key,optional"`
+	Max *int   `hcl:"max,optional"`
 }
 
 type hclLast struct {

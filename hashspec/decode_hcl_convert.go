@@ -63,6 +63,9 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 		if d := u.Drain; d != nil {
 			s.Update.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
 		}
+		if p := u.MaxParallelPer; p != nil {
+			s.Update.MaxParallelPer = &Spread{Key: p.Key, Max: c.int(pathSpread+".max", p.Max)}
+		}
 	}
 	return s
 }

@@ -132,6 +132,10 @@ type Update struct {
 	// Last is the Consul check that passes on the node to move last (the
 	// leader); optional.
 	Last *Last `json:"last,omitempty"`
+	// MaxParallelPer bounds, besides MaxParallel, how many nodes of one
+	// topology domain (a Consul node-meta value: a rack, a zone) are
+	// unavailable at once; optional, none means no bound per domain.
+	MaxParallelPer *Spread `json:"max_parallel_per,omitempty"`
 }
 
 // Format is the syntax of a spec file.

@@ -364,6 +364,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.stagger(u.Stagger)
 	c.drain(u.Drain)
 	c.progressDeadline(u)
+	c.spread(u.MaxParallelPer)
 	if u.Order != OrderStartFirst {
 		return
 	}

@@ -49,6 +49,16 @@ type Options struct {
 	// its own. Optional, defaults to a clock of the semaphore's own, which
 	// counts from its first read (so waits longer, never shorter).
 	Releases *ReleaseClock
+	// Domain is this contender's failure domain (a rack, a zone), for
+	// Gate.PerDomain: written into its holder entry and its claims. ""
+	// is a domain of its own, shared with no one. Optional.
+	Domain string
+	// Domains, when set, gives the domain of each name, for the names
+	// Options.Unavailable lists that neither hold nor claim a slot (whose
+	// domain no entry carries): a name it leaves out is a domain of its
+	// own. Asked only when a Gate.PerDomain bound could hold us.
+	// Optional.
+	Domains func(ctx context.Context) (map[string]string, error)
 }
 
 // UnavailablePoll is how often the head of the line counts again while
@@ -218,7 +228,7 @@ func (m *Semaphore) giveBack(g Gate) {
 }
 
 func (m *Semaphore) entry(state string) []byte {
-	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: wallclock.Now().UTC()})
+	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: wallclock.Now().UTC(), Domain: m.opts.Domain})
 	return b
 }
 

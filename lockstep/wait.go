@@ -211,14 +211,18 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	// no node. One that no longer counts (reported lost) takes nothing, so
 	// we wait as anyone would.
 	ours := slices.Contains(busy, m.opts.Name)
+	near := snap.sameDomain(m.opts.Domain, m.opts.Name, busy)
 	switch {
 	case lost != nil:
 		return 0, false, lost
 	case ours:
 		return 0, false, nil
-	case len(busy) >= g.limit():
+	case len(busy) >= g.limit() || m.domainFull(g, len(near)):
 		// No write marks the end of an orphaned claim's watch: wake then
 		// to judge it again.
+		if len(busy) < g.limit() {
+			m.log.Debug("waiting: our domain is full", "domain", m.opts.Domain, "busy", near)
+		}
 		wait = m.opts.WaitTime
 		if wake > 0 {
 			wait = min(wait, wake+10*time.Millisecond)
@@ -235,30 +239,38 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	if err != nil {
 		return 0, false, err
 	}
-	if down > 0 && len(busy)+down >= g.limit() {
+	if len(down) > 0 && len(busy)+len(down) >= g.limit() {
 		m.log.Debug("waiting: nodes outside the line are down", "busy", busy, "down", down)
+		return UnavailablePoll, false, nil
+	}
+	downNear, err := m.downInDomain(ctx, g, down)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(downNear) > 0 && m.domainFull(g, len(near)+len(downNear)) {
+		m.log.Debug("waiting: nodes of our domain are down", "domain", m.opts.Domain, "busy", near, "down", downNear)
 		return UnavailablePoll, false, nil
 	}
 	return 0, false, nil
 }
 
-// unavailable counts the names Options.Unavailable lists that are neither
+// unavailable lists the names Options.Unavailable lists that are neither
 // busy already nor this contender.
-func (m *Semaphore) unavailable(ctx context.Context, busy []string) (int, error) {
+func (m *Semaphore) unavailable(ctx context.Context, busy []string) ([]string, error) {
 	if m.opts.Unavailable == nil {
-		return 0, nil
+		return nil, nil
 	}
 	names, err := m.opts.Unavailable(ctx)
 	if err != nil {
-		return 0, consulErr{err}
+		return nil, consulErr{err}
 	}
-	n := 0
+	var out []string
 	for _, name := range names {
-		if name != m.opts.Name && !slices.Contains(busy, name) {
-			n++
+		if name != m.opts.Name && !slices.Contains(busy, name) && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 // read lists prefix (the semaphore's, or its holders'), blocking while its

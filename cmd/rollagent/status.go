@@ -149,6 +149,13 @@ func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator
 	} else {
 		gs.Unavailable, gs.DownWhy = slices.Sorted(maps.Keys(down)), down
 	}
+	if p := spreadOf(gs); p != nil {
+		if d, err := st.Domains(ctx, gs.Group, p.Key); err != nil {
+			gs.Problems = append(gs.Problems, "cannot tell the nodes' domains for max_parallel_per: "+err.Error())
+		} else {
+			gs.Domains = d
+		}
+	}
 	if reg, err := st.Registered(ctx, gs.Group); err != nil {
 		gs.Problems = append(gs.Problems, "cannot tell which nodes are gone from Consul's catalog: "+err.Error())
 	} else {
@@ -233,6 +240,7 @@ func printTable(out io.Writer, s statusJSON) error {
 		}
 	}
 	printBudget(out, s)
+	printDomainWaits(out, s)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {

@@ -36,6 +36,10 @@ type statusJSON struct {
 	Deadline *deadlineJSON `json:"progress_deadline"`
 	Outage   *outageJSON   `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
+	// DomainWaits are the waiting nodes whose domain is full
+	// (update.max_parallel_per).
+	DomainWaits []domainWaitJSON `json:"domain_waits"`
+
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
 	// GoLast are the nodes that wait to go last (update.last).

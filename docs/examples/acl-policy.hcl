@@ -131,7 +131,8 @@ service_prefix "" {
   policy = "read"
 }
 # Whether the other nodes' hosts are up (serfHealth), at the head of the
-# line; it registers no node-level check.
+# line, and the nodes' meta in the catalog, for update.max_parallel_per's
+# domains; it registers no node-level check.
 node_prefix "" {
   policy = "read"
 }
