@@ -99,6 +99,9 @@ func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha stri
 		}
 		rec := OperatorPause{SHA: sha, Reason: reason, At: s.clock().UTC(), By: by}
 		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(), mustJSON(rec))
+		// The copy agents from before the pause held the group look for
+		// (see legacyPauseOps).
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.LegacyOperatorPause(sha), Value: mustJSON(rec)}})
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {
