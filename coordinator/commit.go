@@ -90,6 +90,11 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	now := wallclock.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
 	ops := append(desiredOps(k, index, d), operatorCommitOps(k, sha)...)
+	moved, err := s.legacyPauseOps(ctx, k, cur, sha)
+	if err != nil {
+		return nil, false, err
+	}
+	ops = append(ops, moved...)
 	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
 	if err != nil {
 		return nil, false, err
@@ -107,6 +112,29 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 		return nil, conflict, err
 	}
 	return res, false, nil
+}
+
+// legacyPauseOps keep, under an operator's pause of the group, its copy at
+// brakes/pause/<sha> on the SHA a commit makes desired: agents from before
+// the pause held the group look for a pause there alone, for the desired
+// SHA, and would take slots under it otherwise. The copy of the SHA
+// desired before (cur) goes, so that no stale one pauses that SHA again
+// after resume. The pause is checked at the index read, and with none
+// checked absent: a pause or resume in between fails the commit, as it
+// moves desired too.
+func (s *Store) legacyPauseOps(ctx context.Context, k Keys, cur *Desired, sha string) (api.TxnOps, error) {
+	p, _, err := s.Get(ctx, k.OperatorPause(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.OperatorPause()}}}, nil
+	}
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: k.OperatorPause(), Index: p.ModifyIndex}}}
+	if cur != nil && cur.SHA != sha {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.LegacyOperatorPause(cur.SHA)}})
+	}
+	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.LegacyOperatorPause(sha), Value: p.Value}}), nil
 }
 
 // operatorPaused reads the operator's pause of the group, for a commit to

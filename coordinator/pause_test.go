@@ -93,3 +93,58 @@ func TestLegacyOperatorPauseStillHolds(t *testing.T) {
 		t.Fatalf("after resume: %+v, %v", g.Gate(), err)
 	}
 }
+
+// An agent from before the pause held the group looks for an operator's
+// pause at brakes/pause/<desired SHA> alone: a pause keeps a copy there for
+// the SHA desired, which every commit under the pause moves to the SHA it
+// makes desired, and resume deletes, as a CANCEL keeps one at cancel/<sha>
+// for agents from before brakes/. Otherwise such an agent, in a fleet that
+// upgrades rollagent, takes slots while the group is paused.
+func TestOperatorPauseCopiedForAgentsFromBefore(t *testing.T) {
+	ctx := testCtx(t)
+	c := consultest.NewDev(t).Client()
+	st := NewStore(c, "")
+	k, _ := st.Keys("web")
+	exists := func(key string) bool {
+		t.Helper()
+		p, _, err := c.KV().Get(key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p != nil
+	}
+	r1, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PauseBy(ctx, "web", "freeze", "ops@desk"); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(k.LegacyOperatorPause(r1.SHA)) {
+		t.Fatalf("after pause: no %s; an agent from before brakes/paused would be granted a slot", k.LegacyOperatorPause(r1.SHA))
+	}
+	r2, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 2), "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exists(k.LegacyOperatorPause(r2.SHA)) || exists(k.LegacyOperatorPause(r1.SHA)) {
+		t.Fatalf("after a commit under the pause: the copy must name %s alone", ShortSHA(r2.SHA))
+	}
+	if _, err := st.ResumeBy(ctx, "web", "ops@desk"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(k.LegacyOperatorPause(r2.SHA)) {
+		t.Fatal("after resume: the copy is still there")
+	}
+	r3, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 3), "me", "commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists(k.LegacyOperatorPause(r3.SHA)) {
+		t.Fatal("a commit with no pause wrote a copy")
+	}
+	g, err := st.Read(ctx, "web", nil)
+	if err != nil || !g.Gate().Open {
+		t.Fatalf("after resume and a commit: %+v, %v", g.Gate(), err)
+	}
+}

@@ -208,6 +208,13 @@ func (g *GroupState) nodeChecks() map[string]string {
 // moves only under a slot, which the budget counts, so such a record
 // without a slot is left over from a process that died and moves nothing.
 func Diagnose(in StallInput) *Stall {
+	if in.Gate.State == GateStagger {
+		// The last rule, so every other is open. A reader counts the
+		// stagger from its own first sight of the release, which for a
+		// status that just started is now, however old the release: it
+		// must not hide a stall. The quiet time below waits it out.
+		in.Gate.Open, in.Gate.Limit = true, in.Gate.MaxParallel
+	}
 	if !in.Gate.Open || in.Desired == nil {
 		return nil
 	}

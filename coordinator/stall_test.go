@@ -106,6 +106,21 @@ func TestDiagnose(t *testing.T) {
 			in.Stagger = 3 * time.Minute
 			return in
 		}(), []StallReason{{CauseNotGranted, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
+		// A reader's own sight of the release may be no older than the
+		// reader (a status that just started): the stagger's hold does
+		// not hide a stall the quiet time shows.
+		{"held by the stagger as this reader sees it, quiet past StallAfter and the stagger", func() StallInput {
+			in := stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine())
+			in.Stagger = 30 * time.Second
+			in.Gate = Verdict{State: GateStagger, Reason: "stagger", SHA: shaNew, MaxParallel: 1}
+			return in
+		}(), []StallReason{{CauseNotInLine, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
+		{"held by the stagger, quiet for less than StallAfter and the stagger", func() StallInput {
+			in := stallCase(1, []NodeState{waitingNode("n2", ago(time.Minute))}, inLine())
+			in.Stagger = 30 * time.Second
+			in.Gate = Verdict{State: GateStagger, Reason: "stagger", SHA: shaNew, MaxParallel: 1}
+			return in
+		}(), nil, nil},
 		{"down and not in line, a slot left", stallCase(2, []NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine(), "n2"),
 			[]StallReason{{CauseAgentDown, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},
 		{"its host down, not in line", why(stallCase(3, []NodeState{waitingNode("n2", ago(5*time.Minute)),
@@ -202,5 +217,13 @@ func TestSlotBudget(t *testing.T) {
 				t.Fatalf("users %+v full %v, want %+v full %v", b.Users, b.Full(), tc.users, tc.full)
 			}
 		})
+	}
+}
+
+// Diagnose treats a gate held by the stagger as open, which is only right
+// while the stagger is the last rule: every rule before it is open then.
+func TestStaggerRuleIsLast(t *testing.T) {
+	if _, ok := Rules[len(Rules)-1].(staggerRule); !ok {
+		t.Fatalf("the last rule is %T; Diagnose takes a gate closed by the stagger for open", Rules[len(Rules)-1])
 	}
 }

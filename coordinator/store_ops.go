@@ -8,11 +8,14 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// Resume lifts the pause of the desired SHA, an operator's and the one its
-// failures or its progress deadline made (the deadline's record stays:
-// it does not pass again for the commit): it deletes both pause records, the failures counted
-// towards the latter and their counter, and wakes every waiter. A CANCEL is
-// not lifted: that takes a new commit.
+// Resume lifts an operator's pause of the group, if there is one, and
+// nothing else; otherwise the pause the desired SHA's failures or its
+// progress deadline made (the deadline's record stays: it does not pass
+// again for the commit), with the failures counted towards it and their
+// counter. Either way it wakes every waiter. The failures stay under an
+// operator's pause: one who pauses a rollout that goes wrong does not
+// reset its failure budget by resuming it. A CANCEL is not lifted: that
+// takes a new commit.
 func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
 	return s.ResumeBy(ctx, group, "")
 }
@@ -42,10 +45,16 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 		}
 		ops := append(lockstep.TouchOps(st.DesiredPair),
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.OperatorPause()}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.LegacyOperatorPause(sha)}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.LegacyOperatorPause(sha)}})
+		if st.OperatorPause == nil {
+			// The operator's pause is lifted alone: the failures counted
+			// under it or before it stand, and so does the pause they
+			// made, for a resume of its own.
+			ops = append(ops,
+				&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Pause(sha)}},
+				&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: k.FailuresPrefix(sha)}},
+				&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.FailCount(sha)}})
+		}
 		ops = append(ops, historyRewrite(st.byKey[k.History(sha)])...) // operator only: see historyRewriteOps
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventResume, By: by, SHA: sha, Reason: resumeReason(st)})...)
 		_, conflict, err := s.txn(ctx, ops)
@@ -99,6 +108,9 @@ func (s *Store) PauseBy(ctx context.Context, group, reason, by string) (sha stri
 		}
 		rec := OperatorPause{SHA: sha, Reason: reason, At: s.clock().UTC(), By: by}
 		ops := lockstep.CloseOps(st.DesiredPair, k.OperatorPause(), mustJSON(rec))
+		// The copy agents from before the pause held the group look for
+		// (see legacyPauseOps).
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.LegacyOperatorPause(sha), Value: mustJSON(rec)}})
 		ops = append(ops, eventOps(k, OperatorWriter(), Event{Kind: EventPause, At: rec.At, By: by, SHA: sha, Reason: reason})...)
 		_, conflict, err := s.txn(ctx, ops)
 		if err == nil {

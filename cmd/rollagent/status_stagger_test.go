@@ -63,3 +63,34 @@ func TestStatusStagger(t *testing.T) {
 		t.Fatalf("status -o json gate: %+v, want stagger with a time it opens", doc.Gate)
 	}
 }
+
+// A one-shot status first sees the slot's release count when it starts, so
+// its own sight of the release is no older than itself: the stagger must
+// not hide a stall. A node that has waited for minutes, not in line, with
+// the last release long before (its record is older than StallAfter plus
+// the stagger), is reported stalled, as it would be without a stagger.
+func TestStatusStaggerDoesNotHideStall(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	path := filepath.Join(t.TempDir(), "web.hcl")
+	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"30s\"\n}\n"
+	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path)
+	if code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	sha := strings.SplitN(out, "\n", 2)[0]
+	backdateCommit(t, c, 10*time.Minute)
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	putNode(t, st, coordinator.NodeState{Node: "a", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now().Add(-8 * time.Minute)})
+	putNode(t, st, coordinator.NodeState{Node: "b", Desired: sha, State: coordinator.StateWaiting, Since: time.Now().Add(-5 * time.Minute)})
+	k, _ := coordinator.NewKeys("", "web")
+	// a released its slot 8 minutes ago: the count moved once.
+	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	statusTable(t, srv.HTTPAddr, "STALLED: b waits (longest 5m", "  why b: not in line (no contender key")
+	checkStall(t, statusDoc(t, srv.HTTPAddr), coordinator.CauseNotInLine, "b")
+}
