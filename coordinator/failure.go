@@ -195,11 +195,14 @@ const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA i
 
 // failureAction decides what the count-th failure of sha does, and the ops
 // that do it. Only a failure of the desired SHA, neither cancelled nor
-// paused already, acts: so the one failure that reaches max_failures acts,
-// and those after it find the pause, or desired moved by the rollback.
+// paused by failures already, acts: so the one failure that reaches
+// max_failures acts, and those after it find the pause, or desired moved
+// by the rollback. An operator's pause does not stop it: the pause holds
+// the group whatever is desired, so a rollback under it moves no node
+// until resume, and a failure pause under it stays after that resume.
 // The event it returns, if any, logs the action.
 func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps, *Event) {
-	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.OperatorPause != nil || g.Pause != nil {
+	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
 		return ActionNone, nil, nil
 	}
 	reached := fmt.Sprintf("%d failure(s) reached max_failures=%s", count, maxFailuresText(g))

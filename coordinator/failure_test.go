@@ -443,17 +443,17 @@ func TestIsTransient(t *testing.T) {
 
 // An operator who pauses a rollout that goes wrong does not reset its
 // failure budget by resuming it: a node that finishes its step under the
-// pause and fails is recorded (and, the operator having taken over, acts
-// on nothing then), and the resume that lifts the operator's pause lifts
-// nothing else, so the failures still count against max_failures: under
-// failure_action=pause the gate stays closed by them. On f035df7 the
+// pause and fails is recorded, and its failure_action applies at once
+// (under failure_action=pause a failure pause, under rollback desired goes
+// back to the SHA that converged, moving no node while paused); the resume
+// that lifts the operator's pause lifts nothing else. On f035df7 the
 // resume deleted the failures, and the failing SHA rolled on with a fresh
 // budget.
 func TestResumeOfOperatorPauseKeepsFailures(t *testing.T) {
 	st := NewStore(consultest.NewDev(t).Client(), "")
 	for _, action := range []string{"pause", "rollback"} {
 		t.Run(action, func(t *testing.T) {
-			commit(t, st, action, release(t, "v1", "pause", 1))
+			v1 := commit(t, st, action, release(t, "v1", "pause", 1))
 			converge(t, st, action, "n9")
 			bad := commit(t, st, action, release(t, "bad", action, 1))
 			if _, _, err := st.PauseBy(testCtx(t), action, "looks bad", "ops"); err != nil {
@@ -462,14 +462,25 @@ func TestResumeOfOperatorPauseKeepsFailures(t *testing.T) {
 			if _, err := st.RecordFailure(testCtx(t), action, "n1", bad, "unhealthy"); err != nil {
 				t.Fatal(err)
 			}
+			if g := read(t, st, action); g.Gate().State != GatePaused {
+				t.Fatalf("under the operator's pause: gate %+v", g.Gate())
+			}
 			if _, err := st.ResumeBy(testCtx(t), action, "ops"); err != nil {
 				t.Fatal(err)
 			}
 			g := read(t, st, action)
-			if g.OperatorPause != nil || len(g.Failures) != 1 {
-				t.Fatalf("after the operator's resume: operator pause %+v, %d failures; want it lifted and the failure kept", g.OperatorPause, len(g.Failures))
+			if action == "rollback" {
+				if g.OperatorPause != nil || g.Desired.SHA != v1 || !g.Gate().Open {
+					t.Fatalf("after the operator's resume: pause %+v, desired %s, gate %+v; want the rollback to v1 made at the failure, open",
+						g.OperatorPause, ShortSHA(g.Desired.SHA), g.Gate())
+				}
+				return
 			}
-			if v := g.Gate(); action == "pause" && (v.Open || v.State != GatePaused) {
+			if g.OperatorPause != nil || len(g.Failures) != 1 || g.Pause == nil {
+				t.Fatalf("after the operator's resume: operator pause %+v, %d failures, failure pause %+v; want only the operator's lifted",
+					g.OperatorPause, len(g.Failures), g.Pause)
+			}
+			if v := g.Gate(); v.Open || v.State != GatePaused {
 				t.Fatalf("after the operator's resume: gate %+v; want it closed by the failure that reached max_failures", v)
 			}
 			// A second resume lifts what the failures hold, as before.

@@ -215,12 +215,23 @@ func TestLockGateChecksBrakesThroughDesired(t *testing.T) {
 	}
 }
 
-// A failure under an operator's pause is recorded and does nothing else:
-// the operator has taken over, as under a CANCEL.
-func TestFailureUnderOperatorPauseActsOnNothing(t *testing.T) {
+// A failure that reaches max_failures under an operator's pause applies
+// failure_action all the same: the pause holds the group whatever it does,
+// and a resume of the pause must not find the failing SHA free to move
+// with its budget spent and no action taken (failure_action fires exactly
+// at max_failures).
+func TestFailureUnderOperatorPauseAppliesItsAction(t *testing.T) {
 	g := fixture{spec: specWith(t, "pause", 1, 1), opPause: true}.state(t)
 	k, _ := NewKeys("", "web")
-	if a, ops, ev := g.failureAction(k, g.Desired.SHA, 1); a != ActionNone || ops != nil || ev != nil {
-		t.Fatalf("failure action under an operator's pause: %v, %v, %v", a, ops, ev)
+	a, ops, ev := g.failureAction(k, g.Desired.SHA, 1)
+	if a != ActionPause || ev == nil {
+		t.Fatalf("failure action under an operator's pause: %v, %v; want the failure pause", a, ev)
+	}
+	wrote := false
+	for _, op := range ops {
+		wrote = wrote || (op.KV != nil && op.KV.Key == k.Pause(g.Desired.SHA))
+	}
+	if !wrote {
+		t.Fatalf("ops %v do not write the failure pause", ops)
 	}
 }
