@@ -147,6 +147,7 @@ func (n *nemesis) brakeSpans() []span {
 			n.violate("f events "+g, "(f) cannot read the event log of %s to judge its brakes: %v", g, err)
 			continue
 		}
+		underOperator := resumesOfOperatorPauses(log.Events)
 		for i, e := range log.Events {
 			if (e.Kind != coordinator.EventPause && e.Kind != coordinator.EventCancel) || e.CreateIndex < n.gateStart {
 				continue // not a brake, or an earlier seed's
@@ -157,8 +158,8 @@ func (n *nemesis) brakeSpans() []span {
 			if operator {
 				s.sha = "" // the group's, whatever is committed while it holds
 			}
-			for _, later := range log.Events[i+1:] {
-				if e.Kind == coordinator.EventPause && lifts(e.SHA, operator, later) {
+			for j, later := range log.Events[i+1:] {
+				if e.Kind == coordinator.EventPause && lifts(e.SHA, operator, later, underOperator[i+1+j]) {
 					s.to, s.toAt = later.CreateIndex, later.At
 					break
 				}
@@ -170,17 +171,35 @@ func (n *nemesis) brakeSpans() []span {
 }
 
 // lifts says whether e may end a pause of sha: a resume of the group (of
-// whichever SHA: a resume lifts every pause it can), or, for a failure
-// pause, a commit of sha. A span ended too early judges fewer grants,
-// never a grant the gate let through.
-func lifts(sha string, operator bool, e coordinator.LoggedEvent) bool {
+// whichever SHA), but for a failure pause only one made while no
+// operator's pause stood (ofOperator: that resume lifts the operator's
+// alone), or, for a failure pause, a commit of sha. A span ended too early
+// judges fewer grants, never a grant the gate let through.
+func lifts(sha string, operator bool, e coordinator.LoggedEvent, ofOperator bool) bool {
 	switch e.Kind {
 	case coordinator.EventResume:
-		return true
+		return operator || !ofOperator
 	case coordinator.EventCommit, coordinator.EventRollback, coordinator.EventAutoRollback:
 		return !operator && e.SHA == sha
 	}
 	return false
+}
+
+// resumesOfOperatorPauses says, for each event of log, whether it is a
+// resume made while an operator's pause stood, which lifts that pause
+// alone (coordinator's ResumeBy).
+func resumesOfOperatorPauses(log []coordinator.LoggedEvent) []bool {
+	out := make([]bool, len(log))
+	paused := false
+	for i, e := range log {
+		switch {
+		case e.Kind == coordinator.EventPause && e.Writer.Kind == coordinator.WriterOperator:
+			paused = true
+		case e.Kind == coordinator.EventResume:
+			out[i], paused = paused, false
+		}
+	}
+	return out
 }
 
 // checkSpans are the stretches over which the gate check was critical.

@@ -54,20 +54,22 @@ func TestPauseLifts(t *testing.T) {
 		return coordinator.LoggedEvent{Event: coordinator.Event{Kind: kind, SHA: sha}}
 	}
 	for _, tc := range []struct {
-		name     string
-		operator bool
-		e        coordinator.LoggedEvent
-		want     bool
+		name       string
+		operator   bool
+		e          coordinator.LoggedEvent
+		ofOperator bool // the resume lifted an operator's pause
+		want       bool
 	}{
-		{"resume, operator's pause", true, ev(coordinator.EventResume, "s2"), true},
-		{"resume, failure pause", false, ev(coordinator.EventResume, "s1"), true},
-		{"commit of its SHA, operator's pause", true, ev(coordinator.EventCommit, "s1"), false},
-		{"commit of its SHA, failure pause", false, ev(coordinator.EventCommit, "s1"), true},
-		{"rollback to another SHA, failure pause", false, ev(coordinator.EventRollback, "s2"), false},
-		{"a cancel", false, ev(coordinator.EventCancel, "s1"), false},
+		{"resume, operator's pause", true, ev(coordinator.EventResume, "s2"), true, true},
+		{"resume, failure pause", false, ev(coordinator.EventResume, "s1"), false, true},
+		{"resume of an operator's pause, failure pause under it", false, ev(coordinator.EventResume, "s1"), true, false},
+		{"commit of its SHA, operator's pause", true, ev(coordinator.EventCommit, "s1"), false, false},
+		{"commit of its SHA, failure pause", false, ev(coordinator.EventCommit, "s1"), false, true},
+		{"rollback to another SHA, failure pause", false, ev(coordinator.EventRollback, "s2"), false, false},
+		{"a cancel", false, ev(coordinator.EventCancel, "s1"), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lifts("s1", tc.operator, tc.e); got != tc.want {
+			if got := lifts("s1", tc.operator, tc.e, tc.ofOperator); got != tc.want {
 				t.Errorf("lifts = %v, want %v", got, tc.want)
 			}
 		})
