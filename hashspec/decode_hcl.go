@@ -68,6 +68,9 @@ type hclUpdate struct {
 	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
 	Stagger         *string     `hcl:"stagger,optional"`
 	Drain           *hclDrain   `hcl:"drain,block"`
+	Canary          *int        `hcl:"canary,optional"`
+	CanaryHealthy   *string     `hcl:"canary_healthy_time,optional"`
+	AutoPromote     bool        `hcl:"auto_promote,optional"`
 }
 
 type hclDrain struct {

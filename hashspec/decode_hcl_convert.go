@@ -35,13 +35,16 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 	}
 	if u := hf.Update; u != nil {
 		s.Update = Update{
-			MaxParallel:     c.int(pathMaxParallel, u.MaxParallel),
-			MinHealthyTime:  c.duration(pathMinHealthyTime, u.MinHealthyTime),
-			HealthyDeadline: c.duration(pathHealthyDeadline, u.HealthyDeadline),
-			FailureAction:   u.FailureAction,
-			MaxFailures:     c.int(pathMaxFailures, u.MaxFailures),
-			Order:           u.Order,
-			Stagger:         c.duration(pathStagger, u.Stagger),
+			MaxParallel:       c.int(pathMaxParallel, u.MaxParallel),
+			MinHealthyTime:    c.duration(pathMinHealthyTime, u.MinHealthyTime),
+			HealthyDeadline:   c.duration(pathHealthyDeadline, u.HealthyDeadline),
+			FailureAction:     u.FailureAction,
+			MaxFailures:       c.int(pathMaxFailures, u.MaxFailures),
+			Order:             u.Order,
+			Stagger:           c.duration(pathStagger, u.Stagger),
+			Canary:            c.int(pathCanary, u.Canary),
+			CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
+			AutoPromote:       u.AutoPromote,
 		}
 		for i, w := range u.Windows {
 			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,

@@ -27,6 +27,8 @@ func FuzzParseJSON(f *testing.F) {
 	addGoldenSeeds(f, ".json")
 	f.Add([]byte(`{"container":{"image":"x","env":{"A":"\u00e9"},"labels":{"k":"v\n"}}}`))
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"drain":{"services":["b","a","a"],"delay":"0s"}}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":1,"canary_healthy_time":"90s","auto_promote":true}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":0,"auto_promote":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRoundTrip(t, data, FormatJSON)
 	})
@@ -35,6 +37,7 @@ func FuzzParseJSON(f *testing.F) {
 func FuzzParseHCL(f *testing.F) {
 	addGoldenSeeds(f, ".hcl")
 	f.Add([]byte("container {\n image = \"x\"\n labels = { \"a.b\" = \"c\\u00e9\" }\n}\n"))
+	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n canary = 3\n canary_healthy_time = \"1m30s\"\n auto_promote = true\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n drain {\n  services = [\"b\", \"a\", \"a\"]\n  delay = \"1m0s\"\n }\n}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRoundTrip(t, data, FormatHCL)
