@@ -43,13 +43,14 @@ const (
 	EventPause        EventKind = "pause"         // rollagent pause, or an agent's failure reached max_failures
 	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
 	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
+	EventPromote      EventKind = "promote"       // rollagent promote
 )
 
 // Valid reports whether k is one of the kinds above.
 func (k EventKind) Valid() bool {
 	switch k {
 	case EventCommit, EventRollback, EventAutoRollback, EventCancel, EventResume,
-		EventPause, EventFailure, EventNodeRemoved:
+		EventPause, EventFailure, EventNodeRemoved, EventPromote:
 		return true
 	}
 	return false

@@ -50,7 +50,23 @@ type GroupState struct {
 	Health *GateHealth
 	// Released is when the reader first saw the slot's latest release
 	// (update.stagger), filled by Store.Read and ReadFor.
-	Released     ReleaseSeen
+	Released ReleaseSeen
+	// Canaries are the desired SHA's canaries (update.canary), nil when
+	// none were recorded; Promoted is an operator's promotion of it.
+	Canaries *Canaries
+	Promoted *Promotion
+	// CanaryNodes are the records of the canaries, read with the group by
+	// Read, and by ReadFor while auto-promotion waits on them.
+	CanaryNodes []NodeState
+	// CanarySeen is since when the reader has seen the canaries healthy
+	// (update.auto_promote), filled by Store.Read and ReadFor.
+	CanarySeen CanarySeen
+	// canaryDown are the canaries Consul sees down, as readCanaries read
+	// them for an agent's look.
+	canaryDown map[string]DownReason
+	// For is the node ReadFor read for, whose gate Gate evaluates; "" for
+	// a read of the whole group (Read), judged as a group.
+	For          string
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -75,7 +91,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 		return nil, err
 	}
 	if k, err := s.Keys(group); err == nil {
-		s.withRelease(g, k)
+		s.withCanaries(s.withRelease(g, k), k)
 	}
 	return s.withHealth(ctx, g, false), nil
 }
@@ -259,6 +275,25 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		g.Pause = &ps
 	}
 	g.Failures = g.failuresOf(k, sha, g.note)
+	if p := byKey[k.Canaries(sha)]; p != nil {
+		var c Canaries
+		if g.note(decode(p.Key, p.Value, &c)) && c.SHA == sha {
+			g.Canaries = &c
+		}
+	}
+	// A promotion counts only as written: garbage there must not pass
+	// for one, nor one of another SHA.
+	if p := byKey[k.Promoted(sha)]; p != nil {
+		var pr Promotion
+		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
+			g.Promoted = &pr
+		}
+	}
+	for _, n := range g.Nodes {
+		if g.Canaries.Has(n.Node) {
+			g.CanaryNodes = append(g.CanaryNodes, n)
+		}
+	}
 }
 
 // cancelPair is sha's CANCEL as read, where it is now or, from before an

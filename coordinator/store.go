@@ -42,6 +42,9 @@ type Store struct {
 	// releases are the store's sights of each slot's releases, shared by
 	// every copy of the store (update.stagger).
 	releases *releaseClocks
+	// canaries are the store's sights of healthy canaries
+	// (update.auto_promote), shared by every copy of the store.
+	canaries *canaryClocks
 }
 
 func (s *Store) clock() time.Time {
@@ -57,7 +60,8 @@ func NewStore(c *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}}}
+	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}},
+		canaries: &canaryClocks{clocks: map[string]canarySight{}}}
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events
@@ -223,8 +227,12 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 		return nil, err
 	}
 	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}
+	canaries, err := s.canaryOps(ctx, k, group, sha, spec.Update.Canary)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < casAttempts; i++ {
-		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
+		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev, canaries)
 		if err == nil && !res.AlreadyDesired {
 			s.prune(ctx, group, OperatorWriter())
 		}
@@ -238,7 +246,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	return nil, ErrConflict
 }
 
-func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
+func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event, canaries api.TxnOps) (*CommitResult, bool, error) {
 	sha := ev.SHA
 	if cancelled, err := s.cancelled(ctx, k, sha); err != nil {
 		return nil, false, err
@@ -263,7 +271,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	}
 	now := wallclock.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
-	ops := append(desiredOps(k, index, d), operatorCommitOps(k, sha)...)
+	ops := append(append(desiredOps(k, index, d), operatorCommitOps(k, sha)...), canaries...)
 	hist, err := s.historyOp(ctx, k, HistoryEntry{SHA: sha, Spec: canon, CommittedAt: now, Author: ev.By})
 	if err != nil {
 		return nil, false, err

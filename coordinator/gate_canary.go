@@ -1,0 +1,96 @@
+package coordinator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// GateAwaitingPromotion: the desired spec has canaries (update.canary),
+// and the rollout is not promoted past them: the other nodes wait.
+const GateAwaitingPromotion GateState = "awaiting_promotion"
+
+// CanaryRecheck is how often a node held for auto-promotion looks again:
+// a canary's record or health changing wakes no other agent, and the
+// healthy time is judged from the evaluator's own looks, so a canary down
+// for less than this between two looks can go unseen by it (its own
+// agent's failure record, once healthy_deadline passes, is seen by all).
+const CanaryRecheck = 5 * time.Second
+
+// canaryRule holds every node but the canaries until the rollout is
+// promoted: by an operator's record (`rollagent promote`, Keys.Promoted,
+// which no agent's token may write), or, with update.auto_promote, once
+// the evaluator has seen every canary healthy for canary_healthy_time on
+// its own monotonic clock (GroupState.CanarySeen). Auto-promotion is that
+// judgement, made at each look, and no record: no agent has to be trusted
+// to write one, and a canary that falls over afterwards holds the rest
+// again until it has been healthy that long anew.
+//
+// It is a hold, after the brakes in Rules: under a CANCEL or a pause the
+// brake is the verdict, a promotion or not, and the canaries' clock
+// counts only while no brake is on (canaryHealthy), so neither ever
+// promotes; after a resume the canaries must stay healthy the whole time
+// again.
+//
+// For a node (GateInput.Node), it closes unless the node is a canary. For
+// the group (status, the exporter), it closes once no canary is behind
+// while another node is: that is when the rollout waits on a promotion.
+type canaryRule struct{}
+
+func (canaryRule) State() GateState { return GateAwaitingPromotion }
+
+func (canaryRule) Close(in GateInput) (Closed, bool) {
+	g := in.Group
+	if g.Spec == nil || g.Spec.Update.Canary == 0 || g.Desired == nil || g.Promoted != nil {
+		return Closed{}, false
+	}
+	u := g.Spec.Update
+	c := Closed{Hold: true, Opens: "`rollagent promote " + g.Group + "` opens the gate"}
+	if g.Canaries == nil {
+		c.Reason = "awaiting promotion: no canary record for " + ShortSHA(g.Desired.SHA)
+		return c, true
+	}
+	if len(g.Canaries.Nodes) == 0 {
+		return Closed{}, false // no node ran an older SHA at the commit
+	}
+	if u.AutoPromote {
+		c.Opens = fmt.Sprintf("the canaries healthy for %s, or `rollagent promote %s`, opens the gate", RoundWait(u.CanaryHealthyTime.Std()), g.Group)
+		left := u.CanaryHealthyTime.Std()
+		if at := g.CanarySeen.At; !at.IsZero() && !in.Mono.IsZero() {
+			left -= max(in.Mono.Sub(at), 0)
+		}
+		if !g.CanarySeen.At.IsZero() && left <= 0 {
+			return Closed{}, false
+		}
+		c.Recheck, c.Poll = in.Now.Add(min(left, CanaryRecheck)), g.CanarySeen.At.IsZero() || left > CanaryRecheck
+	}
+	node := in.node()
+	switch {
+	case node != "" && g.Canaries.Has(node):
+		return Closed{}, false
+	case node == "" && (g.canariesBehind() || !g.behind()):
+		return Closed{}, false
+	}
+	c.Reason = "awaiting promotion: canaries " + strings.Join(g.Canaries.Nodes, ", ")
+	if u.AutoPromote {
+		c.Reason += fmt.Sprintf(" (auto-promote once healthy for %s)", RoundWait(u.CanaryHealthyTime.Std()))
+	}
+	return c, true
+}
+
+// canariesBehind says some canary has not converged on the desired SHA,
+// or has no record.
+func (g *GroupState) canariesBehind() bool {
+	for _, name := range g.Canaries.Nodes {
+		converged := false
+		for i := range g.CanaryNodes {
+			if n := &g.CanaryNodes[i]; n.Node == name {
+				converged = standing(g.Desired, n) == StandingConverged
+			}
+		}
+		if !converged {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,192 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// canaryFixture is a group of n1..n3 whose spec has one canary, n1,
+// recorded unless noRecord, and, with auto, auto-promotion after 10m.
+type canaryFixture struct {
+	auto, noRecord, emptyRecord bool
+	promoted, promotedOther     bool
+	cancel, opPause             bool
+	nodes                       map[string]NodeStatus
+}
+
+const canaryHealthy = 10 * time.Minute
+
+func (cf canaryFixture) state(t *testing.T) *GroupState {
+	t.Helper()
+	s := specWith(t, "pause", 1, 1)
+	s.Update.Canary = 1
+	if cf.auto {
+		s.Update.AutoPromote, s.Update.CanaryHealthyTime = true, hashspec.Duration(canaryHealthy)
+	}
+	sha, _ := s.SHA()
+	raw := map[string]string{}
+	put := func(key string, v any) { b, _ := json.Marshal(v); raw[key] = string(b) }
+	switch {
+	case cf.emptyRecord:
+		put("canaries/"+sha, Canaries{SHA: sha, Nodes: []string{}})
+	case !cf.noRecord:
+		put("canaries/"+sha, Canaries{SHA: sha, Nodes: []string{"n1"}})
+	}
+	if cf.promoted {
+		put("promoted/"+sha, Promotion{SHA: sha, By: "ops@host"})
+	}
+	if cf.promotedOther {
+		other := strings.Repeat("a", len(sha))
+		raw["promoted/"+sha] = `{"sha":"` + other + `"}` // a record of another SHA under this one's key
+	}
+	return fixture{spec: s, nodes: cf.nodes, garbage: raw, cancel: cf.cancel, opPause: cf.opPause}.state(t)
+}
+
+func TestCanaryRule(t *testing.T) {
+	canaryMoving := map[string]NodeStatus{"n1": StateReplacing, "n2": StateWaiting, "n3": StateWaiting}
+	canaryDone := map[string]NodeStatus{"n1": StateConverged, "n2": StateWaiting, "n3": StateWaiting}
+	allDone := map[string]NodeStatus{"n1": StateConverged, "n2": StateConverged, "n3": StateConverged}
+	mono := time.Now()
+	now := time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		f      canaryFixture
+		node   string        // "" judges the group
+		seen   time.Duration // how long the canaries were seen healthy; <0 never
+		closes bool
+		poll   bool
+	}{
+		{"a canary goes under K", canaryFixture{nodes: canaryMoving}, "n1", -1, false, false},
+		{"another node waits", canaryFixture{nodes: canaryMoving}, "n2", -1, true, false},
+		{"the group is open while the canaries move", canaryFixture{nodes: canaryMoving}, "", -1, false, false},
+		{"the group awaits promotion once they are done", canaryFixture{nodes: canaryDone}, "", -1, true, false},
+		{"a finished rollout is not held", canaryFixture{nodes: allDone}, "", -1, false, false},
+		{"promoted by hand", canaryFixture{nodes: canaryDone, promoted: true}, "n2", -1, false, false},
+		{"a promotion of another SHA is none", canaryFixture{nodes: canaryDone, promotedOther: true}, "n2", -1, true, false},
+		{"no canary record holds every node", canaryFixture{nodes: canaryMoving, noRecord: true}, "n1", -1, true, false},
+		{"no node counted at the commit: no canary stage", canaryFixture{nodes: canaryMoving, emptyRecord: true}, "n2", -1, false, false},
+		{"auto: not yet healthy, looks again", canaryFixture{nodes: canaryDone, auto: true}, "n2", -1, true, true},
+		{"auto: healthy for less than the time", canaryFixture{nodes: canaryDone, auto: true}, "n2", canaryHealthy - time.Second, true, false},
+		{"auto: healthy for the time", canaryFixture{nodes: canaryDone, auto: true}, "n2", canaryHealthy, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.f.state(t)
+			if tc.seen >= 0 {
+				g.CanarySeen = CanarySeen{At: mono.Add(-tc.seen)}
+			}
+			in := GateInput{Group: g, Now: now, Mono: mono, Node: tc.node}
+			c, closed := canaryRule{}.Close(in)
+			if closed != tc.closes {
+				t.Fatalf("closes %v, want %v (%+v)", closed, tc.closes, c)
+			}
+			if !closed {
+				return
+			}
+			if !c.Hold || !strings.HasPrefix(c.Reason, "awaiting promotion") || !strings.Contains(c.Opens, "rollagent promote web") || c.Poll != tc.poll {
+				t.Fatalf("closed %+v: want a hold awaiting promotion, opened by `rollagent promote web`, poll %v", c, tc.poll)
+			}
+			if tc.f.auto && (c.Recheck.IsZero() || c.Recheck.After(now.Add(CanaryRecheck))) {
+				t.Fatalf("auto-promotion waiting: recheck %s, want within %s", c.Recheck, CanaryRecheck)
+			}
+			if v := Evaluate(in); v.State != GateAwaitingPromotion || v.Open || v.Limit != 0 {
+				t.Fatalf("verdict %+v, want awaiting_promotion with no slot", v)
+			}
+		})
+	}
+}
+
+// A brake is the verdict over a promotion, by hand or by time, and it
+// keeps the canaries' clock from counting: neither a CANCEL nor a pause
+// ever promotes (argo-rollouts#1152).
+func TestCanaryBrakesNeverPromote(t *testing.T) {
+	done := map[string]NodeStatus{"n1": StateConverged, "n2": StateWaiting, "n3": StateWaiting}
+	mono := time.Now()
+	for _, tc := range []struct {
+		name  string
+		f     canaryFixture
+		state GateState
+	}{
+		{"cancel over a promotion", canaryFixture{nodes: done, promoted: true, cancel: true}, GateCancelled},
+		{"pause over a promotion", canaryFixture{nodes: done, promoted: true, opPause: true}, GatePaused},
+		{"cancel over healthy canaries", canaryFixture{nodes: done, auto: true, cancel: true}, GateCancelled},
+		{"pause over healthy canaries", canaryFixture{nodes: done, auto: true, opPause: true}, GatePaused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.f.state(t)
+			g.CanarySeen = CanarySeen{At: mono.Add(-time.Hour)}
+			if v := Evaluate(GateInput{Group: g, Now: time.Now(), Mono: mono, Node: "n2"}); v.State != tc.state || v.Open {
+				t.Fatalf("verdict %+v, want %s", v, tc.state)
+			}
+			if tc.f.auto && g.canaryHealthy() {
+				t.Fatal("the canaries' clock counts under a brake")
+			}
+		})
+	}
+	// The clock starts again after a brake: a store that saw the
+	// canaries healthy, then a pause, then healthy again, counts from the
+	// last sight.
+	s := &Store{canaries: &canaryClocks{clocks: map[string]canarySight{}}}
+	k, _ := NewKeys("", "web")
+	healthy := canaryFixture{nodes: done, auto: true}.state(t)
+	first := s.withCanaries(healthy, k).CanarySeen.At
+	s.withCanaries(canaryFixture{nodes: done, auto: true, opPause: true}.state(t), k)
+	again := s.withCanaries(canaryFixture{nodes: done, auto: true}.state(t), k).CanarySeen.At
+	if first.IsZero() || !again.After(first) {
+		t.Fatalf("healthy from %s, after a pause from %s: want later", first, again)
+	}
+}
+
+// The canaries are a function of the SHA and the set of nodes alone:
+// every reader (and every restart) makes the same choice, whatever order
+// it lists the nodes in. The picks are pinned: a change of the hash would
+// change the canaries of every rollout under way.
+func TestChooseCanaries(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	want := ChooseCanaries(sha, nodes, 2)
+	for _, tc := range []struct {
+		name  string
+		sha   string
+		nodes []string
+		n     int
+		want  []string
+	}{
+		{"pinned", sha, nodes, 2, pinnedCanaries},
+		{"order does not matter", sha, []string{"n6", "n4", "n2", "n5", "n3", "n1"}, 2, want},
+		{"repeats do not matter", sha, append(slices.Clone(nodes), nodes...), 2, want},
+		{"one more is the same first picks", sha, nodes, 3, nil},
+		{"more than the nodes is every node", sha, nodes, 10, nil},
+		{"none", sha, nodes, 0, []string{}},
+		{"no nodes", sha, nil, 2, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ChooseCanaries(tc.sha, tc.nodes, tc.n)
+			switch {
+			case tc.want != nil && !slices.Equal(got, tc.want):
+				t.Fatalf("got %v, want %v", got, tc.want)
+			case tc.n > 2 && (len(got) != min(tc.n, len(nodes)) || !slices.Equal(got[:2], want)):
+				t.Fatalf("got %v: want %d picks starting %v", got, min(tc.n, len(nodes)), want)
+			}
+		})
+	}
+	// Removing a node that was not picked moves no pick.
+	rest := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return !slices.Contains(want, n) && n != nodes[0] && n != nodes[1] })
+	if got := ChooseCanaries(sha, rest, 2); !slices.Equal(got, want) {
+		t.Errorf("without unpicked nodes: %v, want %v", got, want)
+	}
+	// Another SHA ranks the nodes anew (so one node is not always first).
+	firsts := map[string]bool{}
+	for _, c := range "0123456789abcdef" {
+		firsts[ChooseCanaries(strings.Repeat(string(c), 64), nodes, 1)[0]] = true
+	}
+	if len(firsts) < 2 {
+		t.Errorf("16 SHAs all picked %v first", firsts)
+	}
+}
+
+var pinnedCanaries = []string{"n3", "n1"}
