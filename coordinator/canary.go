@@ -202,7 +202,7 @@ func (s *Store) readCanaries(ctx context.Context, g *GroupState, k Keys) error {
 // promotion from an earlier rollout of sha deleted, so that each rollout
 // waits on one of its own, and, when the spec has canaries, their record,
 // chosen among the nodes that count now: a valid record, and an instance
-// in Consul's catalog when the catalog can be read (a node gone from it
+// in Consul's catalog when the catalog lists any (a node gone from it
 // would hold auto-promotion for good). The commit writes it, not the
 // first agent to look: it is the operator's act, in the transaction that
 // makes sha desired, so no agent's token may choose the canaries, and
@@ -217,8 +217,8 @@ func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int)
 		return nil, err
 	}
 	registered, err := s.Registered(ctx, group)
-	if err != nil {
-		registered = nil
+	if err != nil || len(registered) == 0 {
+		registered = nil // no catalog to go by: every record counts
 	}
 	var nodes []string
 	for _, r := range g.Nodes {
