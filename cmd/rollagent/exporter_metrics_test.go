@@ -134,6 +134,11 @@ func TestObserveGate(t *testing.T) {
 			g.node("n1", "", coordinator.StateWaiting, at)
 			g.released = coordinator.ReleaseSeen{At: time.Now()}
 		}, coordinator.GateStagger},
+		{"awaiting promotion: the canary converged, another node behind", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.Canary = 1 }).desired()
+			g.put(g.k.Canaries(g.sha), coordinator.Canaries{SHA: g.sha, Nodes: []string{"n1"}, At: at})
+			g.node("n1", g.sha, coordinator.StateConverged, at).node("n2", "", coordinator.StateWaiting, at)
+		}, coordinator.GateAwaitingPromotion},
 		{"blocking on Consul checks that pass", func(g *groupPairs) {
 			g.respec(func(s *hashspec.Spec) { s.Update.BlockOn = []hashspec.Block{{Check: "replication-lag"}} }).desired()
 			g.health = &coordinator.GateHealth{}

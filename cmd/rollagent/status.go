@@ -208,6 +208,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	for _, f := range s.Gate.PassedFence {
 		fmt.Fprintf(out, "  %s %s\n", cell(f.Node), mayFinish(f.State, f.Step))
 	}
+	printCanary(out, s)
 	fmt.Fprintln(out, progressLine(s.Progress))
 	printStall(out, s)
 	for _, h := range s.Holders {

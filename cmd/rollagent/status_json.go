@@ -32,6 +32,7 @@ type statusJSON struct {
 	ImageSplits []imageSplitJSON `json:"image_splits"`
 	Budget      budgetJSON       `json:"slot_budget"`
 	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
+	Canary      *canaryJSON      `json:"canary,omitempty"` // absent unless the desired spec has canaries
 	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
@@ -94,6 +95,8 @@ type nodeJSON struct {
 	CountedAs coordinator.Standing `json:"counted_as"`
 	Consul    coordinator.Presence `json:"consul"`
 	Counts    bool                 `json:"counts"`
+	// Canary: the node is one of the desired SHA's canaries.
+	Canary bool `json:"canary,omitempty"`
 }
 
 // imageSplitJSON is one SHA that nodes run from different images.
@@ -168,11 +171,18 @@ func opensAt(v coordinator.Verdict) *time.Time {
 // count from its own first sight of the release, as each agent does.
 const staggerEstimate = "; an estimate from this status's first sight of the release: each agent counts from its own"
 
+// canaryEstimate follows an auto-promotion's wait in status, which counts
+// from its own sight of the canaries healthy, as each agent does.
+const canaryEstimate = "; an estimate from this status's sight of the canaries healthy: each agent counts from its own"
+
 // gateReason is the gate's reason as of now, with how long a wait the
 // clock alone ends has left.
 func gateReason(v coordinator.Verdict, now time.Time) string {
 	if v.State == coordinator.GateStagger {
 		return v.Wait(now) + staggerEstimate
+	}
+	if v.State == coordinator.GateAwaitingPromotion && v.Recheck.After(now) && !v.Poll {
+		return v.Wait(now) + canaryEstimate
 	}
 	return v.Wait(now)
 }
@@ -187,6 +197,11 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
+	}
+	if s.Canary = newCanaryJSON(gs); s.Canary != nil {
+		for i := range s.Nodes {
+			s.Nodes[i].Canary = gs.Canaries.Has(s.Nodes[i].Node)
+		}
 	}
 	if gs.Holders != nil {
 		for _, h := range gs.Holders.Holding {
