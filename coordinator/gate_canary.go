@@ -70,6 +70,11 @@ func (canaryRule) Close(in GateInput) (Closed, bool) {
 		return Closed{}, false
 	case node == "" && (g.canariesBehind() || !g.behind()):
 		return Closed{}, false
+	case node == "" && u.AutoPromote && g.othersMoved():
+		// A reader of the group that started after the agents promoted
+		// (status) has not seen the canaries healthy that long; a node
+		// that is not a canary on its way to the SHA says they had.
+		return Closed{}, false
 	}
 	c.Reason = "awaiting promotion: canaries " + strings.Join(g.Canaries.Nodes, ", ")
 	if u.AutoPromote {
@@ -90,6 +95,26 @@ func (g *GroupState) canariesBehind() bool {
 		}
 		if !converged {
 			return true
+		}
+	}
+	return false
+}
+
+// othersMoved says a node that is not a canary replaces, verifies or runs
+// the desired SHA: only an auto-promotion lets one move.
+func (g *GroupState) othersMoved() bool {
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		if g.Canaries.Has(n.Node) {
+			continue
+		}
+		switch standing(g.Desired, n) {
+		case StandingConverged:
+			return true
+		case StandingReplacing, StandingVerifying:
+			if n.Desired == g.Desired.SHA {
+				return true
+			}
 		}
 	}
 	return false

@@ -73,6 +73,9 @@ func TestCanaryRule(t *testing.T) {
 		{"auto: not yet healthy, looks again", canaryFixture{nodes: canaryDone, auto: true}, "n2", -1, true, true},
 		{"auto: healthy for less than the time", canaryFixture{nodes: canaryDone, auto: true}, "n2", canaryHealthy - time.Second, true, false},
 		{"auto: healthy for the time", canaryFixture{nodes: canaryDone, auto: true}, "n2", canaryHealthy, false, false},
+		{"auto: the group, not yet seen healthy", canaryFixture{nodes: canaryDone, auto: true}, "", -1, true, true},
+		{"auto: the group, another node converged", canaryFixture{nodes: map[string]NodeStatus{"n1": StateConverged, "n2": StateConverged, "n3": StateWaiting}, auto: true}, "", -1, false, false},
+		{"by hand: the group, another node converged is no promotion", canaryFixture{nodes: map[string]NodeStatus{"n1": StateConverged, "n2": StateConverged, "n3": StateWaiting}}, "", -1, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.f.state(t)
