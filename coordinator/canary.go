@@ -207,10 +207,19 @@ func (s *Store) readCanaries(ctx context.Context, g *GroupState, k Keys) error {
 // first agent to look: it is the operator's act, in the transaction that
 // makes sha desired, so no agent's token may choose the canaries, and
 // every agent reads one choice.
-func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int) (api.TxnOps, error) {
+//
+// A rollback (`rollagent rollback`, ev's kind) is promoted by the operator
+// who makes it, in the same transaction: it goes back to a SHA that ran
+// before, and an operator rolling back in a hurry should not have to
+// promote as well. Its canaries are still recorded, for status.
+func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int, ev Event) (api.TxnOps, error) {
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Promoted(sha)}}}
 	if n == 0 {
 		return ops, nil
+	}
+	if ev.Kind == EventRollback {
+		p := Promotion{SHA: sha, Reason: "promoted by the rollback", At: s.clock().UTC(), By: ev.By}
+		ops = api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Promoted(sha), Value: mustJSON(p)}}}
 	}
 	g, err := s.readTree(ctx, group, nil)
 	if err != nil {
