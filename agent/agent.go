@@ -111,6 +111,9 @@ type Agent struct {
 	// noConsulNode says the Consul agent's node name could not be read
 	// yet, and that this was logged.
 	noConsulNode bool
+	// progressIn hands the group's state as the main loop read it to the
+	// progress deadline's watcher (watchProgress).
+	progressIn chan *coordinator.GroupState
 }
 
 // New checks cfg and returns an Agent.
@@ -148,7 +151,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
-	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge}, nil
+	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge,
+		progressIn: make(chan *coordinator.GroupState, 1)}, nil
 }
 
 // learnConsulNode reads the local Consul agent's node name, until it has
@@ -188,6 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.pub.readHealth(ctx)
 	}
 	wg.Go(func() { a.pub.mirror(hctx) })
+	wg.Go(func() { a.watchProgress(hctx) })
 	defer func() {
 		// The mirror must be gone before the service is, or it could
 		// register it again.
@@ -214,6 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.consulRetry.reset()
 		a.logProblems(gs.Problems)
+		a.offerProgress(gs)
 		retry := a.reconcile(ctx, gs)
 		woke = a.waitDesired(ctx, gs.DesiredIndex(), retry)
 	}

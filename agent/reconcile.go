@@ -268,7 +268,7 @@ func (a *Agent) notHeld(ctx context.Context, m *lockstep.Semaphore, err error) (
 			return time.Millisecond, true // back in line at once
 		}
 		return jitter(retryPause), true
-	case errors.Is(err, errRecheck):
+	case errors.Is(err, errRecheck) || errors.Is(err, lockstep.ErrGateStale):
 		return time.Millisecond, true // to look at the gate as it is now
 	case errors.Is(err, errWentDown):
 		return time.Millisecond, true // to claim its slot at once
@@ -317,6 +317,9 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	}
 	if gs.Spec != nil && gs.Spec.Update.Blocks() {
 		go a.watchBlocks(wctx, stop, gs)
+	}
+	if gs.Spec != nil && gs.Spec.Update.MaxParallel.IsPercent() {
+		go a.watchMembers(wctx, stop, gs.NodeCount())
 	}
 	hold, err := m.AcquireWith(wctx, g, w)
 	if err == nil {
@@ -370,6 +373,35 @@ func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, g
 		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
 		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
+			stop(errRecheck)
+			return
+		}
+	}
+}
+
+// memberWatchInterval is how often a node in line under a percentage of
+// max_parallel counts the group's records: a listing of their names, so
+// its cost grows with the group, and a group grows seldom.
+const memberWatchInterval = 5 * time.Second
+
+// watchMembers counts the group's records every memberWatchInterval while
+// the node waits in line under a percentage of max_parallel, and ends the
+// wait (errRecheck) once the count moved off the look's: the node looks
+// again, so a group that grew grants with its larger K. A group that
+// shrank needs no watch to be safe: the grant's check of the membership
+// key refuses K of the larger group (lockstep.ErrGateStale).
+func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, looked int) {
+	tick := time.NewTicker(memberWatchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := a.cfg.Store.CountNodes(ctx, a.cfg.Group)
+		if err == nil && n != looked && ctx.Err() == nil {
+			a.log.Info("leaving the line to look again: the group's nodes changed while the node waited", "nodes", n, "looked", looked)
 			stop(errRecheck)
 			return
 		}

@@ -147,7 +147,7 @@ func TestStaggerSpacesGrantsAfterReleases(t *testing.T) {
 			defer cancel()
 			w := watchHolders(ctx, t, f.consul, f.group)
 			s := recordingSpec(t, f.group, "v2", "")
-			s.Update.MaxParallel, s.Update.Stagger = tc.k, hashspec.Duration(tc.stagger)
+			s.Update.MaxParallel, s.Update.Stagger = hashspec.Count(tc.k), hashspec.Duration(tc.stagger)
 			r, err := f.st.Commit(ctx, f.group, s, "test", "commit v2")
 			if err != nil {
 				t.Fatal(err)

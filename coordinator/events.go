@@ -43,6 +43,7 @@ const (
 	EventPause        EventKind = "pause"         // rollagent pause, or an agent's failure reached max_failures
 	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
 	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
+	EventDeadline     EventKind = "deadline"      // an agent saw the progress deadline pass
 	EventPromote      EventKind = "promote"       // rollagent promote
 )
 
@@ -50,7 +51,7 @@ const (
 func (k EventKind) Valid() bool {
 	switch k {
 	case EventCommit, EventRollback, EventAutoRollback, EventCancel, EventResume,
-		EventPause, EventFailure, EventNodeRemoved, EventPromote:
+		EventPause, EventFailure, EventNodeRemoved, EventDeadline, EventPromote:
 		return true
 	}
 	return false
@@ -92,7 +93,7 @@ func AgentBy(node string) string { return "agent:" + node }
 // byAgent says whether an agent writes events of kind k: the others are
 // the CLI's, which an operator's token writes.
 func (k EventKind) byAgent() bool {
-	return k == EventFailure || k == EventPause || k == EventAutoRollback
+	return k == EventFailure || k == EventPause || k == EventAutoRollback || k == EventDeadline
 }
 
 // WriterKind says whose part of the log an event was written in.

@@ -202,12 +202,12 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.OperatorPause != nil || g.Pause != nil {
 		return ActionNone, nil, nil
 	}
-	reached := fmt.Sprintf("%d failure(s) reached max_failures=%d", count, g.Spec.Update.MaxFailures)
+	reached := fmt.Sprintf("%d failure(s) reached max_failures=%s", count, maxFailuresText(g))
 	pause := func(reason string) (Action, api.TxnOps, *Event) {
 		ops := g.pauseOps(k, count, reason)
 		return ActionPause, ops, &Event{Kind: EventPause, At: wallclock.Now().UTC(), SHA: sha, Reason: reason}
 	}
-	switch OnFailure(g.Spec, count) {
+	switch OnFailure(g.Spec, count, g.NodeCount()) {
 	case ActionPause:
 		return pause(reached)
 	case ActionRollback:

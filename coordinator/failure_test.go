@@ -377,7 +377,7 @@ func TestRecommitStartsClean(t *testing.T) {
 					ShortSHA(g.Desired.SHA), g.Pause, g.Failures, g.Gate(), failCount(t, st, group, x))
 			}
 			a, err := st.RecordFailure(testCtx(t), group, "n2", x, "unhealthy")
-			want := OnFailure(g.Spec, 1)
+			want := OnFailure(g.Spec, 1, g.NodeCount())
 			if err != nil || a != want {
 				t.Fatalf("first failure of the new rollout: %v, %v; want %v", a, err, want)
 			}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"time"
 
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/wallclock"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -15,9 +16,17 @@ type Verdict struct {
 	Reason string // why it is closed, or "open"
 	SHA    string
 	Limit  int // K while the gate is open, 0 while closed: what a grant may use
-	// MaxParallel is the policy's K, from the desired spec, open or closed;
+	// MaxParallel is the policy's K, from the desired spec, open or closed,
+	// as a number: a percentage (Policy) of Nodes as Amount.Of rounds it;
 	// 0 only when there is no readable spec.
 	MaxParallel int
+	// Policy is update.max_parallel as the spec writes it, a count or a
+	// percentage; zero when there is no readable spec.
+	Policy hashspec.Amount
+	// Nodes are the group's nodes that count (GroupState.NodeCount) at
+	// this look, which a percentage is of; 0 under a count, which does not
+	// depend on them (an agent's look reads only its own record then).
+	Nodes int
 	// Node is the state a node behind the desired SHA publishes while
 	// the gate is closed (StateWaiting while it is open).
 	Node NodeStatus
@@ -129,6 +138,7 @@ var Rules = []Rule{
 	specMissingRule{},
 	cancelRule{},
 	operatorPauseRule{},
+	deadlineRule{},
 	pauseRule{},
 	failureBudgetRule{},
 	// Holds last: a rule that stops every step wins over one that only
@@ -170,7 +180,11 @@ func Evaluate(in GateInput) Verdict {
 		v.SHA = g.Desired.SHA
 	}
 	if g.Spec != nil {
-		v.MaxParallel = g.Spec.Update.MaxParallel
+		v.Policy = g.Spec.Update.MaxParallel
+		if v.Policy.IsPercent() {
+			v.Nodes = g.NodeCount()
+		}
+		v.MaxParallel = v.Policy.Of(v.Nodes)
 	}
 	for _, r := range Rules {
 		c, closed := r.Close(in)
@@ -221,7 +235,7 @@ func closingKeys(k Keys, sha string, brakes bool) []string {
 func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 	v := g.Gate()
 	lg := lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: g.DesiredPair.ModifyIndex,
-		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit}
+		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit, GrantChecks: g.membershipCheck(k)}
 	if g.Spec != nil {
 		lg.Stagger = g.Spec.Update.Stagger.Std()
 	}

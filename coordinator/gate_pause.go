@@ -72,9 +72,9 @@ func (failureBudgetRule) State() GateState { return GatePaused }
 func (failureBudgetRule) Close(in GateInput) (Closed, bool) {
 	g := in.Group
 	u := g.Spec.Update
-	if u.FailureAction != hashspec.FailurePause || len(g.Failures) < u.MaxFailures {
+	if u.FailureAction != hashspec.FailurePause || len(g.Failures) < g.MaxFailures() {
 		return Closed{}, false
 	}
-	return Closed{Reason: fmt.Sprintf("paused: %d failure(s) reached max_failures=%d", len(g.Failures), u.MaxFailures),
+	return Closed{Reason: fmt.Sprintf("paused: %d failure(s) reached max_failures=%s", len(g.Failures), maxFailuresText(g)),
 		Node: StatePaused, Opens: resumeOpens}, true
 }

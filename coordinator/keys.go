@@ -75,6 +75,12 @@ func (k Keys) Failure(sha, node string) string { return k.root + "failures/" + s
 // FailuresPrefix lists the failures for sha.
 func (k Keys) FailuresPrefix(sha string) string { return k.root + "failures/" + sha + "/" }
 
+// Deadline records that the progress deadline of a commit of sha passed
+// (update.progress_deadline) and failure_action applied: the agent whose
+// clock passed it first creates it, once per commit. Agents share it, as
+// they share failures/; it is not a brake.
+func (k Keys) Deadline(sha string) string { return k.root + "deadline/" + sha }
+
 // Converged records that sha converged: every node that counted ran it,
 // converged, behind an open gate, when a commit moved desired off it.
 func (k Keys) Converged(sha string) string { return k.root + "converged/" + sha }
@@ -100,6 +106,12 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
+
+// Membership changes with every removal of a node's record (`node rm`):
+// a grant made under a percentage of max_parallel checks its index, so no
+// grant uses a K computed from a group larger than the one it is made in.
+// Its value is the latest removal (a RemovedMark). Agents may read it.
+func (k Keys) Membership() string { return k.root + "membership" }
 
 // Removed is the operator's mark that node was removed from the group
 // (`node rm`): without a record of its own, its service instance in the

@@ -138,6 +138,9 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Removed(node), Value: mark}},
+		// A grant under a percentage checks this key: none made on a look
+		// that still counted the node gets through.
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Membership(), Value: mark}},
 		ev,
 	}
 	if _, conflict, err := s.txn(ctx, ops); err != nil {

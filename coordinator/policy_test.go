@@ -160,7 +160,7 @@ func TestOnFailure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.action+"/"+itoa(tc.max)+"/"+itoa(tc.n), func(t *testing.T) {
-			if got := OnFailure(specWith(t, tc.action, tc.max, 1), tc.n); got != tc.expected {
+			if got := OnFailure(specWith(t, tc.action, tc.max, 1), tc.n, 4); got != tc.expected {
 				t.Fatalf("OnFailure = %v, want %v", got, tc.expected)
 			}
 		})

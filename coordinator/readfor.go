@@ -44,12 +44,46 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*Gr
 	g.For = node
 	if k, err := s.Keys(group); err == nil {
 		s.withRelease(g, k)
+		if err := s.withNodeKeys(ctx, g, k); err != nil {
+			return nil, err
+		}
 		if err := s.readCanaries(ctx, g, k); err != nil {
 			return nil, err
 		}
 		s.withCanaries(g, k)
 	}
 	return s.withHealth(ctx, g, true), nil
+}
+
+// withNodeKeys counts the group's records for a look under a percentage,
+// from a listing of their names made after the look's records were read:
+// a node removed in between is counted, or not, but its removal moved
+// Keys.Membership after the look read it, so a grant on this look fails.
+func (s *Store) withNodeKeys(ctx context.Context, g *GroupState, k Keys) error {
+	if !g.Percentages() || g.NodeKeys > 0 {
+		return nil
+	}
+	n, err := s.countNodes(ctx, k)
+	g.NodeKeys = n
+	return err
+}
+
+// CountNodes is how many records the group has under nodes/, from a
+// listing of their names: what a percentage of max_parallel is of.
+func (s *Store) CountNodes(ctx context.Context, group string) (int, error) {
+	k, err := s.Keys(group)
+	if err != nil {
+		return 0, err
+	}
+	return s.countNodes(ctx, k)
+}
+
+func (s *Store) countNodes(ctx context.Context, k Keys) (int, error) {
+	names, _, err := s.c.KV().Keys(k.NodesPrefix(), "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
+	if err != nil {
+		return 0, fmt.Errorf("count the nodes of %s: %w", k.NodesPrefix(), consulError(s.c, err))
+	}
+	return len(names), nil
 }
 
 // readFor reads ReadForAt's records.
@@ -115,7 +149,7 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 // download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
 	record := lockstep.HoldersKey(k.Slot())
-	exact := append(append([]string{k.History(sha), k.Node(node), k.Canaries(sha), k.Promoted(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
+	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
 	trees := []string{k.FailuresPrefix(sha)}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {

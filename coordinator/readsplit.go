@@ -299,7 +299,7 @@ func gateRead(k Keys, key string) bool {
 		return true
 	}
 	for _, dir := range []string{k.BrakesPrefix(), k.LegacyCancel(""), k.Pause(""),
-		strings.TrimSuffix(k.FailuresPrefix(""), "/"), k.FailCount("")} {
+		strings.TrimSuffix(k.FailuresPrefix(""), "/"), k.FailCount(""), k.Deadline("")} {
 		if strings.HasPrefix(key, dir) {
 			return true
 		}

@@ -76,6 +76,9 @@ type Pause struct {
 	Failures int       `json:"failures"`
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
+	// Cause is CauseProgressDeadline for the pause a progress deadline
+	// made; "" for one failures made.
+	Cause string `json:"cause,omitempty"`
 }
 
 // Failure is one node's failed replacement.

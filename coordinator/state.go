@@ -29,6 +29,9 @@ type GroupState struct {
 	Nodes       []NodeState    // sorted by node name
 	History     []HistoryEntry // sorted by commit time
 	Holders     *lockstep.Holders
+	// Deadline says the progress deadline of the desired commit passed
+	// (deadline/<sha>); nil while it has not.
+	Deadline *Deadline
 	// OperatorPause is an operator's pause of the desired SHA (Pause is
 	// the one its failures made, which agents write).
 	OperatorPause *OperatorPause
@@ -48,6 +51,13 @@ type GroupState struct {
 	// on (update.block_on), read with the records when it has any: by
 	// Read for the group, by ReadFor with the node's own block_on_node.
 	Health *GateHealth
+	// MembershipIndex is the ModifyIndex of Keys.Membership as read, 0
+	// when it does not exist: no node was ever removed.
+	MembershipIndex uint64
+	// NodeKeys is how many records a listing of nodes/ found, after the
+	// records were read, for a reader that reads only its own (ReadFor)
+	// under a percentage; 0 when every record was read.
+	NodeKeys int
 	// Released is when the reader first saw the slot's latest release
 	// (update.stagger), filled by Store.Read and ReadFor.
 	Released ReleaseSeen
@@ -144,6 +154,9 @@ func parse(k Keys, group string, pairs api.KVPairs, index uint64, holderKeys boo
 		}
 	}
 	g.resolveDesired(k, byKey)
+	if p := byKey[k.Membership()]; p != nil {
+		g.MembershipIndex = p.ModifyIndex
+	}
 	sort.Slice(g.Nodes, func(i, j int) bool { return g.Nodes[i].Node < g.Nodes[j].Node })
 	sort.Slice(g.Invalid, func(i, j int) bool { return g.Invalid[i].Node < g.Invalid[j].Node })
 	sort.Slice(g.History, func(i, j int) bool { return g.History[i].CommittedAt.Before(g.History[j].CommittedAt) })
@@ -294,6 +307,7 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 			g.CanaryNodes = append(g.CanaryNodes, n)
 		}
 	}
+	g.Deadline = g.deadlineOf(k)
 }
 
 // cancelPair is sha's CANCEL as read, where it is now or, from before an

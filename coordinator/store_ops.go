@@ -9,7 +9,8 @@ import (
 )
 
 // Resume lifts the pause of the desired SHA, an operator's and the one its
-// failures made: it deletes both pause records, the failures counted
+// failures or its progress deadline made (the deadline's record stays:
+// it does not pass again for the commit): it deletes both pause records, the failures counted
 // towards the latter and their counter, and wakes every waiter. A CANCEL is
 // not lifted: that takes a new commit.
 func (s *Store) Resume(ctx context.Context, group string) (sha string, err error) {
@@ -62,6 +63,9 @@ func (s *Store) ResumeBy(ctx context.Context, group, by string) (sha string, err
 func resumeReason(g *GroupState) string {
 	if p := g.OperatorPause; p != nil {
 		return "lifted the " + p.Describe()
+	}
+	if g.Pause != nil && g.Pause.Cause == CauseProgressDeadline {
+		return "lifted the pause as the progress deadline passed: " + g.Pause.Reason + "; it does not pass again for this commit"
 	}
 	if g.Pause != nil {
 		return fmt.Sprintf("lifted the pause after %d failure(s): %s", g.Pause.Failures, g.Pause.Reason)

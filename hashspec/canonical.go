@@ -53,6 +53,15 @@ func encodeCanonical(b *bytes.Buffer, v reflect.Value) error {
 		writeString(b, v.Interface().(Duration).String())
 		return nil
 	}
+	if v.Type() == amountType {
+		// A count is the number it was before percentages: its SHA stays.
+		if a := v.Interface().(Amount); a.IsPercent() {
+			writeString(b, a.String())
+		} else {
+			b.WriteString(strconv.Itoa(a.Count))
+		}
+		return nil
+	}
 	switch v.Kind() {
 	case reflect.String:
 		writeString(b, v.String())

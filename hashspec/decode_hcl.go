@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // The hcl* types mirror Spec in HCL's shape (repeated "port"/"volume"
@@ -57,20 +58,21 @@ type hclHealthcheck struct {
 }
 
 type hclUpdate struct {
-	MaxParallel     *int        `hcl:"max_parallel,optional"`
-	MinHealthyTime  *string     `hcl:"min_healthy_time,optional"`
-	HealthyDeadline *string     `hcl:"healthy_deadline,optional"`
-	FailureAction   string      `hcl:"failure_action,optional"`
-	MaxFailures     *int        `hcl:"max_failures,optional"`
-	Order           string      `hcl:"order,optional"`
-	Windows         []hclWindow `hcl:"window,block"`
-	BlockOn         []hclBlock  `hcl:"block_on,block"`
-	BlockOnNode     []hclBlock  `hcl:"block_on_node,block"`
-	Stagger         *string     `hcl:"stagger,optional"`
-	Drain           *hclDrain   `hcl:"drain,block"`
-	Canary          *int        `hcl:"canary,optional"`
-	CanaryHealthy   *string     `hcl:"canary_healthy_time,optional"`
-	AutoPromote     bool        `hcl:"auto_promote,optional"`
+	MaxParallel      cty.Value   `hcl:"max_parallel,optional"`
+	MinHealthyTime   *string     `hcl:"min_healthy_time,optional"`
+	HealthyDeadline  *string     `hcl:"healthy_deadline,optional"`
+	FailureAction    string      `hcl:"failure_action,optional"`
+	MaxFailures      cty.Value   `hcl:"max_failures,optional"`
+	Order            string      `hcl:"order,optional"`
+	Windows          []hclWindow `hcl:"window,block"`
+	BlockOn          []hclBlock  `hcl:"block_on,block"`
+	BlockOnNode      []hclBlock  `hcl:"block_on_node,block"`
+	Stagger          *string     `hcl:"stagger,optional"`
+	Drain            *hclDrain   `hcl:"drain,block"`
+	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
+	Canary           *int        `hcl:"canary,optional"`
+	CanaryHealthy    *string     `hcl:"canary_healthy_time,optional"`
+	AutoPromote      bool        `hcl:"auto_promote,optional"`
 }
 
 type hclDrain struct {

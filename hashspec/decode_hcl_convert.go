@@ -1,5 +1,7 @@
 package hashspec
 
+import "github.com/zclconf/go-cty/cty"
+
 // hclConv turns the decoded hcl* structs into a Spec, parsing durations
 // and recording which defaulted fields were written.
 type hclConv struct {
@@ -35,13 +37,14 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 	}
 	if u := hf.Update; u != nil {
 		s.Update = Update{
-			MaxParallel:       c.int(pathMaxParallel, u.MaxParallel),
+			MaxParallel:       c.amount(pathMaxParallel, u.MaxParallel),
 			MinHealthyTime:    c.duration(pathMinHealthyTime, u.MinHealthyTime),
 			HealthyDeadline:   c.duration(pathHealthyDeadline, u.HealthyDeadline),
 			FailureAction:     u.FailureAction,
-			MaxFailures:       c.int(pathMaxFailures, u.MaxFailures),
+			MaxFailures:       c.amount(pathMaxFailures, u.MaxFailures),
 			Order:             u.Order,
 			Stagger:           c.duration(pathStagger, u.Stagger),
+			ProgressDeadline:  c.duration(pathProgress, u.ProgressDeadline),
 			Canary:            c.int(pathCanary, u.Canary),
 			CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
 			AutoPromote:       u.AutoPromote,
@@ -80,6 +83,20 @@ func (c *hclConv) int(p string, v *int) int {
 	}
 	c.present[p] = true
 	return *v
+}
+
+// amount converts a count or a percentage; a value that is neither is an
+// error on its line.
+func (c *hclConv) amount(p string, v cty.Value) Amount {
+	if v.IsNull() {
+		return Amount{}
+	}
+	c.present[p] = true
+	a, err := amountFromCty(v)
+	if err != nil {
+		c.errs = append(c.errs, &ParseError{Filename: c.filename, Line: c.idx.line(p), Field: p, Msg: err.Error()})
+	}
+	return a
 }
 
 func (c *hclConv) duration(p string, v *string) Duration {

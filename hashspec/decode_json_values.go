@@ -15,6 +15,9 @@ func (w *jsonWalker) walkValue(t reflect.Type, p string, tok json.Token) error {
 	if t == durationType {
 		return w.walkDuration(p, tok)
 	}
+	if t == amountType {
+		return w.walkAmount(p, tok)
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return w.walkValue(t.Elem(), p, tok)
@@ -68,6 +71,22 @@ func (w *jsonWalker) walkDuration(p string, tok json.Token) error {
 	if _, err := parseDuration(s); err != nil {
 		w.fail(p, "%s", err.Error())
 	}
+	return nil
+}
+
+// walkAmount accepts an integer (a count) or a percentage string.
+func (w *jsonWalker) walkAmount(p string, tok json.Token) error {
+	if s, ok := tok.(string); ok {
+		if _, err := parsePercent(s); err != nil {
+			w.fail(p, "%s", err.Error())
+		}
+		return nil
+	}
+	if _, ok := tok.(json.Number); !ok {
+		w.fail(p, `must be an integer or a percentage such as "25%%", got %s`, describe(tok))
+		return w.skip(tok)
+	}
+	w.walkInt(p, tok)
 	return nil
 }
 

@@ -40,7 +40,7 @@ func TestDecodeJSONErrors(t *testing.T) {
 		{"case mismatch", FormatJSON, `{"container": {"Image": "x"}}`, "container.Image", "unknown field"},
 		{"duplicate key", FormatJSON, `{"name": "a", "name": "b"}`, "name", "duplicate key"},
 		{"duplicate env key", FormatJSON, `{"container": {"env": {"A": "1", "A": "2"}}}`, "container.env.A", "duplicate key"},
-		{"string for int", FormatJSON, `{"update": {"max_parallel": "2"}}`, "update.max_parallel", "must be an integer, got a string"},
+		{"string for int", FormatJSON, `{"update": {"max_parallel": "2"}}`, "update.max_parallel", `must be a number, or a whole percentage from "1%" to "100%" such as "25%", got "2"`},
 		{"float for int", FormatJSON, `{"update": {"max_parallel": 1.5}}`, "update.max_parallel", "must be an integer, got 1.5"},
 		{"int overflow", FormatJSON, `{"update": {"max_parallel": 99999999999999999999}}`, "update.max_parallel", "must be an integer"},
 		{"string for list", FormatJSON, `{"container": {"cmd": "serve"}}`, "container.cmd", "must be an array"},

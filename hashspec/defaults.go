@@ -15,10 +15,10 @@ const (
 	DefaultInterval        = Duration(5 * time.Second)
 	DefaultTimeout         = Duration(3 * time.Second)
 	DefaultRetries         = 3
-	DefaultMaxParallel     = 1
+	DefaultMaxParallel     = 1 // a count (Amount.Count)
 	DefaultMinHealthyTime  = Duration(10 * time.Second)
 	DefaultHealthyDeadline = Duration(5 * time.Minute)
-	DefaultMaxFailures     = 1
+	DefaultMaxFailures     = 1 // a count (Amount.Count)
 )
 
 // Paths of the fields whose default is non-zero: an explicit zero there
@@ -35,6 +35,7 @@ const (
 	pathBlockOn           = "update.block_on"
 	pathBlockOnNode       = "update.block_on_node"
 	pathStagger           = "update.stagger"
+	pathProgress          = "update.progress_deadline"
 	pathCanary            = "update.canary"
 	pathCanaryHealthyTime = "update.canary_healthy_time"
 )
@@ -122,8 +123,8 @@ func (s *Spec) defaultHealthcheck(h Healthcheck) Healthcheck {
 }
 
 func (s *Spec) defaultUpdate(u Update) Update {
-	if u.MaxParallel == 0 && s.setDefault(pathMaxParallel) {
-		u.MaxParallel = DefaultMaxParallel
+	if u.MaxParallel.IsZero() && s.setDefault(pathMaxParallel) {
+		u.MaxParallel = Count(DefaultMaxParallel)
 	}
 	if u.MinHealthyTime == 0 && s.setDefault(pathMinHealthyTime) {
 		u.MinHealthyTime = DefaultMinHealthyTime
@@ -134,8 +135,8 @@ func (s *Spec) defaultUpdate(u Update) Update {
 	if u.FailureAction == "" {
 		u.FailureAction = FailurePause
 	}
-	if u.MaxFailures == 0 && s.setDefault(pathMaxFailures) {
-		u.MaxFailures = DefaultMaxFailures
+	if u.MaxFailures.IsZero() && s.setDefault(pathMaxFailures) {
+		u.MaxFailures = Count(DefaultMaxFailures)
 	}
 	if u.Order == "" {
 		u.Order = OrderStopFirst
@@ -152,10 +153,10 @@ func (s *Spec) defaultUpdate(u Update) Update {
 func (s *Spec) markExplicitZeros(present map[string]bool) {
 	u, hc := s.Update, s.Container.Healthcheck
 	zero := map[string]bool{
-		pathMaxParallel:     u.MaxParallel == 0,
+		pathMaxParallel:     u.MaxParallel.IsZero(),
 		pathMinHealthyTime:  u.MinHealthyTime == 0,
 		pathHealthyDeadline: u.HealthyDeadline == 0,
-		pathMaxFailures:     u.MaxFailures == 0,
+		pathMaxFailures:     u.MaxFailures.IsZero(),
 	}
 	if hc != nil {
 		zero[pathInterval] = hc.Interval == 0

@@ -30,7 +30,9 @@
 //     escaped (\n, \r, \t, otherwise \u00XX). Invalid UTF-8 is rejected
 //     by Validate, never replaced.
 //   - Integers are decimal; durations are Go duration strings as printed
-//     by time.Duration.String ("1m30s", "10s", "0s").
+//     by time.Duration.String ("1m30s", "10s", "0s"). An Amount
+//     (max_parallel, max_failures) is its count as an integer, as before
+//     percentages existed, or its percentage as the string "N%".
 //   - List order is kept: cmd and entrypoint order matters, and ports and
 //     volumes are hashed in the order written (reordering them is a new
 //     SHA, which costs one needless rollout but never hides a change).

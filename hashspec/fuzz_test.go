@@ -27,6 +27,8 @@ func FuzzParseJSON(f *testing.F) {
 	addGoldenSeeds(f, ".json")
 	f.Add([]byte(`{"container":{"image":"x","env":{"A":"\u00e9"},"labels":{"k":"v\n"}}}`))
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"drain":{"services":["b","a","a"],"delay":"0s"}}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"max_parallel":"100%","max_failures":"1%"}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"max_parallel":"25.5%","max_failures":"0%"}}`))
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":1,"canary_healthy_time":"90s","auto_promote":true}}`))
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":0,"auto_promote":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -39,6 +41,8 @@ func FuzzParseHCL(f *testing.F) {
 	f.Add([]byte("container {\n image = \"x\"\n labels = { \"a.b\" = \"c\\u00e9\" }\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n canary = 3\n canary_healthy_time = \"1m30s\"\n auto_promote = true\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n drain {\n  services = [\"b\", \"a\", \"a\"]\n  delay = \"1m0s\"\n }\n}\n"))
+	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n max_parallel = \"50%\"\n max_failures = \"3\"\n}\n"))
+	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n max_parallel = 2.5\n max_failures = \"101%\"\n}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRoundTrip(t, data, FormatHCL)
 	})

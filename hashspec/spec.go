@@ -95,12 +95,16 @@ type Healthcheck struct {
 
 // Update controls how a new spec is rolled out across the group.
 type Update struct {
-	MaxParallel     int      `json:"max_parallel"`
+	// MaxParallel is K, how many nodes may be unavailable at once: a
+	// count, or a percentage of the group's nodes that count (Amount.Of).
+	MaxParallel     Amount   `json:"max_parallel"`
 	MinHealthyTime  Duration `json:"min_healthy_time"`
 	HealthyDeadline Duration `json:"healthy_deadline"`
 	FailureAction   string   `json:"failure_action"`
-	MaxFailures     int      `json:"max_failures"`
-	Order           string   `json:"order"`
+	// MaxFailures is how many failures of a SHA set off failure_action:
+	// a count, or a percentage of the group's nodes that count.
+	MaxFailures Amount `json:"max_failures"`
+	Order       string `json:"order"`
 	// Windows are the maintenance windows in which slots are granted;
 	// optional, none means always.
 	Windows []Window `json:"window,omitempty"`
@@ -118,6 +122,10 @@ type Update struct {
 	// Drain puts the node's Consul services into maintenance before its
 	// old workload stops; optional.
 	Drain *Drain `json:"drain,omitempty"`
+	// ProgressDeadline is how long the gate may stay open, with nodes
+	// behind, without any node converging, before the rollout counts as
+	// failed and failure_action applies, once; optional, 0 is none.
+	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
 	// Canary is how many nodes take a new SHA first; the rest wait for a
 	// promotion (`rollagent promote`, or AutoPromote). Optional, 0 means
 	// no canaries: every node goes under max_parallel.

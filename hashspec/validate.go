@@ -372,7 +372,7 @@ func (c *checker) healthTest(test []string) {
 }
 
 func (c *checker) update(u *Update, ct *Container) {
-	c.atLeast(pathMaxParallel, u.MaxParallel, 1)
+	c.amount(pathMaxParallel, u.MaxParallel)
 	c.checkPositive(pathMinHealthyTime, u.MinHealthyTime, 0)
 	c.checkPositive(pathHealthyDeadline, u.HealthyDeadline, 0)
 	// Only a min_healthy_time in range is compared: one over MaxDuration
@@ -381,13 +381,14 @@ func (c *checker) update(u *Update, ct *Container) {
 		c.add(pathHealthyDeadline, "must be greater than min_healthy_time (%s), got %s", u.MinHealthyTime, u.HealthyDeadline)
 	}
 	c.oneOf("update.failure_action", u.FailureAction, failureActions)
-	c.atLeast(pathMaxFailures, u.MaxFailures, 1)
+	c.amount(pathMaxFailures, u.MaxFailures)
 	c.oneOf("update.order", u.Order, updateOrders)
 	c.windows(u.Windows)
 	c.blocks(pathBlockOn, u.BlockOn)
 	c.blocks(pathBlockOnNode, u.BlockOnNode)
 	c.stagger(u.Stagger)
 	c.drain(u.Drain)
+	c.progressDeadline(u)
 	c.canary(u)
 	if u.Order != OrderStartFirst {
 		return
@@ -399,5 +400,20 @@ func (c *checker) update(u *Update, ct *Container) {
 			c.add("update.order", "%q cannot be used with published host ports (container.ports[%d] publishes %d)", OrderStartFirst, i, p.Host)
 			return
 		}
+	}
+}
+
+// progressDeadline checks update.progress_deadline: none (0), or longer
+// than one node's step may take to turn healthy (healthy_deadline), as
+// Nomad asks of its own, or the deadline would pass in a step that is
+// merely slow.
+func (c *checker) progressDeadline(u *Update) {
+	d := u.ProgressDeadline
+	switch {
+	case d == 0:
+	case d < 0 || d > MaxDuration:
+		c.checkPositive(pathProgress, d, 0)
+	case u.HealthyDeadline > 0 && d <= u.HealthyDeadline:
+		c.add(pathProgress, "must be greater than healthy_deadline (%s), got %s", u.HealthyDeadline, d)
 	}
 }

@@ -128,8 +128,8 @@ func TestValidateUpdate(t *testing.T) {
 		return func(s *Spec) { mut(&s.Update) }
 	}
 	runValidateCases(t, []validateCase{
-		{"max parallel zero", up(func(u *Update) { u.MaxParallel = 0 }), "update.max_parallel"},
-		{"max parallel negative", up(func(u *Update) { u.MaxParallel = -2 }), "update.max_parallel"},
+		{"max parallel zero", up(func(u *Update) { u.MaxParallel = Count(0) }), "update.max_parallel"},
+		{"max parallel negative", up(func(u *Update) { u.MaxParallel = Count(-2) }), "update.max_parallel"},
 		{"min healthy zero", up(func(u *Update) { u.MinHealthyTime = 0 }), "update.min_healthy_time"},
 		{"min healthy negative", up(func(u *Update) { u.MinHealthyTime = dur("-5s") }), "update.min_healthy_time"},
 		{"deadline zero", up(func(u *Update) { u.HealthyDeadline = 0 }), "update.healthy_deadline"},
@@ -140,7 +140,7 @@ func TestValidateUpdate(t *testing.T) {
 			u.MinHealthyTime, u.HealthyDeadline = dur("25h"), MaxDuration
 		}), "update.min_healthy_time"},
 		{"failure action unknown", up(func(u *Update) { u.FailureAction = "explode" }), "update.failure_action"},
-		{"max failures zero", up(func(u *Update) { u.MaxFailures = 0 }), "update.max_failures"},
+		{"max failures zero", up(func(u *Update) { u.MaxFailures = Count(0) }), "update.max_failures"},
 		{"order unknown", up(func(u *Update) { u.Order = "sideways" }), "update.order"},
 		{"start-first with host port", up(func(u *Update) { u.Order = OrderStartFirst }), "update.order"},
 	})
@@ -167,7 +167,7 @@ func TestDurationBounds(t *testing.T) {
 func TestValidateReportsAll(t *testing.T) {
 	s := validSpec()
 	s.Container.Image = ""
-	s.Update.MaxParallel = 0
+	s.Update.MaxParallel = Count(0)
 	err := s.Validate()
 	var ve *ValidationError
 	if !errors.As(err, &ve) || len(ve.Errors) != 2 {

@@ -106,13 +106,13 @@ func (ck *checker) checkFailures(g string, gs *coordinator.GroupState) {
 		// At K > 1 the nodes whose steps ran beside the one whose failure
 		// paused may fail too, each recorded once after the pause: at most
 		// K-1 of them.
-		if extra := count - p.Failures; !pauses || p.Failures != u.MaxFailures || extra < 0 || extra > ck.n.k(g)-1 {
+		if extra := count - p.Failures; !pauses || p.Failures != gs.MaxFailures() || extra < 0 || extra > ck.n.k(g)-1 {
 			ck.n.violate("c pause "+g+" "+sha, "(c) %s: pause of %s counts %d failure(s), %d recorded %v, failure_action=%s max_failures=%d",
-				g, sha, p.Failures, count, who, u.FailureAction, u.MaxFailures)
+				g, sha, p.Failures, count, who, u.FailureAction, gs.MaxFailures())
 		}
 		return
 	}
-	if count < u.MaxFailures || latest.Before(gs.Desired.CommittedAt) {
+	if count < gs.MaxFailures() || latest.Before(gs.Desired.CommittedAt) {
 		return
 	}
 	if ck.failedAfterCancel(g, gs) {

@@ -54,6 +54,12 @@
 // caused. The grant's CAS on the record then proves no release came after
 // the read it judged. No clock of another host is read.
 //
+// Gate.GrantChecks are the caller's checks that what it computed Limit
+// from still holds (a group's membership, for a K that is a percentage of
+// it): the grant's transaction alone checks them, never a fence, as a
+// hold's K is not taken back; one that fails ends the wait with
+// ErrGateStale, for the caller to compute the gate again.
+//
 // KV layout under the semaphore prefix P:
 //
 //	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},

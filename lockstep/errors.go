@@ -17,6 +17,10 @@ var (
 	ErrSessionLost = errors.New("lockstep: session lost")
 	// ErrNotHeld is returned by Fence and Release on a hold already released.
 	ErrNotHeld = errors.New("lockstep: not held")
+	// ErrGateStale means a check of Gate.GrantChecks failed at the grant:
+	// what the gate's Limit was computed from changed, so the caller must
+	// compute it again before it waits again.
+	ErrGateStale = errors.New("lockstep: the gate's limit is stale")
 	// ErrBadGate means a Gate is missing a field it needs.
 	ErrBadGate = errors.New("lockstep: bad gate")
 	// ErrBadName means Options.Name cannot name a folder of keys.

@@ -34,6 +34,12 @@ type Gate struct {
 	// Limit is K, how many may hold a slot at once.
 	// Optional, defaults to DefaultLimit.
 	Limit int
+	// GrantChecks are checks (check-index, check-not-exists) that what
+	// Limit was computed from still holds, such as the size of a group that
+	// a percentage is of: they go into the transaction that grants a slot
+	// alone, not into fences, as a hold's K is not taken back. One that
+	// fails ends the wait with ErrGateStale. Optional.
+	GrantChecks api.TxnOps
 	// Lease is how long a waiter must itself have watched a node's claim
 	// orphaned (its session gone, the claim unchanged) before it reports
 	// it lost; until then, or until the node releases, the claim counts

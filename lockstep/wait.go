@@ -287,6 +287,8 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 		return nil, err
 	}
 	ops := g.checkOps()
+	gate := len(ops)
+	ops = append(ops, g.GrantChecks...)
 	base := len(ops)
 	ops = append(ops,
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}},
@@ -306,8 +308,10 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	switch {
 	case op < 0 || isDenied(what):
 		return nil, &TxnError{Op: op, What: what}
-	case op < base:
+	case op < gate:
 		return nil, m.gateError(ctx, g, op)
+	case op < base:
+		return nil, ErrGateStale
 	case op == base:
 		m.s.lost("session no longer locks its contender key", nil)
 		return nil, ErrSessionLost

@@ -72,12 +72,19 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 				t.Logf("refused: %s", strings.TrimSpace(errs))
 			})
 		}
-		t.Run(tname+" token reads status and history", func(t *testing.T) {
+		t.Run(tname+" token reads status and history, and plans", func(t *testing.T) {
 			for _, args := range [][]string{{"status", "web"}, {"history", "web"}} {
 				if code, out, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + tok}, args...)...); code != 0 {
 					t.Fatalf("%v: code %d, out %q, stderr %q", args, code, out, errs)
 				}
 			}
+			spec := writeSpec(t, "plan.json", []byte(`{"container": {"image": "rollagent-demo/web:plan"}}`))
+			before := kvSnapshot(t, c)
+			code, out, errs := runCLI(t, srv.HTTPAddr, "--token="+tok, "plan", "web", "-f", spec)
+			if code != exitChanges || !strings.Contains(out, "container.image: ") {
+				t.Fatalf("plan: code %d, out %q, stderr %q", code, out, errs)
+			}
+			kvUnchanged(t, c, before)
 		})
 	}
 	// failure_action=rollback needs no more than the agent's token has. It

@@ -25,6 +25,7 @@ func TestDeniedReadsNameTheKey(t *testing.T) {
 		"resume":      {"resume", "web"},
 		"rollback":    {"rollback", "web"},
 		"commit":      {"commit", "web", "-f", spec},
+		"plan":        {"plan", "web", "-f", spec},
 	}
 	for tname, tok := range map[string]string{"no token": "", "another group's token": apiOp} {
 		for cname, args := range commands {

@@ -140,6 +140,7 @@ func TestBadNamesAreRefusedByEveryCommand(t *testing.T) {
 			"rollback":  {"rollback", n.in},
 			"status":    {"status", n.in},
 			"history":   {"history", n.in},
+			"plan":      {"plan", n.in, "-f", "testdata/noname.json"},
 			"hash":      {"hash", "-f", "testdata/noname.json", "--group", n.in},
 			"run group": run(n.in, "n1"),
 			"run node":  run("web", n.in),

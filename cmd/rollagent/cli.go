@@ -27,6 +27,7 @@ type CLI struct {
 	Rollback RollbackCmd `cmd:"" help:"Commit an earlier spec again (by default the previous one)."`
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`
+	Plan     PlanCmd     `cmd:"" help:"Show what a commit of a spec would do (SHA, difference, nodes, gate, time), writing nothing; exit 0 no change, 2 changes, 1 error."`
 	Node     NodeCmd     `cmd:"" help:"Manage a group's nodes (rm: remove a node that left)."`
 	Hash     HashCmd     `cmd:"" help:"Print the SHA of a spec file, offline (--pin-digest asks the image registry)."`
 	Exporter ExporterCmd `cmd:"" help:"Serve Prometheus metrics of whole groups (gate, nodes by state, progress) for alerting."`

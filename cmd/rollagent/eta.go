@@ -31,16 +31,7 @@ func estimate(gs *coordinator.GroupState, sum coordinator.Summary, now time.Time
 	}
 	var e eta
 	var last time.Time
-	for _, n := range gs.Nodes {
-		if n.SHA != gs.Desired.SHA || n.State != coordinator.StateConverged || n.Since.Before(gs.Desired.CommittedAt) {
-			continue
-		}
-		e.basis++
-		if n.Since.After(last) {
-			last = n.Since
-		}
-	}
-	if e.basis == 0 {
+	if e.basis, last = pace(gs); e.basis == 0 {
 		return eta{}, false
 	}
 	e.perNode = last.Sub(gs.Desired.CommittedAt) / time.Duration(e.basis)
@@ -61,4 +52,20 @@ func (e *etaJSON) String() string {
 		left = "overdue"
 	}
 	return "eta " + left + " (" + d(e.PerNodeSeconds).String() + " per node)"
+}
+
+// pace is what the desired SHA's rollout has shown of its speed: how many
+// nodes converged on it since its commit, and when the latest did. The
+// span from the commit to then includes handoffs, health waits and K.
+func pace(gs *coordinator.GroupState) (basis int, last time.Time) {
+	for _, n := range gs.Nodes {
+		if n.SHA != gs.Desired.SHA || n.State != coordinator.StateConverged || n.Since.Before(gs.Desired.CommittedAt) {
+			continue
+		}
+		basis++
+		if n.Since.After(last) {
+			last = n.Since
+		}
+	}
+	return basis, last
 }

@@ -20,7 +20,9 @@ type groupObservation struct {
 	LastConverged time.Time
 	Behind        int // nodes that count and are not converged on the desired SHA
 	Stalled       bool
-	MaxParallel   int // the policy's K, while the gate is closed too
+	MaxParallel   int // the policy's K, while the gate is closed too: a percentage's number now
+	// DeadlinePassed: the desired commit's progress deadline passed.
+	DeadlinePassed bool
 }
 
 // observe is the one place that reads the status document for the metrics,
@@ -28,6 +30,7 @@ type groupObservation struct {
 func observe(s statusJSON) groupObservation {
 	o := groupObservation{Gate: s.Gate.State, Committed: s.Desired != nil, Nodes: s.Progress.ByState,
 		Behind: s.Progress.Total - s.Progress.Converged, Stalled: s.Stall != nil, MaxParallel: s.Gate.MaxParallel}
+	o.DeadlinePassed = s.Deadline != nil && s.Deadline.Passed
 	if s.Desired == nil {
 		return o
 	}
@@ -42,7 +45,7 @@ func observe(s statusJSON) groupObservation {
 
 // groupDescs describe the exporter's metrics, each labelled by group.
 var groupDescs = struct {
-	gate, nodes, sinceConverged, behind, stalled, maxParallel, up, readErrors *prometheus.Desc
+	gate, nodes, sinceConverged, behind, stalled, maxParallel, deadline, up, readErrors *prometheus.Desc
 }{
 	gate: prometheus.NewDesc("rollagent_group_gate",
 		"1 for the state the group's gate is in, 0 for every other state.", []string{"group", "state"}, nil),
@@ -55,7 +58,9 @@ var groupDescs = struct {
 	stalled: prometheus.NewDesc("rollagent_group_stalled",
 		"1 while the rollout is stalled: nodes wait behind an open gate with a slot free and nothing changes (see rollagent status).", []string{"group"}, nil),
 	maxParallel: prometheus.NewDesc("rollagent_group_max_parallel",
-		"The policy's max_parallel (K), while the gate is closed too.", []string{"group"}, nil),
+		"The policy's max_parallel (K) as a number of nodes, while the gate is closed too: a percentage as it rounds for the group now.", []string{"group"}, nil),
+	deadline: prometheus.NewDesc("rollagent_group_progress_deadline_passed",
+		"1 once the progress deadline of the desired commit passed (update.progress_deadline), whatever failure_action did.", []string{"group"}, nil),
 	up: prometheus.NewDesc("rollagent_group_up",
 		"1 when the exporter's last read of the group from Consul succeeded.", []string{"group"}, nil),
 	readErrors: prometheus.NewDesc("rollagent_group_read_errors_total",
@@ -106,7 +111,7 @@ func (c *groupCollector) failed(group string) {
 // Describe sends every metric's description.
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := groupDescs
-	for _, desc := range []*prometheus.Desc{d.gate, d.nodes, d.sinceConverged, d.behind, d.stalled, d.maxParallel, d.up, d.readErrors} {
+	for _, desc := range []*prometheus.Desc{d.gate, d.nodes, d.sinceConverged, d.behind, d.stalled, d.maxParallel, d.deadline, d.up, d.readErrors} {
 		ch <- desc
 	}
 }
@@ -149,6 +154,7 @@ func collectObservation(ch chan<- prometheus.Metric, group string, o groupObserv
 	gauge(groupDescs.behind, float64(o.Behind))
 	gauge(groupDescs.stalled, b2f(o.Stalled))
 	gauge(groupDescs.maxParallel, float64(o.MaxParallel))
+	gauge(groupDescs.deadline, b2f(o.DeadlinePassed))
 	if o.Committed {
 		gauge(groupDescs.sinceConverged, max(now.Sub(o.LastConverged).Seconds(), 0))
 	}

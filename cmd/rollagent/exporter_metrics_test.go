@@ -115,6 +115,10 @@ func TestObserveGate(t *testing.T) {
 		{"paused", func(g *groupPairs) {
 			g.desired().put(g.k.Pause(g.sha), coordinator.Pause{SHA: g.sha, Failures: 1, Reason: "boom", At: at})
 		}, coordinator.GatePaused},
+		{"the progress deadline passed under pause", func(g *groupPairs) {
+			g.desired().put(g.k.Pause(g.sha), coordinator.Pause{SHA: g.sha, Reason: coordinator.DeadlineReason(time.Hour), At: at,
+				Cause: coordinator.CauseProgressDeadline})
+		}, coordinator.GateDeadlinePassed},
 		{"desired unreadable", func(g *groupPairs) {
 			g.pairs = append(g.pairs, &api.KVPair{Key: g.k.Desired(), Value: []byte("garbage")})
 		}, coordinator.GateUnreadable},

@@ -51,11 +51,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
-		return 2
+		return usageExit(err)
 	}
 	if err := cli.Globals.checkTimeout(); err != nil {
 		fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
-		return 2
+		return usageExitOf(kctx)
 	}
 	logger := newLogger(&cli.Globals, stderr)
 	cctx, cancel := commandContext(ctx, kctx, &cli.Globals)
@@ -66,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	kctx.BindTo(stdout, (*io.Writer)(nil))
 	kctx.Bind(warnings{stderr})
 	if err := explainDeadline(cctx, ctx, &cli.Globals, kctx.Run()); err != nil {
+		if errors.Is(err, errChanges) {
+			return exitChanges
+		}
 		if !errors.Is(err, errQuiet) {
 			fmt.Fprintf(stderr, "rollagent: error: %v\n", err)
 		}
@@ -100,6 +103,27 @@ func flagDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// usageExit is the exit status of a command line that does not parse: 2,
+// but 1 for plan, whose 2 says "changes" (terraform's -detailed-exitcode),
+// so that a script never takes a typo for a plan with changes.
+func usageExit(err error) int {
+	var pe *kong.ParseError
+	if errors.As(err, &pe) {
+		return usageExitOf(pe.Context)
+	}
+	return 2
+}
+
+// usageExitOf is usageExit for a command line kong parsed as kctx.
+func usageExitOf(kctx *kong.Context) int {
+	if kctx != nil {
+		if sel := kctx.Selected(); sel != nil && sel.Name == "plan" {
+			return 1
+		}
+	}
+	return 2
 }
 
 // errQuiet is returned by a command that has already told the user.

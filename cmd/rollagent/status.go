@@ -210,6 +210,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	}
 	printCanary(out, s)
 	fmt.Fprintln(out, progressLine(s.Progress))
+	printDeadline(out, s)
 	printStall(out, s)
 	for _, h := range s.Holders {
 		fmt.Fprintf(out, "slot held by %s for %s\n", cell(h.Name), s.At.Sub(h.Since).Round(time.Second))

@@ -31,9 +31,11 @@ type statusJSON struct {
 	// ImageSplits are the SHAs whose nodes run different images.
 	ImageSplits []imageSplitJSON `json:"image_splits"`
 	Budget      budgetJSON       `json:"slot_budget"`
-	Stall       *stallJSON       `json:"stall"`            // null unless the group is stalled
-	Canary      *canaryJSON      `json:"canary,omitempty"` // absent unless the desired spec has canaries
-	Outage      *outageJSON      `json:"outage,omitempty"` // status --watch only, while Consul does not answer
+	Stall       *stallJSON       `json:"stall"` // null unless the group is stalled
+	// Deadline is the progress deadline, null when the spec has none.
+	Deadline *deadlineJSON `json:"progress_deadline"`
+	Canary   *canaryJSON   `json:"canary,omitempty"` // absent unless the desired spec has canaries
+	Outage   *outageJSON   `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
@@ -47,8 +49,17 @@ type gateJSON struct {
 	// window), null when only a write to Consul can.
 	OpensAt *time.Time `json:"opens_at"`
 	SHA     string     `json:"sha,omitempty"`
-	// MaxParallel is the policy's K, while the gate is closed too.
+	// MaxParallel is the policy's K, while the gate is closed too: the
+	// number a percentage means now.
 	MaxParallel int `json:"max_parallel"`
+	// MaxParallelPolicy is max_parallel as the spec writes it: "2", "25%".
+	MaxParallelPolicy string `json:"max_parallel_policy"`
+	// MaxFailures is the number max_failures means now, and
+	// MaxFailuresPolicy how the spec writes it.
+	MaxFailures       int    `json:"max_failures"`
+	MaxFailuresPolicy string `json:"max_failures_policy"`
+	// Nodes are the group's nodes that count, which a percentage is of.
+	Nodes int `json:"nodes"`
 	// PassedFence are, under a CANCEL, the nodes that may still finish a
 	// step toward the cancelled SHA (coordinator.GroupState.PassedFence).
 	PassedFence []fencedJSON `json:"passed_fence"`
@@ -187,14 +198,26 @@ func gateReason(v coordinator.Verdict, now time.Time) string {
 	return v.Wait(now)
 }
 
+// newGateJSON is the verdict with the policy: max_parallel and max_failures
+// as the spec writes them and the numbers they mean for the group now.
+func newGateJSON(gs *coordinator.GroupState, v coordinator.Verdict, now time.Time) gateJSON {
+	g := gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA,
+		MaxParallel: v.MaxParallel, Nodes: gs.NodeCount(), PassedFence: passedFence(gs)}
+	if gs.Spec != nil {
+		g.MaxParallelPolicy = v.Policy.String()
+		g.MaxFailures, g.MaxFailuresPolicy = gs.MaxFailures(), gs.Spec.Update.MaxFailures.String()
+	}
+	return g
+}
+
 func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) statusJSON {
 	sum := gs.Summary(now, o.LostAfter)
 	v := sum.Gate
 	s := statusJSON{Schema: statusSchema, Group: gs.Group, At: now, Desired: gs.Desired,
-		Gate:     gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA, MaxParallel: v.MaxParallel, PassedFence: passedFence(gs)},
+		Gate:     newGateJSON(gs, v, now),
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
-		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes)}
+		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes), Deadline: progressDeadline(gs)}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}

@@ -15,7 +15,20 @@ func gateLine(g gateJSON) string {
 	if !g.Open {
 		gate = fmt.Sprintf("CLOSED (%s): %s", g.State, cell(g.Reason))
 	}
-	return fmt.Sprintf("gate %s  max_parallel %d", gate, g.MaxParallel)
+	line := fmt.Sprintf("gate %s  max_parallel %s", gate, policyText(g.MaxParallelPolicy, g.MaxParallel, g.Nodes))
+	if strings.HasSuffix(g.MaxFailuresPolicy, "%") {
+		line += "  max_failures " + policyText(g.MaxFailuresPolicy, g.MaxFailures, g.Nodes)
+	}
+	return line
+}
+
+// policyText is a count as it is, and a percentage with the number it
+// means now: "25% (= 2 of 8 nodes)".
+func policyText(policy string, now, nodes int) string {
+	if !strings.HasSuffix(policy, "%") {
+		return fmt.Sprint(now)
+	}
+	return fmt.Sprintf("%s (= %d of %d nodes)", policy, now, nodes)
 }
 
 // mayFinish says what a node that passed a fence toward a cancelled SHA

@@ -65,9 +65,9 @@ func TestStatusJSONSchema(t *testing.T) {
 		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
 	}
 	for _, tt := range []struct{ path, got, want string }{
-		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,schema,slot_budget,stall,unavailable,waiting_for_slot"},
+		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot"},
 		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
-		{"gate", sortedKeys(doc["gate"]), "max_parallel,open,opens_at,passed_fence,reason,sha,state"},
+		{"gate", sortedKeys(doc["gate"]), "max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
 		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
 		{"progress.by_state", sortedKeys(doc["progress"].(map[string]any)["by_state"]),
 			"behind,cancelled,converged,down,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},

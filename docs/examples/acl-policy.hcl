@@ -11,7 +11,9 @@
 #   - write its own node's record, its own part of the event log, its own
 #     keys in the slot (lockstep semaphore), and the records all agents of
 #     the group share: the slot's holders record and tail, failures and
-#     their counter, and failure pauses;
+#     their counter, failure pauses, and the record that a commit's
+#     progress deadline passed (deadline/, written once per commit, by
+#     the first agent that sees it pass);
 #   - write desired, which every pause touches (that is how a pause wakes
 #     every waiter) and which failure_action=rollback moves.
 # What it may not: write brakes/, where an operator's CANCEL and pause
@@ -41,7 +43,9 @@
 # delete a failure pause or the failure records and touch desired, which
 # sets moving again a SHA its failures stopped (an operator who wants a
 # brake no node can release uses `rollagent pause` or `rollagent
-# cancel`). It may also register an instance of its group's service in
+# cancel`); write a deadline record early, which applies failure_action
+# as the deadline passing would, or one that keeps a commit's deadline
+# from passing. It may also register an instance of its group's service in
 # another node's name, which counts only on the Consul node that node's
 # record names (README, Guarantees and limits); and put the services its
 # specs drain into maintenance, lift an operator's maintenance of them, or
@@ -86,6 +90,9 @@ key_prefix "rollagent/groups/web/failcount/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/pause/" {
+  policy = "write"
+}
+key_prefix "rollagent/groups/web/deadline/" {
   policy = "write"
 }
 # Its own part of the event log: an operator's part, or another node's,

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/wallclock"
+)
+
+// PlanCmd shows what a commit of a spec would do, and writes nothing.
+type PlanCmd struct {
+	Group string `arg:"" help:"Group name."`
+	SpecFlags
+	PinFlags
+	Output    string        `short:"o" enum:"table,json" default:"table" help:"Output format (table|json)."`
+	LostAfter time.Duration `name:"lost-after" default:"${lost_after}" help:"As for status: a node gone from Consul's catalog this long no longer counts, and would not move."`
+}
+
+// errChanges is returned by a plan that would change something: the
+// command exits 2, as terraform plan -detailed-exitcode does, so that a
+// script tells "no change" (0) from "changes" (2) from an error (1).
+var errChanges = errors.New("the plan has changes")
+
+// exitChanges is the exit status of a plan with changes.
+const exitChanges = 2
+
+// Run reads the group, plans the commit and prints the plan.
+func (c *PlanCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	if err := hashspec.ValidateName(c.Group); err != nil {
+		return fmt.Errorf("group: %w", err)
+	}
+	spec, sha, err := loadSpec(c.File, c.Format, c.Group)
+	if err != nil {
+		return err
+	}
+	if spec, sha, err = c.pin(ctx, spec, sha, g.Timeout); err != nil {
+		return err
+	}
+	st, err := g.store()
+	if err != nil {
+		return err
+	}
+	gs, err := st.Read(ctx, c.Group, nil)
+	if err != nil {
+		return err
+	}
+	withUnavailable(ctx, st, gs)
+	now := wallclock.Now()
+	planned := st.Planned(ctx, gs, spec, sha, now)
+	p, err := newPlan(gs, planned, spec, sha, c.LostAfter, now)
+	if err != nil {
+		return err
+	}
+	if err := c.print(out, p); err != nil {
+		return err
+	}
+	switch {
+	case p.Refused != "":
+		return errors.New(p.Refused)
+	case p.Changes:
+		return errChanges
+	}
+	return nil
+}
+
+func (c *PlanCmd) print(out io.Writer, p planJSON) error {
+	if c.Output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	return printPlan(out, p)
+}
+
+// planSchema is bumped on any change that could break a script reading
+// `plan -o json` (docs/plan-json.md); fields are only added within one.
+const planSchema = 1
+
+// planJSON is the stable schema of `plan -o json`, documented in
+// docs/plan-json.md.
+type planJSON struct {
+	Schema  int                  `json:"schema"`
+	Group   string               `json:"group"`
+	At      time.Time            `json:"at"`
+	SHA     string               `json:"sha"`
+	Desired *coordinator.Desired `json:"desired"`
+	Changes bool                 `json:"changes"`
+	// Refused says why a commit of the spec would be refused ("" when
+	// it would not).
+	Refused    string        `json:"refused,omitempty"`
+	Diff       []fieldChange `json:"diff"`
+	PolicyOnly bool          `json:"policy_only"`
+	Nodes      planNodesJSON `json:"nodes"`
+	Gate       planGateJSON  `json:"gate"`
+	Estimate   *estimateJSON `json:"estimate"`
+	Notes      []string      `json:"notes"`
+	Problems   []string      `json:"problems"`
+}
+
+type planNodesJSON struct {
+	Total   int           `json:"total"`
+	Move    []moveJSON    `json:"move"`
+	Refused []refusedJSON `json:"refused"`
+	Order   string        `json:"order"`
+}
+
+type moveJSON struct {
+	Node  string                 `json:"node"`
+	SHA   string                 `json:"sha"`
+	State coordinator.NodeStatus `json:"state"`
+	Down  coordinator.DownReason `json:"down,omitempty"`
+}
+
+type refusedJSON struct {
+	Node  string `json:"node"`
+	Error string `json:"error"`
+}
+
+type planGateJSON struct {
+	Open        bool                  `json:"open"`
+	State       coordinator.GateState `json:"state"`
+	Reason      string                `json:"reason"`
+	Hold        bool                  `json:"hold"`
+	OpensAt     *time.Time            `json:"opens_at"`
+	MaxParallel int                   `json:"max_parallel"`
+	// MaxParallelPolicy is max_parallel as the spec writes it, and Nodes
+	// the group's nodes a percentage of it is of.
+	MaxParallelPolicy string `json:"max_parallel_policy"`
+	Nodes             int    `json:"nodes"`
+}
+
+// estimateJSON is how long the rollout should take at the pace of the
+// group's last one.
+type estimateJSON struct {
+	Seconds        float64  `json:"seconds"`
+	Waves          int      `json:"waves"`
+	PerWaveSeconds float64  `json:"per_wave_seconds"`
+	MaxParallel    int      `json:"max_parallel"`
+	From           paceJSON `json:"from"`
+}
+
+// paceJSON is the rollout an estimate rests on.
+type paceJSON struct {
+	SHA         string  `json:"sha"`
+	Nodes       int     `json:"nodes"`
+	Seconds     float64 `json:"seconds"`
+	MaxParallel int     `json:"max_parallel"`
+}
+
+// planOrder is what a plan can say of the order: agents take a slot in the
+// order they join the line (FIFO), which is when each looks, and a node
+// whose workload is down claims its slot ahead of the line.
+const planOrder = "estimated order: by when each agent looks; nodes down first"
+
+func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha string, lostAfter time.Duration, now time.Time) (planJSON, error) {
+	p := planJSON{Schema: planSchema, Group: gs.Group, At: now, SHA: sha, Desired: gs.Desired,
+		Diff: []fieldChange{}, Notes: []string{}, Problems: nonNil(gs.Problems)}
+	p.Changes = gs.Desired == nil || gs.Desired.SHA != sha
+	if gs.Cancelled(sha) {
+		p.Refused = fmt.Sprintf("SHA %s of group %s was cancelled: a commit of it is refused; change the spec to get a new SHA",
+			coordinator.ShortSHA(sha), gs.Group)
+	}
+	var err error
+	if p.Diff, err = specDiff(gs.Spec, spec); err != nil {
+		return p, err
+	}
+	p.Diff = nonNil(p.Diff)
+	if gs.Desired != nil && gs.Spec == nil {
+		p.Notes = append(p.Notes, "the desired spec is missing from history: every field is shown as added")
+	}
+	p.PolicyOnly = p.Changes && policyOnly(p.Diff)
+	sum := planned.Summary(now, lostAfter)
+	v := sum.Gate
+	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v),
+		MaxParallel: v.MaxParallel, MaxParallelPolicy: v.Policy.String(), Nodes: planned.NodeCount()}
+	p.Nodes = planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
+	if !p.Changes {
+		// The nodes still on their way to the desired SHA move whether
+		// or not the spec is committed again: not for this plan.
+		return p, nil
+	}
+	p.Nodes = planNodes(planned, sum)
+	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel.Of(planned.NodeCount()))
+	p.Notes = append(p.Notes, planNotes(gs, p)...)
+	return p, nil
+}
+
+// planNodes are the nodes that would move to the planned SHA, in the order
+// they would likely take a slot, and those a failure of it refused.
+func planNodes(planned *coordinator.GroupState, sum coordinator.Summary) planNodesJSON {
+	n := planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
+	failed := map[string]string{}
+	for _, f := range planned.Failures {
+		failed[f.Node] = f.Error
+	}
+	for _, r := range sum.Rows {
+		switch {
+		case !r.Counts || r.Standing == coordinator.StandingConverged:
+		case failed[r.Node] != "":
+			n.Refused = append(n.Refused, refusedJSON{Node: r.Node, Error: failed[r.Node]})
+		case r.Record == nil:
+			n.Move = append(n.Move, moveJSON{Node: r.Node, State: coordinator.NodeStatus(coordinator.StandingInvalid), Down: planned.DownWhy[r.Node]})
+		default:
+			n.Move = append(n.Move, moveJSON{Node: r.Node, SHA: r.Record.SHA, State: r.Record.State, Down: planned.DownWhy[r.Node]})
+		}
+	}
+	// Stable: by name within each kind, as Rows are.
+	slices.SortStableFunc(n.Move, func(a, b moveJSON) int {
+		return boolRank(a.Down == "") - boolRank(b.Down == "")
+	})
+	return n
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// planEstimate is ceil(moving / K) waves, each as long as one wave of the
+// desired SHA's rollout took: the span from its commit to its latest
+// convergence, over the waves its max_parallel made of the nodes that
+// converged. nil when that rollout has no node converged to go by.
+func planEstimate(gs *coordinator.GroupState, moving, k int) *estimateJSON {
+	if gs.Desired == nil || gs.Spec == nil || moving == 0 {
+		return nil
+	}
+	basis, last := pace(gs)
+	if basis == 0 {
+		return nil
+	}
+	span := last.Sub(gs.Desired.CommittedAt)
+	// A percentage as the group is now: the number it meant then is not kept.
+	oldK := max(gs.Spec.Update.MaxParallel.Of(gs.NodeCount()), 1)
+	wave := span / time.Duration(ceilDiv(basis, oldK))
+	waves := ceilDiv(moving, max(k, 1))
+	return &estimateJSON{Seconds: (wave * time.Duration(waves)).Seconds(), Waves: waves, PerWaveSeconds: wave.Seconds(), MaxParallel: k,
+		From: paceJSON{SHA: gs.Desired.SHA, Nodes: basis, Seconds: span.Seconds(), MaxParallel: oldK}}
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// planNotes say what the rest of the plan does not: what a policy-only
+// change does to each node, and which brakes of the current SHA a commit
+// leaves behind.
+func planNotes(gs *coordinator.GroupState, p planJSON) []string {
+	var notes []string
+	if p.PolicyOnly {
+		notes = append(notes, "only the update policy changed, but the SHA changes with it: every node's agent "+
+			"replaces its workload to take the new SHA up (Docker: the same container spec, created and started again; exec: the replace command run again), under the new policy")
+	}
+	if gs.Cancel != nil {
+		notes = append(notes, fmt.Sprintf("the CANCEL of %s does not apply to the new SHA", coordinator.ShortSHA(gs.Cancel.SHA)))
+	}
+	if gs.Pause != nil {
+		notes = append(notes, fmt.Sprintf("the failure pause of %s does not apply to the new SHA", coordinator.ShortSHA(gs.Pause.SHA)))
+	}
+	return notes
+}
+
+// planGateReason is the gate's reason as status gives it, but a stagger's:
+// a plan is a new process, which sees the slot's latest release for the
+// first time, so its wait is the longest an agent could have; an agent
+// that saw the release earlier waits less, or not at all.
+func planGateReason(v coordinator.Verdict, now time.Time) string {
+	if v.State == coordinator.GateStagger {
+		return v.Wait(now) + "; counted from this plan's first sight of the release: an agent that saw it earlier waits less"
+	}
+	return gateReason(v, now)
+}

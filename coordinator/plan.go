@@ -1,0 +1,45 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
+)
+
+// Planned is g as it would be right after a commit of spec (whose SHA is
+// sha) at now, for `rollagent plan`: the same nodes, holders and brakes,
+// with the new SHA desired and the records of that SHA (a CANCEL, a
+// failure pause, its failures) in place of the old one's, so that
+// Evaluate gives the verdict the commit would meet. An operator's pause
+// holds the group across commits and stays; the health of the checks the
+// new spec blocks on is read again. g is not changed, and nothing is
+// written.
+func (s *Store) Planned(ctx context.Context, g *GroupState, spec *hashspec.Spec, sha string, now time.Time) *GroupState {
+	p := g.plannedAs(spec, sha, now)
+	return s.withHealth(ctx, p, false)
+}
+
+// plannedAs is Planned without the health read: the records alone.
+func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *GroupState {
+	p := *g
+	d := Desired{SHA: sha, CommittedAt: now.UTC(), Reason: "plan"}
+	if g.Desired != nil {
+		d.Previous = g.Desired.SHA
+	}
+	p.Desired, p.Spec, p.Health = &d, nil, nil
+	p.Cancel, p.Pause, p.OperatorPause, p.Failures = nil, nil, nil, nil
+	p.Problems = append([]string(nil), g.Problems...)
+	// The planned desired record is not in byKey: resolveDesired reads
+	// the records of sha from it and takes the spec from history, where
+	// a SHA never committed is not; the spec is given instead.
+	p.DesiredPair = &api.KVPair{Key: g.k.Desired()}
+	if g.DesiredPair != nil {
+		p.DesiredPair.ModifyIndex = g.DesiredPair.ModifyIndex
+	}
+	p.History = append(append([]HistoryEntry(nil), g.History...), HistoryEntry{SHA: sha, CommittedAt: d.CommittedAt, spec: spec})
+	p.resolveDesired(g.k, g.byKey)
+	p.History = p.History[:len(g.History)]
+	return &p
+}
