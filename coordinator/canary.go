@@ -226,15 +226,22 @@ func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int,
 		return nil, err
 	}
 	registered, err := s.Registered(ctx, group)
-	if err != nil || len(registered) == 0 {
-		registered = nil // no catalog to go by: every record counts
+	if err != nil {
+		registered = nil
 	}
-	var nodes []string
-	for _, r := range g.Nodes {
-		if registered == nil || registered[r.Node] {
-			nodes = append(nodes, r.Node)
+	rec := Canaries{SHA: sha, Nodes: append([]string{}, ChooseCanaries(sha, canaryPool(g.Nodes, registered), n)...), At: s.clock().UTC()}
+	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Canaries(sha), Value: mustJSON(rec)}}), nil
+}
+
+// canaryPool are the nodes canaries are chosen from: those with a valid
+// record and, when the catalog lists any instance of the group's service
+// (registered), an instance there.
+func canaryPool(nodes []NodeState, registered map[string]bool) []string {
+	var out []string
+	for _, r := range nodes {
+		if len(registered) == 0 || registered[r.Node] {
+			out = append(out, r.Node)
 		}
 	}
-	rec := Canaries{SHA: sha, Nodes: append([]string{}, ChooseCanaries(sha, nodes, n)...), At: s.clock().UTC()}
-	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Canaries(sha), Value: mustJSON(rec)}}), nil
+	return out
 }

@@ -193,3 +193,25 @@ func TestChooseCanaries(t *testing.T) {
 }
 
 var pinnedCanaries = []string{"n3", "n1"}
+
+// A plan of a spec with canaries meets the gate the commit would: its own
+// choice of canaries, no promotion (not even the old rollout's), open to
+// the canaries and the group, closed to the others.
+func TestPlannedCanaries(t *testing.T) {
+	g := canaryFixture{nodes: map[string]NodeStatus{"n1": StateConverged, "n2": StateConverged, "n3": StateConverged}, promoted: true}.state(t)
+	s := specWith(t, "pause", 1, 2)
+	s.Update.Canary = 1
+	sha, _ := s.SHA()
+	p := g.plannedAs(s, sha, time.Now())
+	want := ChooseCanaries(sha, []string{"n1", "n2", "n3"}, 1)
+	if p.Canaries == nil || !slices.Equal(p.Canaries.Nodes, want) || p.Promoted != nil {
+		t.Fatalf("planned canaries %+v, promoted %+v: want %v and none", p.Canaries, p.Promoted, want)
+	}
+	if v := Evaluate(GateInput{Group: p, Now: time.Now(), Mono: time.Now()}); !v.Open {
+		t.Fatalf("the planned group's gate: %s (%s), want open to the canaries", v.State, v.Reason)
+	}
+	other := slices.DeleteFunc([]string{"n1", "n2", "n3"}, func(n string) bool { return n == want[0] })[0]
+	if v := Evaluate(GateInput{Group: p, Now: time.Now(), Mono: time.Now(), Node: other}); v.State != GateAwaitingPromotion {
+		t.Fatalf("%s's planned gate: %s, want awaiting_promotion", other, v.State)
+	}
+}
