@@ -181,3 +181,46 @@ func TestCanaryPauseWhileAwaitingNeverPromotes(t *testing.T) {
 	f.waitConverged(others, v2)
 	f.beganFrom(others, v2, resumed.Add(healthy), "the healthy time after the resume")
 }
+
+// A node that holds a slot when a commit with canaries lands, and is not
+// one of its canaries, finishes its step and does not go on to the new
+// SHA ahead of the canaries: for it the gate is closed, not a hold.
+func TestCanaryHolderOfAnEarlierStepWaitsForPromotion(t *testing.T) {
+	f := newWindowFleet(t, canaryNodes, 3*time.Second)
+	v2 := commitRecording(t, f.st, f.group, "v2", "")
+	var holder string
+	testkit.Eventually(t, time.Minute, "a replacement to v2 to begin", func() bool {
+		for _, n := range canaryNodes {
+			if _, ok := f.rts[n].beganAt(v2); ok {
+				holder = n
+				return true
+			}
+		}
+		return false
+	})
+	// A release whose canary is another node: the choice is the commit's,
+	// made ahead by the same function.
+	var s *hashspec.Spec
+	for i := 0; i < 20 && s == nil; i++ {
+		c := f.canarySpec(fmt.Sprintf("v3-%d", i), 0)
+		sha, err := c.SHA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if coordinator.ChooseCanaries(sha, canaryNodes, 1)[0] != holder {
+			s = c
+		}
+	}
+	if s == nil {
+		t.Fatalf("no release of 20 has a canary other than %s", holder)
+	}
+	v3, canary, others := f.commitCanary(s)
+	f.awaitPromotion(v3, canary, others)
+	f.noneBegan(others, v3, time.Second)
+	promoted := time.Now()
+	if _, err := f.st.PromoteBy(context.Background(), f.group, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitConverged(others, v3)
+	f.beganFrom(others, v3, promoted, "the promotion")
+}

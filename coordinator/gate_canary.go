@@ -26,7 +26,9 @@ const CanaryRecheck = 5 * time.Second
 // to write one, and a canary that falls over afterwards holds the rest
 // again until it has been healthy that long anew.
 //
-// It is a hold, after the brakes in Rules: under a CANCEL or a pause the
+// It is a hold for the group (the canaries go on) and closes the gate
+// outright for a node that is not a canary; it comes after the brakes in
+// Rules: under a CANCEL or a pause the
 // brake is the verdict, a promotion or not, and the canaries' clock
 // counts only while no brake is on (canaryHealthy), so neither ever
 // promotes; after a resume the canaries must stay healthy the whole time
@@ -45,7 +47,12 @@ func (canaryRule) Close(in GateInput) (Closed, bool) {
 		return Closed{}, false
 	}
 	u := g.Spec.Update
-	c := Closed{Hold: true, Opens: "`rollagent promote " + g.Group + "` opens the gate"}
+	// For a node that is not a canary the gate is closed, not a hold: a
+	// slot it holds from before the commit (a step a commit interrupted)
+	// must not carry it to the new SHA ahead of the canaries. For the
+	// group it is a hold: the canaries finish their steps.
+	node := in.node()
+	c := Closed{Hold: node == "", Opens: "`rollagent promote " + g.Group + "` opens the gate"}
 	if g.Canaries == nil {
 		c.Reason = "awaiting promotion: no canary record for " + ShortSHA(g.Desired.SHA)
 		return c, true
@@ -64,7 +71,6 @@ func (canaryRule) Close(in GateInput) (Closed, bool) {
 		}
 		c.Recheck, c.Poll = in.Now.Add(min(left, CanaryRecheck)), g.CanarySeen.At.IsZero() || left > CanaryRecheck
 	}
-	node := in.node()
 	switch {
 	case node != "" && g.Canaries.Has(node):
 		return Closed{}, false

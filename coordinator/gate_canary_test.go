@@ -90,8 +90,8 @@ func TestCanaryRule(t *testing.T) {
 			if !closed {
 				return
 			}
-			if !c.Hold || !strings.HasPrefix(c.Reason, "awaiting promotion") || !strings.Contains(c.Opens, "rollagent promote web") || c.Poll != tc.poll {
-				t.Fatalf("closed %+v: want a hold awaiting promotion, opened by `rollagent promote web`, poll %v", c, tc.poll)
+			if c.Hold != (tc.node == "") || !strings.HasPrefix(c.Reason, "awaiting promotion") || !strings.Contains(c.Opens, "rollagent promote web") || c.Poll != tc.poll {
+				t.Fatalf("closed %+v: want awaiting promotion (a hold for the group only), opened by `rollagent promote web`, poll %v", c, tc.poll)
 			}
 			if tc.f.auto && (c.Recheck.IsZero() || c.Recheck.After(now.Add(CanaryRecheck))) {
 				t.Fatalf("auto-promotion waiting: recheck %s, want within %s", c.Recheck, CanaryRecheck)
