@@ -168,3 +168,53 @@ func TestBlockOnNodeHoldsOnlyItsNode(t *testing.T) {
 		t.Errorf("n1 began replacing at %s, before its disk passed at %s", at.Format(time.StampMilli), passed.Format(time.StampMilli))
 	}
 }
+
+// A check that fails while a node heads the line, waiting on a full slot,
+// stops that node's grant once the slot frees, however soon: the agent
+// reads the checks right before the grant's transaction, not only at its
+// watch's tick (every 2 s), which the slot freeing a few milliseconds
+// after the flip would outrun. The holder finishes its step; the node in
+// line begins only once the check passes again.
+func TestBlockCheckFailedAtTheHeadOfTheLineStopsTheGrant(t *testing.T) {
+	nodes := []string{"n1", "n2"}
+	f := newWindowFleet(t, nodes, 0)
+	c := f.consul
+	registerTTLCheck(t, c, "replication-lag", api.HealthPassing)
+	releases := map[string]func(){}
+	for _, n := range nodes {
+		releases[n] = f.rts[n].holdSteps()
+		t.Cleanup(releases[n])
+	}
+	v2 := f.commitBlocked("v2", []hashspec.Block{{Check: "replication-lag"}}, nil)
+	first, second := "", ""
+	fleettest.WaitFor(t, time.Minute, "a first replacement to begin, the other node in line", func() bool {
+		for i, n := range nodes {
+			if _, ok := f.rts[n].beganAt(v2); ok {
+				first, second = n, nodes[1-i]
+			}
+		}
+		gs := f.state()
+		return first != "" && gs.Holders != nil && len(gs.Holders.Waiting) == 1
+	})
+	setTTL(t, c, "replication-lag", api.HealthCritical)
+	fleettest.WaitFor(t, 10*time.Second, "Consul's health API to show the check critical", func() bool {
+		checks, _, err := c.Health().State(api.HealthAny, &api.QueryOptions{Filter: `Name == "replication-lag"`})
+		return err == nil && len(checks) == 1 && checks[0].Status == api.HealthCritical
+	})
+	releases[first]() // the slot frees within milliseconds of the flip
+	f.waitConverged([]string{first}, v2)
+	fleettest.WaitFor(t, time.Minute, second+" to be blocked by the lag check, or granted", func() bool {
+		if _, ok := f.rts[second].beganAt(v2); ok {
+			return true
+		}
+		s := nodeState(t, f.st, f.group, second)
+		return s != nil && s.State == coordinator.StateWaiting && strings.HasPrefix(s.Error, `blocked by Consul check "replication-lag" (critical)`)
+	})
+	if at, ok := f.rts[second].beganAt(v2); ok {
+		t.Fatalf("%s began replacing at %s, granted with the check critical", second, at.Format(time.StampMilli))
+	}
+	passed := setTTL(t, c, "replication-lag", api.HealthPassing)
+	releases[second]()
+	f.waitConverged(nodes, v2)
+	f.beganFrom([]string{second}, v2, passed, "the check passed")
+}

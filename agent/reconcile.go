@@ -218,8 +218,12 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 		a.log.Warn("cannot create a session", "error", err)
 		return nil, lockstep.Gate{}, false
 	}
-	m, err := a.cfg.Store.NewSemaphore(s, lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
-		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }})
+	opts := lockstep.Options{Prefix: a.keys.Slot(), Name: a.cfg.Node, Logger: a.log.Named("lockstep"),
+		Unavailable: func(ctx context.Context) ([]string, error) { return a.cfg.Store.Unavailable(ctx, a.cfg.Group) }}
+	if !a.withDomain(ctx, gs, &opts) {
+		return nil, lockstep.Gate{}, false
+	}
+	m, err := a.cfg.Store.NewSemaphore(s, opts)
 	if err != nil {
 		a.log.Error("cannot contend for a slot", "error", err)
 		return nil, lockstep.Gate{}, false
@@ -227,6 +231,29 @@ func (a *Agent) contend(ctx context.Context, gs *coordinator.GroupState, l Look)
 	g := gs.LockGate(a.keys)
 	g.Lease = a.lease(gs.Spec)
 	return m, g, true
+}
+
+// withDomain sets this node's topology domain (update.max_parallel_per)
+// in opts, from its Consul agent's node meta, and how to learn the
+// others' (from the catalog). ok is false, logged, when the domain cannot
+// be told: a node that cannot say where it is must not take a slot that
+// the bound per domain might refuse it; it tries again at its next look.
+func (a *Agent) withDomain(ctx context.Context, gs *coordinator.GroupState, opts *lockstep.Options) bool {
+	if gs.Spec == nil || gs.Spec.Update.MaxParallelPer == nil {
+		return true
+	}
+	key := gs.Spec.Update.MaxParallelPer.Key
+	d, err := a.cfg.Store.LocalDomain(ctx, key)
+	if err != nil {
+		a.cfg.Metrics.ConsulError()
+		a.log.Warn("cannot read this node's Consul node meta for update.max_parallel_per", "error", err)
+		return false
+	}
+	opts.Domain = d
+	opts.Domains = func(ctx context.Context) (map[string]string, error) {
+		return a.cfg.Store.Domains(ctx, a.cfg.Group, key)
+	}
+	return true
 }
 
 // reclaim takes this node's slot back, after claiming it first when its
@@ -303,8 +330,10 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 		a.pub.published(ctx, waiting)
 	}
 	var claim coordinator.NodeState
+	var healthIndex uint64 // of the health read right before the grant
 	w.Grant = func() api.TxnOps {
 		claim = a.carried(l.SHA, sha, inGrant)
+		claim.HealthIndex = healthIndex
 		return a.nodeOps(claim)
 	}
 	wctx, stop := context.WithCancelCause(ctx)
@@ -315,8 +344,21 @@ func (a *Agent) acquire(ctx context.Context, m *lockstep.Semaphore, g lockstep.G
 	if l.Recheck > 0 {
 		defer time.AfterFunc(left, func() { stop(errRecheck) }).Stop()
 	}
+	if gs.Polls() {
+		go a.watchPolled(wctx, stop, gs)
+	}
 	if gs.Spec != nil && gs.Spec.Update.Blocks() {
-		go a.watchBlocks(wctx, stop, gs)
+		// The watch leaves the line within a tick; this holds the grant
+		// itself to the health as read one round trip before it.
+		w.Check = func(ctx context.Context) error {
+			h, closed := a.blockClosed(ctx, gs)
+			if closed != "" {
+				a.log.Info("not taking the slot: the gate closed right before the grant", "reason", closed)
+				return errRecheck
+			}
+			healthIndex = h.Index
+			return nil
+		}
 	}
 	if gs.Spec != nil && gs.Spec.Update.MaxParallel.IsPercent() {
 		go a.watchMembers(wctx, stop, gs.NodeCount())
@@ -350,28 +392,28 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 	}
 }
 
-// blockWatchInterval is how often a node in line reads the health of the
-// Consul checks its spec blocks on (update.block_on): a check that fails
-// holds new grants within about this.
-const blockWatchInterval = 2 * time.Second
+// pollWatchInterval is how often a node in line reads again what its
+// gate is judged on that no write to its KV announces: the checks its
+// spec blocks on (update.block_on), the groups it waits for
+// (update.after), the check that says which node goes last (update.last).
+// A group that moves away from converged, or leadership that moves to this
+// node, holds new grants within about this; a check the spec blocks on
+// holds the grant itself, read once more right before it (acquire).
+const pollWatchInterval = 2 * time.Second
 
-// watchBlocks reads the health of the checks the desired spec of gs blocks
-// on while the node waits in line, and ends the wait (errRecheck) once the
-// gate closes by it: a check's status is nothing Consul checks in the
-// grant, and writes nothing to KV. While the gate stays open the node
-// keeps its place.
-func (a *Agent) watchBlocks(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
-	tick := time.NewTicker(blockWatchInterval)
+// watchPolled reads those while the node waits in line, and ends the wait
+// (errRecheck) once the gate closes on them.
+func (a *Agent) watchPolled(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
+	tick := time.NewTicker(pollWatchInterval)
 	defer tick.Stop()
-	g := *gs
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		g.Health = a.cfg.Store.BlockHealth(ctx, &g.Spec.Update, true)
-		if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
+		g := a.cfg.Store.Polled(ctx, gs, a.cfg.Node)
+		if v := coordinator.Evaluate(coordinator.GateInput{Group: g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
 			stop(errRecheck)
 			return
@@ -406,6 +448,18 @@ func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, 
 			return
 		}
 	}
+}
+
+// blockClosed reads the health of the checks the desired spec of gs blocks
+// on, consistently, for the read right before a grant, and evaluates the
+// gate on gs with it: the reason it is closed, or "" when it is open.
+func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, string) {
+	g := *gs
+	g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
+	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open {
+		return g.Health, v.Reason
+	}
+	return g.Health, ""
 }
 
 // carried is the node's record of sha that c carries (decide.go's carried).

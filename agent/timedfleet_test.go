@@ -22,6 +22,18 @@ type timedRuntime struct {
 	slow  time.Duration
 	mu    sync.Mutex
 	began map[string]time.Time // SHA -> when its replacement passed its fence
+	// held, when set, keeps each replacement in its step, under its slot,
+	// until it is closed.
+	held chan struct{}
+}
+
+// holdSteps keeps every replacement that begins from now in its step
+// until the returned func is called.
+func (r *timedRuntime) holdSteps() (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held = make(chan struct{})
+	return sync.OnceFunc(func() { close(r.held) })
 }
 
 func (r *timedRuntime) Replace(ctx context.Context, s *hashspec.Spec, sha string, step agent.StepFunc) error {
@@ -31,8 +43,16 @@ func (r *timedRuntime) Replace(ctx context.Context, s *hashspec.Spec, sha string
 		}
 		r.mu.Lock()
 		r.began[sha] = time.Now()
+		held := r.held
 		r.mu.Unlock()
 		time.Sleep(r.slow)
+		if held != nil {
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return nil
 	})
 }
@@ -56,7 +76,12 @@ type windowFleet struct {
 }
 
 func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	g := groupkit.New(t, "window")
+	return newWindowFleetOn(t, groupkit.New(t, "window"), nodes, slow)
+}
+
+// newWindowFleetOn is newWindowFleet of group g: several groups on one
+// Consul agent.
+func newWindowFleetOn(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration) *windowFleet {
 	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")

@@ -145,6 +145,8 @@ var Rules = []Rule{
 	// holds new grants.
 	windowRule{},
 	blockRule{},
+	afterRule{},
+	lastRule{},
 	staggerRule{},
 	canaryRule{},
 }
@@ -238,6 +240,9 @@ func (g *GroupState) LockGate(k Keys) lockstep.Gate {
 		Closed: k.Closing(v.SHA), Brakes: k.Brakes(v.SHA), Limit: v.Limit, GrantChecks: g.membershipCheck(k)}
 	if g.Spec != nil {
 		lg.Stagger = g.Spec.Update.Stagger.Std()
+		if p := g.Spec.Update.MaxParallelPer; p != nil {
+			lg.PerDomain = p.Max
+		}
 	}
 	return lg
 }

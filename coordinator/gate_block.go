@@ -29,6 +29,10 @@ type GateHealth struct {
 	// not for the gate, which each agent judges for its own node, but to
 	// tell a node they hold from one that is stalled.
 	OnNodes map[string][]BlockFailure
+	// Index is the Consul index of the read (X-Consul-Index of the
+	// health query): every change of a check up to it is in the answer,
+	// none after. 0 when nothing was read.
+	Index uint64
 }
 
 // BlockFailure is a block of the spec that does not pass.

@@ -18,12 +18,22 @@ import (
 // blocks are not read: each agent judges its own. It never fails: a read
 // that fails is GateHealth.Err, which keeps the gate closed.
 func (s *Store) BlockHealth(ctx context.Context, u *hashspec.Update, local bool) *GateHealth {
-	return s.blockHealth(ctx, u, local, nil)
+	return s.blockHealth(ctx, u, local, false, nil)
+}
+
+// BlockHealthNow is BlockHealth (local) read consistently: the leader
+// confirms with a quorum that it still leads before it answers, so the
+// answer holds every change of a check Consul applied before the read
+// began, which a read of a leader just deposed may not. For the read right
+// before a grant, whose window it bounds; one round trip more than
+// BlockHealth's.
+func (s *Store) BlockHealthNow(ctx context.Context, u *hashspec.Update) *GateHealth {
+	return s.blockHealth(ctx, u, true, true, nil)
 }
 
 // blockHealth is BlockHealth, and, for the Consul nodes of others (those
 // the group's records name), GateHealth.OnNodes.
-func (s *Store) blockHealth(ctx context.Context, u *hashspec.Update, local bool, others []string) *GateHealth {
+func (s *Store) blockHealth(ctx context.Context, u *hashspec.Update, local, consistent bool, others []string) *GateHealth {
 	var node string
 	if local && len(u.BlockOnNode) > 0 {
 		name, err := s.c.Agent().NodeName()
@@ -42,14 +52,14 @@ func (s *Store) blockHealth(ctx context.Context, u *hashspec.Update, local bool,
 	if expr == "" {
 		return &GateHealth{}
 	}
-	checks, meta, err := s.c.Health().State(api.HealthAny, (&api.QueryOptions{Filter: expr}).WithContext(ctx))
+	checks, meta, err := s.c.Health().State(api.HealthAny, (&api.QueryOptions{Filter: expr, RequireConsistent: consistent}).WithContext(ctx))
 	if err != nil {
 		return &GateHealth{Err: consulError(s.c, err).Error()}
 	}
 	if meta.ResultsFilteredByACLs {
 		return &GateHealth{Err: "consul: permission denied: the token may not read every check it blocks on (service:read and node:read), so Consul left some out"}
 	}
-	h := &GateHealth{Failing: blockFailures(u.BlockOn, false, "", checks)}
+	h := &GateHealth{Failing: blockFailures(u.BlockOn, false, "", checks), Index: meta.LastIndex}
 	if node != "" {
 		h.Failing = append(h.Failing, blockFailures(u.BlockOnNode, true, node, checks)...)
 	}
@@ -142,6 +152,6 @@ func (s *Store) withHealth(ctx context.Context, g *GroupState, local bool) *Grou
 			}
 		}
 	}
-	g.Health = s.blockHealth(ctx, &g.Spec.Update, local, others)
+	g.Health = s.blockHealth(ctx, &g.Spec.Update, local, false, others)
 	return g
 }

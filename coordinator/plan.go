@@ -14,11 +14,11 @@ import (
 // failure pause, its failures) in place of the old one's, so that
 // Evaluate gives the verdict the commit would meet. An operator's pause
 // holds the group across commits and stays; the health of the checks the
-// new spec blocks on is read again. g is not changed, and nothing is
+// new spec blocks on, and the groups of its update.after, are read again. g is not changed, and nothing is
 // written.
 func (s *Store) Planned(ctx context.Context, g *GroupState, spec *hashspec.Spec, sha string, now time.Time) *GroupState {
 	p := g.plannedAs(spec, sha, now)
-	return s.withHealth(ctx, p, false)
+	return s.withOrder(ctx, s.withHealth(ctx, p, false), "")
 }
 
 // plannedAs is Planned without the health read: the records alone.
@@ -28,7 +28,7 @@ func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *
 	if g.Desired != nil {
 		d.Previous = g.Desired.SHA
 	}
-	p.Desired, p.Spec, p.Health = &d, nil, nil
+	p.Desired, p.Spec, p.Health, p.After, p.Last = &d, nil, nil, nil, nil
 	p.Cancel, p.Pause, p.OperatorPause, p.Failures = nil, nil, nil, nil
 	p.Canaries, p.Promoted, p.CanaryNodes, p.CanarySeen = nil, nil, nil, CanarySeen{}
 	p.Problems = append([]string(nil), g.Problems...)

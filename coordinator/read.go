@@ -24,6 +24,9 @@ var (
 	// is judged on (a folder of brakes or failures over the size a reader
 	// accepts): the reader must act as if the gate were closed.
 	ErrGateUnread = errors.New("coordinator: what the gate is judged on could not be read")
+	// ErrNoDomain is a node whose topology domain (update.max_parallel_per)
+	// cannot be told: its Consul node is not in the catalog.
+	ErrNoDomain = errors.New("coordinator: the node's domain cannot be told")
 )
 
 // SetAddress names the Consul address in the errors the store returns when

@@ -52,7 +52,7 @@ func (s *Store) ReadForAt(ctx context.Context, group, node string, w Woken) (*Gr
 		}
 		s.withCanaries(g, k)
 	}
-	return s.withHealth(ctx, g, true), nil
+	return s.withOrder(ctx, s.withHealth(ctx, g, true), node), nil
 }
 
 // withNodeKeys counts the group's records for a look under a percentage,

@@ -139,6 +139,14 @@ type NodeState struct {
 	// runtime reports it (Docker: the container's image), "" when it has
 	// none to report: what runs, where SHA is what was asked for.
 	ImageID string `json:"image_id,omitempty"`
+	// HealthIndex is on the record a grant writes when the desired spec
+	// blocks on Consul checks: the Consul index of the health read the
+	// agent made right before the grant's transaction (GateHealth.Index).
+	// That read saw every change of a check up to it and none after, so a
+	// check that failed at a later index failed between the read and the
+	// grant: the window of a hold that Consul does not check in the
+	// transaction. Absent on every other record.
+	HealthIndex uint64 `json:"health_index,omitempty"`
 	// Gate is the state of the closed gate the node waits on (a record
 	// that is waiting, paused or cancelled while the gate is closed: the
 	// window, a check, a pause), "" otherwise: the Consul UI shows it.

@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -100,6 +102,12 @@ const (
 	// CauseNodeCheck: a check of the spec's update.block_on_node is not
 	// passing on the node's own Consul node, which holds it until it does.
 	CauseNodeCheck StallCause = "node_check"
+	// CauseDomainFull: the node is in line and its domain
+	// (update.max_parallel_per) is full: nodes of it are down (SpreadWaits).
+	CauseDomainFull StallCause = "domain_full"
+	// CauseBehindDomainFull: the node is in line, and the line, first come
+	// first served, waits behind a node whose domain is full.
+	CauseBehindDomainFull StallCause = "behind_domain_full"
 	// CauseNotGranted: the node is in line and a slot is free, yet no grant
 	// came: a bug in rollagent.
 	CauseNotGranted StallCause = "not_granted"
@@ -140,13 +148,19 @@ type StallInput struct {
 	DownWhy     map[string]DownReason // why each of Unavailable is down
 	// Lost are the nodes Summary no longer counts: none of them waits.
 	Lost map[string]bool
-	// NodeChecks are the nodes a check of update.block_on_node holds, with
-	// what holds each (GateHealth.OnNodes, by the node's record).
+	// NodeChecks are the nodes a check of update.block_on_node holds, or
+	// that of update.last (GroupState.LastWaiters), with what holds each
+	// (GateHealth.OnNodes, by the node's record).
 	NodeChecks map[string]string
 	// Stagger is the desired spec's update.stagger: a grant may wait that
 	// long after a release that an agent saw later than the reader did,
 	// so a group is quiet that much longer before it counts as stalled.
 	Stagger time.Duration
+	// Spread is the desired spec's update.max_parallel_per, and Domains
+	// the nodes' domains (GroupState.Domains): a node in line whose domain
+	// is full is held, not forgotten.
+	Spread  *hashspec.Spread
+	Domains map[string]string
 	Now     time.Time
 }
 
@@ -156,6 +170,7 @@ func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 		Holders: g.Holders, Unavailable: g.Unavailable, DownWhy: g.DownWhy, Lost: sum.Lost(), NodeChecks: g.nodeChecks(), Now: now}
 	if g.Spec != nil {
 		in.Stagger = g.Spec.Update.Stagger.Std()
+		in.Spread, in.Domains = g.Spec.Update.MaxParallelPer, g.Domains
 	}
 	return in
 }
@@ -163,10 +178,18 @@ func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 // nodeChecks maps each node whose Consul node a check of block_on_node
 // holds to the first such check.
 func (g *GroupState) nodeChecks() map[string]string {
-	if g.Health == nil || len(g.Health.OnNodes) == 0 {
+	waiters := g.LastWaiters()
+	if (g.Health == nil || len(g.Health.OnNodes) == 0) && len(waiters) == 0 {
 		return nil
 	}
 	out := map[string]string{}
+	// A node that goes last (update.last) is held by its check too.
+	for _, n := range waiters {
+		out[n] = fmt.Sprintf("waits to go last (check %q passes on it)", g.Last.Check)
+	}
+	if g.Health == nil {
+		return out
+	}
 	for _, n := range g.Nodes {
 		if f := g.Health.OnNodes[n.ConsulNode]; n.ConsulNode != "" && len(f) > 0 {
 			out[n.Node] = f[0].String()
@@ -200,7 +223,20 @@ func Diagnose(in StallInput) *Stall {
 	if in.Now.Sub(quiet) <= StallAfter+in.Stagger {
 		return nil
 	}
-	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in.Holders, in.Unavailable, in.DownWhy, in.NodeChecks)}
+	return &Stall{Waiting: waiting, Quiet: quiet, Reasons: stallReasons(waiting, in, domainFull(in, b, waiting))}
+}
+
+// domainFull are the waiting nodes whose domain b fills.
+func domainFull(in StallInput, b Budget, waiting []Waiter) map[string]bool {
+	names := make([]string, 0, len(waiting))
+	for _, w := range waiting {
+		names = append(names, w.Node)
+	}
+	full := map[string]bool{}
+	for _, w := range SpreadWaits(in.Spread, b, in.Holders, in.Domains, names) {
+		full[w.Node] = true
+	}
+	return full
 }
 
 // waiters are the nodes behind desired that wait: their record says so, or
@@ -248,7 +284,8 @@ func lastChange(in StallInput) time.Time {
 
 // stallReasons sorts the waiting nodes by what the slot's keys and Consul's
 // health say of their agents.
-func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, why map[string]DownReason, checks map[string]string) []StallReason {
+func stallReasons(waiting []Waiter, in StallInput, full map[string]bool) []StallReason {
+	h, unavailable, why, checks := in.Holders, in.Unavailable, in.DownWhy, in.NodeChecks
 	inLine := map[string]bool{}
 	if h != nil {
 		for _, name := range h.Names() {
@@ -269,11 +306,15 @@ func stallReasons(waiting []Waiter, h *lockstep.Holders, unavailable []string, w
 			cause = CauseNodeCheck
 		case !inLine[w.Node]:
 			cause = CauseNotInLine
+		case full[w.Node]:
+			cause = CauseDomainFull
+		case len(full) > 0:
+			cause = CauseBehindDomainFull
 		}
 		byCause[cause] = append(byCause[cause], w.Node)
 	}
 	var out []StallReason
-	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNodeCheck, CauseNotInLine, CauseNotGranted} {
+	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNodeCheck, CauseNotInLine, CauseDomainFull, CauseBehindDomainFull, CauseNotGranted} {
 		if nodes := byCause[c]; len(nodes) > 0 {
 			sort.Strings(nodes)
 			out = append(out, StallReason{Cause: c, Nodes: nodes})

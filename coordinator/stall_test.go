@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -116,6 +117,16 @@ func TestDiagnose(t *testing.T) {
 			in.NodeChecks = map[string]string{"n2": `blocked by Consul check "disk" (critical) on node h2`}
 			return in
 		}(), []StallReason{{CauseNodeCheck, []string{"n2"}}, {CauseNotInLine, []string{"n3"}}},
+			[]Waiter{{"n2", ago(5 * time.Minute)}, {"n3", ago(5 * time.Minute)}}},
+		// n9, down outside the line in zone=a, fills it: n2, first in
+		// line, waits for its zone, and n3 behind it.
+		{"in line, its zone full of nodes down", func() StallInput {
+			in := stallCase(3, []NodeState{waitingNode("n2", ago(5*time.Minute)), waitingNode("n3", ago(5*time.Minute))},
+				inLine("n2", "n3"), "n9")
+			in.Spread = &hashspec.Spread{Key: "zone", Max: 1}
+			in.Domains = map[string]string{"n2": "zone=a", "n3": "zone=b", "n9": "zone=a"}
+			return in
+		}(), []StallReason{{CauseDomainFull, []string{"n2"}}, {CauseBehindDomainFull, []string{"n3"}}},
 			[]Waiter{{"n2", ago(5 * time.Minute)}, {"n3", ago(5 * time.Minute)}}},
 		{"a lost claim no longer counts", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))},
 			claim(ago(time.Minute*2), true)), []StallReason{{CauseNotInLine, []string{"n2"}}}, []Waiter{{"n2", ago(5 * time.Minute)}}},

@@ -44,6 +44,9 @@ type GroupState struct {
 	// Consul's catalog (Store.Registered), or nil when the reader did not
 	// ask or could not tell: then no node is taken for gone.
 	Registered map[string]bool
+	// Domains are the nodes' topology domains (update.max_parallel_per,
+	// Store.Domains), when the reader asked (status does).
+	Domains map[string]string
 	// Invalid are the node records that do not decode or check, by the
 	// name in their key: status shows them as rows, nothing acts on them.
 	Invalid []InvalidNode
@@ -76,7 +79,13 @@ type GroupState struct {
 	canaryDown map[string]DownReason
 	// For is the node ReadFor read for, whose gate Gate evaluates; "" for
 	// a read of the whole group (Read), judged as a group.
-	For          string
+	For string
+	// After is how far each group the desired spec names in update.after
+	// is on its own desired SHA, read with the records when it names any.
+	After []GroupProgress
+	// Last is what update.last is judged on, read with the records when
+	// the desired spec has it.
+	Last         *LastState
 	Problems     []string
 	cancelledSHA map[string]bool
 	// pausedSHA and failedSHA name every SHA with a pause record or a
@@ -103,7 +112,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 	if k, err := s.Keys(group); err == nil {
 		s.withCanaries(s.withRelease(g, k), k)
 	}
-	return s.withHealth(ctx, g, false), nil
+	return s.withOrder(ctx, s.withHealth(ctx, g, false), ""), nil
 }
 
 func (s *Store) readTree(ctx context.Context, group string, q *api.QueryOptions) (*GroupState, error) {

@@ -26,6 +26,9 @@ var (
 	// ErrMaybeApplied means a write reached Consul but its answer was lost:
 	// it may or may not have been applied, and only a read tells.
 	ErrMaybeApplied = errors.New("the request reached Consul but its answer was lost; it may have been applied")
+	// ErrAfterCycle means a spec's update.after would close a cycle of
+	// groups that each wait for the next: none of them would ever move.
+	ErrAfterCycle = errors.New("update.after makes a cycle of groups")
 )
 
 // Store reads and writes group state in Consul KV.
@@ -224,6 +227,9 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	}
 	sha, err := spec.SHA()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkAfter(ctx, group, spec.Update.After); err != nil {
 		return nil, err
 	}
 	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}

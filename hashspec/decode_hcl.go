@@ -70,9 +70,21 @@ type hclUpdate struct {
 	Stagger          *string     `hcl:"stagger,optional"`
 	Drain            *hclDrain   `hcl:"drain,block"`
 	ProgressDeadline *string     `hcl:"progress_deadline,optional"`
+	After            []string    `hcl:"after,optional"`
+	Last             *hclLast    `hcl:"last,block"`
+	MaxParallelPer   *hclSpread  `hcl:"max_parallel_per,block"`
 	Canary           *int        `hcl:"canary,optional"`
 	CanaryHealthy    *string     `hcl:"canary_healthy_time,optional"`
 	AutoPromote      bool        `hcl:"auto_promote,optional"`
+}
+
+type hclSpread struct {
+	Key string `hcl:"key,optional"`
+	Max *int   `hcl:"max,optional"`
+}
+
+type hclLast struct {
+	Check string `hcl:"check,optional"`
 }
 
 type hclDrain struct {
@@ -120,6 +132,9 @@ func decodeHCL(data []byte, filename string) (*Spec, error) {
 	}
 	conv := &hclConv{filename: filename, idx: idx, present: map[string]bool{}}
 	s := conv.spec(&hf)
+	if err := selfAfterError(s, filename, idx.line(pathAfter)); err != nil {
+		conv.errs = append(conv.errs, err)
+	}
 	if len(conv.errs) > 0 {
 		return nil, errors.Join(conv.errs...)
 	}

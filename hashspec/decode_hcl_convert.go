@@ -45,9 +45,13 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 			Order:             u.Order,
 			Stagger:           c.duration(pathStagger, u.Stagger),
 			ProgressDeadline:  c.duration(pathProgress, u.ProgressDeadline),
+			After:             u.After,
 			Canary:            c.int(pathCanary, u.Canary),
 			CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
 			AutoPromote:       u.AutoPromote,
+		}
+		if l := u.Last; l != nil {
+			s.Update.Last = &Last{Check: l.Check}
 		}
 		for i, w := range u.Windows {
 			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,
@@ -61,6 +65,9 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 		}
 		if d := u.Drain; d != nil {
 			s.Update.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
+		}
+		if p := u.MaxParallelPer; p != nil {
+			s.Update.MaxParallelPer = &Spread{Key: p.Key, Max: c.int(pathSpread+".max", p.Max)}
 		}
 	}
 	return s

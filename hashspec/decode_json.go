@@ -24,6 +24,9 @@ type jsonWalker struct {
 	filename string
 	present  map[string]bool // paths seen with a non-null value
 	errs     []error
+	// afterLine is the line of update.after, for an error found once
+	// the whole spec is read (selfAfterError).
+	afterLine int
 
 	// Offsets only grow during the walk, so lines are counted
 	// incrementally; recounting from 0 per error is quadratic.
@@ -51,6 +54,9 @@ func decodeJSON(data []byte, filename string) (*Spec, error) {
 	if err := dec.Decode(&s); err != nil {
 		// The walk accepted the input, so this is a bug in the walk.
 		return nil, &ParseError{Filename: filename, Msg: "internal error: " + err.Error()}
+	}
+	if err := selfAfterError(&s, filename, w.afterLine); err != nil {
+		return nil, err
 	}
 	s.markExplicitZeros(w.present)
 	return &s, nil
@@ -167,6 +173,9 @@ func (w *jsonWalker) walkStruct(t reflect.Type, p string) error {
 			return w.skip(val)
 		}
 		w.present[fp] = val != nil
+		if fp == pathAfter {
+			w.afterLine = w.lineAt(w.dec.InputOffset())
+		}
 		return w.walkValue(ft, fp, val)
 	})
 }

@@ -145,6 +145,7 @@ func (s *Spec) defaultUpdate(u Update) Update {
 	u.BlockOn = normalBlocks(u.BlockOn)
 	u.BlockOnNode = normalBlocks(u.BlockOnNode)
 	u.Drain = normalDrain(u.Drain)
+	u.After = normalAfter(u.After)
 	return u
 }
 

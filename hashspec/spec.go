@@ -126,6 +126,16 @@ type Update struct {
 	// behind, without any node converging, before the rollout counts as
 	// failed and failure_action applies, once; optional, 0 is none.
 	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
+	// After names the groups that must have converged on their own
+	// desired SHA before this group is granted a slot; optional.
+	After []string `json:"after,omitempty"`
+	// Last is the Consul check that passes on the node to move last (the
+	// leader); optional.
+	Last *Last `json:"last,omitempty"`
+	// MaxParallelPer bounds, besides MaxParallel, how many nodes of one
+	// topology domain (a Consul node-meta value: a rack, a zone) are
+	// unavailable at once; optional, none means no bound per domain.
+	MaxParallelPer *Spread `json:"max_parallel_per,omitempty"`
 	// Canary is how many nodes take a new SHA first; the rest wait for a
 	// promotion (`rollagent promote`, or AutoPromote). Optional, 0 means
 	// no canaries: every node goes under max_parallel.

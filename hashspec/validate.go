@@ -59,6 +59,7 @@ func (s *Spec) Validate() error {
 	}
 	c.container(&s.Container)
 	c.update(&s.Update, &s.Container)
+	c.order(s.Name, &s.Update)
 	if len(c.errs) == 0 {
 		return nil
 	}
@@ -389,6 +390,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.stagger(u.Stagger)
 	c.drain(u.Drain)
 	c.progressDeadline(u)
+	c.spread(u.MaxParallelPer)
 	c.canary(u)
 	if u.Order != OrderStartFirst {
 		return

@@ -150,6 +150,7 @@ func (n *nemesis) commitHooks(e event) error {
 	}
 	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: "rollagent-it/forkhook:" + release,
 		MaxParallel: kHooks, FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline, Env: env})
+	spec.Update.BlockOn = gateBlocks()
 	ctx, cancel := n.c.ctx()
 	defer cancel()
 	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")

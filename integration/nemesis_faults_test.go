@@ -398,6 +398,7 @@ func (n *nemesis) healAll() {
 		n.step(e)
 	}
 	n.step(event{kind: opStartSrv})
+	n.step(event{kind: opCheckPass})
 	if n.c.reg != nil {
 		n.c.reg.heal()
 	}

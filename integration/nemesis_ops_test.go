@@ -39,8 +39,26 @@ func (n *nemesis) apply(e event) error {
 	case opResume:
 		ctx, cancel := n.c.ctx()
 		defer cancel()
-		_, err := n.c.store().Resume(ctx, e.group)
+		_, err := n.c.store().ResumeBy(ctx, e.group, nemesisAuthor)
+		if err == nil {
+			n.mu.Lock()
+			n.resumeCalls++
+			n.mu.Unlock()
+		}
 		return err
+	case opPause:
+		ctx, cancel := n.c.ctx()
+		defer cancel()
+		sha, already, err := n.c.store().PauseBy(ctx, e.group, "nemesis", nemesisAuthor)
+		if err == nil && !already {
+			n.mu.Lock()
+			n.pauseCalls++
+			n.mu.Unlock()
+			n.note("paused %s of %s (the call returned)", coordinator.ShortSHA(sha), e.group)
+		}
+		return err
+	case opCheckFail, opCheckPass:
+		return n.flipGate(e.kind == opCheckFail)
 	case opKillLeader, opStartSrv:
 		return n.server(e.kind == opKillLeader)
 	}
@@ -78,6 +96,7 @@ func (n *nemesis) commit(e event) error {
 	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: image,
 		MaxParallel: n.k(e.group), FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline,
 		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries, Env: env})
+	spec.Update.BlockOn = gateBlocks()
 	ctx, cancel := n.c.ctx()
 	defer cancel()
 	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")

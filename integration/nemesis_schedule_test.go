@@ -49,6 +49,9 @@ const (
 	opCancel     = "cancel"
 	opRollback   = "rollback"
 	opResume     = "resume"
+	opPause      = "pause"      // rollagent pause: an operator's brake on the desired SHA
+	opCheckFail  = "check-fail" // the Consul check every commit blocks on goes critical
+	opCheckPass  = "check-pass"
 	opKillAgent  = "kill-agent" // SIGKILL, a crash of the agent alone
 	opTermAgent  = "term-agent" // SIGTERM, a clean stop (systemctl stop), of a holder if there is one
 	opStartAgent = "start-agent"
@@ -80,7 +83,12 @@ const agentLease = 30*time.Second + 2*testHealthyDeadline + 2*time.Minute + 30*t
 var ends = map[string]string{
 	opKillAgent: opStartAgent, opTermAgent: opStartAgent, opPauseAgent: opResumeAgnt, opKillNode: opReviveNode,
 	opReboot: opReviveNode, opCrash: opCrashEnd, opWedge: opUnwedge, opPartition: opHeal, opKillLeader: opStartSrv,
+	opCheckFail: opCheckPass,
 }
+
+// gateTarget is what a check flip holds: one flip at a time. A flip is no
+// fault of a node's, so it does not count against maxFaults.
+const gateTarget = "gate check"
 
 // planner draws the schedule, tracking which targets a fault holds.
 type planner struct {
@@ -112,7 +120,7 @@ func (p *planner) between(lo, hi int) time.Duration {
 
 func (p *planner) draw(at, d time.Duration) {
 	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo, opCommitPull,
-		opCancel, opCancel, opRollback, opResume, opResume,
+		opCancel, opCancel, opRollback, opResume, opResume, opPause, opPause, opCheckFail, opCheckFail,
 		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opKillNode, opKillNode, opReboot, opReboot,
 		opCrash, opCrash, opWedge, opWedge, opPartition, opKillLeader}
 	kind := kinds[p.rng.IntN(len(kinds))]
@@ -128,8 +136,10 @@ func (p *planner) draw(at, d time.Duration) {
 		// the rollback goes is the point (issue 25, item 8).
 		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1},
 			event{at: at + p.between(3, 6), kind: opCommitBad, group: g, action: "rollback", maxF: 1})
-	case opCancel, opRollback, opResume:
+	case opCancel, opRollback, opResume, opPause:
 		p.out = append(p.out, event{at: at, kind: kind, group: g})
+	case opCheckFail:
+		p.flip(at, d, p.between(3, 25))
 	case opKillAgent, opTermAgent:
 		p.fault(at, d, kind, p.between(2, 15))
 	case opPauseAgent:
@@ -148,6 +158,17 @@ func (p *planner) draw(at, d time.Duration) {
 	case opKillLeader:
 		p.fault(at, d, kind, p.between(3, 25))
 	}
+}
+
+// flip adds a flip of the gate check to critical and its flip back, if
+// none is under way at at.
+func (p *planner) flip(at, d, dur time.Duration) {
+	if p.busy[gateTarget] > at {
+		return
+	}
+	stop := min(at+dur, d)
+	p.busy[gateTarget] = stop
+	p.out = append(p.out, event{at: at, kind: opCheckFail}, event{at: stop, kind: opCheckPass})
 }
 
 // fault adds a fault and its end, if a target is free and fewer than

@@ -31,7 +31,8 @@ const (
 // nemesisTest runs, for each seed of NEMESIS_SEEDS (or NEMESIS_SEED, or a
 // random one), a seeded random schedule of operations against the
 // cluster (commits of good, slow, bad and misspelt releases, cancels,
-// rollbacks, resumes; agents killed, stopped with SIGTERM or frozen past
+// rollbacks, operator pauses, resumes, the Consul check every commit
+// blocks on flipped to critical and back; agents killed, stopped with SIGTERM or frozen past
 // their lease; hosts killed or rebooted after a clean agent stop;
 // workloads in a crash loop or frozen; partitions, a leader kill), with at
 // most two faults at once, for NEMESIS_DURATION (default 3m); then it
@@ -96,6 +97,13 @@ const (
 // SHA; a desired SHA that is cancelled, paused, bad or has failed nodes
 // is first replaced by a fresh commit of a good release.
 //
+// (f) No grant while the gate is closed, from Consul's indexes: none in a
+// group between an operator's pause and the resume, none of a SHA between
+// a failure pause of it and its resume or after a cancel of it; none of a
+// nemesis commit while the check it blocks on is critical, unless the
+// agent's health read right before the grant came before the flip (see
+// judgeGate in nemesis_gate_judge_test.go).
+//
 // The third group, hooks (K=1), runs the exec runtime with hooks that fork
 // (internal/forkhook): there a node's "container" is its install, read
 // from outside, and its health is the health hook's own check run from
@@ -133,15 +141,21 @@ func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) strin
 	}
 	t.Logf("schedule of seed %d:\n%s", seed, strings.Join(plan, "\n"))
 	n.start = time.Now()
+	n.gw = n.watchGate()
+	t.Cleanup(n.gw.stop)
+	if err := n.registerGate(); err != nil {
+		t.Fatal(err)
+	}
 	ck := n.check()
 	t.Cleanup(ck.stop)
-	t.Cleanup(n.healAll) // a run cut short leaves no crash loop, frozen process or node down
+	t.Cleanup(n.healAll) // a run cut short leaves no crash loop, frozen process, node down or check critical
 	n.run(sched)
 	n.healAll()
 	n.note("faults stopped and healed")
 	n.converge()
 	ck.stop()
-	return n.report(ck.samples())
+	n.gw.stop()
+	return n.report(ck.samples(), n.judgeGate())
 }
 
 // nemesisConfig reads NEMESIS_SEEDS (seeds separated by spaces or commas,
@@ -200,6 +214,11 @@ type nemesis struct {
 	timeline   []string
 	violations []string
 	vseen      map[string]int
+
+	gw          *gateWatch // the gate check's flips and the grants, for (f)
+	gateStart   uint64     // the Consul index of the run's start (registerGate)
+	pauseCalls  int        // the nemesis' pause calls that returned without an error
+	resumeCalls int        // and resume calls
 }
 
 // k is the max_parallel of group's nemesis commits.
@@ -258,11 +277,11 @@ func (n *nemesis) step(e event) {
 
 // report fails the test with the seed, the violations and the timeline,
 // and returns the seed's result in one line.
-func (n *nemesis) report(samples int) string {
+func (n *nemesis) report(samples int, gate string) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.t.Logf("nemesis seed %d: %d samples, %d violation(s)", n.seed, samples, len(n.violations))
-	head := fmt.Sprintf("nemesis seed %d (%s, K %d/%d/%d, %d samples):", n.seed, n.dur, kManagers, kWorkers, kHooks, samples)
+	n.t.Logf("nemesis seed %d: %d samples, %d violation(s); %s", n.seed, samples, len(n.violations), gate)
+	head := fmt.Sprintf("nemesis seed %d (%s, K %d/%d/%d, %d samples; %s):", n.seed, n.dur, kManagers, kWorkers, kHooks, samples, gate)
 	if len(n.violations) == 0 {
 		if os.Getenv("NEMESIS_TIMELINE") != "" {
 			n.t.Logf("timeline of seed %d:\n%s", n.seed, strings.Join(n.timeline, "\n"))
@@ -319,6 +338,13 @@ func (n *nemesis) converge() {
 // release first when the desired one cannot converge.
 func (n *nemesis) settle(g string) string {
 	gs := n.c.state(g)
+	failed := gs.Pause != nil || len(gs.Failures) > 0 // a resume forgets them
+	if gs.OperatorPause != nil {
+		// The nemesis' pause holds the group until its resume: a new
+		// commit does not lift it.
+		n.step(event{kind: opResume, group: g})
+		gs = n.c.state(g)
+	}
 	why := ""
 	n.mu.Lock()
 	bad := gs.Desired != nil && n.bad[gs.Desired.SHA]
@@ -332,6 +358,8 @@ func (n *nemesis) settle(g string) string {
 		why = "a bad release"
 	case len(gs.Failures) > 0:
 		why = fmt.Sprintf("%d failed node(s)", len(gs.Failures))
+	case failed:
+		why = "failed nodes, before the resume of its pause"
 	}
 	if why == "" {
 		return gs.Desired.SHA

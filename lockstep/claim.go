@@ -40,6 +40,10 @@ type Claim struct {
 	// it no longer counts, and is kept so that the node's own process,
 	// when it returns, finds its slot.
 	Lost bool `json:"lost,omitempty"`
+	// Domain is the Options.Domain of the contender that wrote the claim,
+	// "" for none: the claim counts in it (Gate.PerDomain) whether or not
+	// the node's process is alive to say where it is.
+	Domain string `json:"domain,omitempty"`
 }
 
 // counts says whether the claim uses one of K: until it is reported lost.
@@ -161,15 +165,21 @@ func (m *Semaphore) granted(snap *snapshot, g Gate, note string, now time.Time) 
 	if rec.Claims == nil {
 		rec.Claims = map[string]Claim{}
 	}
-	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC()}
+	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC(), Domain: m.opts.Domain}
 	if g.Lease <= 0 {
 		// The slot is the session's alone: a claim over our name, left by
 		// a session of ours that died, ends with this grant.
 		delete(rec.Claims, m.opts.Name)
 		return rec
 	}
-	rec.Claims[m.opts.Name] = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
+	rec.Claims[m.opts.Name] = m.claim(g, note, now)
 	return rec
+}
+
+// claim is the claim a grant, reclaim or ClaimDown of this contender
+// writes at now.
+func (m *Semaphore) claim(g Gate, note string, now time.Time) Claim {
+	return Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note, Domain: m.opts.Domain}
 }
 
 // ClaimOf returns the claim the holders record keeps for name, if any.
@@ -226,7 +236,7 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 		if _, ok := rec.Claims[m.opts.Name]; ok {
 			return false
 		}
-		rec.Claims[m.opts.Name] = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
+		rec.Claims[m.opts.Name] = m.claim(g, note, now)
 		return true
 	}, g.checkOps())
 	var te *TxnError
@@ -326,8 +336,8 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	lapsed := !c.counts()
 	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims),
 		Released: snap.holders.Released}
-	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC()}
-	c = Claim{Session: m.s.ID(), Since: now.UTC(), Until: now.Add(g.Lease).UTC(), Note: note}
+	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC(), Domain: m.opts.Domain}
+	c = m.claim(g, note, now)
 	rec.Claims[m.opts.Name] = c
 	b, err := json.Marshal(rec)
 	if err != nil {

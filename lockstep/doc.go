@@ -60,6 +60,15 @@
 // hold's K is not taken back; one that fails ends the wait with
 // ErrGateStale, for the caller to compute the gate again.
 //
+// With Gate.PerDomain set, a name's Options.Domain (a rack, a zone) bounds
+// it too: the head of the line takes a free slot only while fewer than
+// PerDomain names of its domain, itself apart, hold, claim or are down
+// (Options.Unavailable, placed by Options.Domains). Each grant writes the
+// domain into its holder entry and claim, so the head judges it from the
+// record its grant's CAS checks, and a claim counts in its domain after
+// its process died. The line stays FIFO: a head whose domain is full
+// waits, and the line with it. A name of domain "" shares it with no one.
+//
 // KV layout under the semaphore prefix P:
 //
 //	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},

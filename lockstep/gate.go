@@ -55,6 +55,15 @@ type Gate struct {
 	// never compared with a time another host wrote. Optional, defaults to
 	// 0: no wait.
 	Stagger time.Duration
+	// PerDomain bounds, besides Limit, how many names of one domain
+	// (Options.Domain: a rack, a zone) may use a slot or be down at once,
+	// counted as Limit is: live holders, claims that count, and the names
+	// Options.Unavailable lists. The head of the line judges it from the
+	// holders record it grants on by CAS, in which every holder's and
+	// claim's domain is written, so a dead holder's claim counts in its
+	// domain. The line stays FIFO: a head whose domain is full waits, and
+	// everyone behind it. Optional, defaults to 0: no bound per domain.
+	PerDomain int
 }
 
 func (g Gate) limit() int {

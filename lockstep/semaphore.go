@@ -49,6 +49,16 @@ type Options struct {
 	// its own. Optional, defaults to a clock of the semaphore's own, which
 	// counts from its first read (so waits longer, never shorter).
 	Releases *ReleaseClock
+	// Domain is this contender's failure domain (a rack, a zone), for
+	// Gate.PerDomain: written into its holder entry and its claims. ""
+	// is a domain of its own, shared with no one. Optional.
+	Domain string
+	// Domains, when set, gives the domain of each name, for the names
+	// Options.Unavailable lists that neither hold nor claim a slot (whose
+	// domain no entry carries): a name it leaves out is a domain of its
+	// own. Asked only when a Gate.PerDomain bound could hold us.
+	// Optional.
+	Domains func(ctx context.Context) (map[string]string, error)
 }
 
 // UnavailablePoll is how often the head of the line counts again while
@@ -137,6 +147,14 @@ type Writes struct {
 	// grant; the last call before a nil error made what was written.
 	// Optional.
 	Grant func() api.TxnOps
+	// Check is asked right before each grant transaction, once the slot is
+	// free and the gate's keys let the grant be tried: what the caller
+	// holds the grant to that Consul cannot check in the transaction (a
+	// Consul check's health), read as late as it can be. An error ends the
+	// wait with that error, the contender out of line and nothing granted.
+	// It is not asked when a grant whose reply was lost is adopted: it was
+	// asked before that grant's transaction. Optional.
+	Check func(ctx context.Context) error
 	// Note goes into the node's claim (Claim.Note): what the step is for,
 	// such as the SHA it moves to. Optional.
 	Note string
@@ -155,9 +173,8 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 		return nil, err
 	}
 	m.note, m.unsure = w.Note, false
-	grant := w.Grant
-	if grant == nil {
-		grant = func() api.TxnOps { return nil }
+	if w.Grant == nil {
+		w.Grant = func() api.TxnOps { return nil }
 	}
 	j, err := m.enqueue(ctx, w.Join)
 	if err != nil {
@@ -173,7 +190,7 @@ func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, e
 		case <-wctx.Done():
 		}
 	}()
-	h, err := m.waitTurn(wctx, g, grant, j)
+	h, err := m.waitTurn(wctx, g, w, j)
 	if err != nil {
 		m.dequeue()
 		if m.unsure {
@@ -211,7 +228,7 @@ func (m *Semaphore) giveBack(g Gate) {
 }
 
 func (m *Semaphore) entry(state string) []byte {
-	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: wallclock.Now().UTC()})
+	b, _ := json.Marshal(Entry{Name: m.opts.Name, State: state, Since: wallclock.Now().UTC(), Domain: m.opts.Domain})
 	return b
 }
 

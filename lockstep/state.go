@@ -93,6 +93,8 @@ type Entry struct {
 	Name  string    `json:"name"`
 	State string    `json:"state"` // "waiting" or "holding"
 	Since time.Time `json:"since"`
+	// Domain is the contender's Options.Domain, "" for none.
+	Domain string `json:"domain,omitempty"`
 }
 
 // holders is the record that is CAS-ed on every grant and release, which is

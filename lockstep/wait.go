@@ -24,7 +24,7 @@ var errRace = errors.New("lockstep: holders record changed")
 // waiters, never the whole line, and what they read is O(K) bytes, not the
 // line. It lists the line only when the waiter ahead leaves it without a
 // grant (it gave up or died).
-func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps, j joined) (*Hold, error) {
+func (m *Semaphore) waitTurn(ctx context.Context, g Gate, w Writes, j joined) (*Hold, error) {
 	var ahead []contender
 	whole := false // ahead is everyone ahead of us, not just the last
 	if j.pred != nil && !j.holds {
@@ -37,7 +37,7 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 				return nil, err
 			}
 			if _, holds := snap.live[m.s.ID()]; holds {
-				return m.adopt(ctx, g, ops)
+				return m.adopt(ctx, g, w.Grant)
 			}
 			ahead, whole = a, true
 		}
@@ -46,7 +46,7 @@ func (m *Semaphore) waitTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			return nil, err
 		}
 		if head {
-			return m.headTurn(ctx, g, ops, since)
+			return m.headTurn(ctx, g, w, since)
 		}
 		ahead, whole = nil, false
 	}
@@ -144,8 +144,9 @@ func isHolding(v []byte) bool {
 // the grant that put us at the head, or 0. At K = 1 that grant took the
 // only slot, and it wrote the holders at that very index, so the first
 // read can block from it: it returns once the holder has left, and a read
-// at once would only show the slot taken.
-func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps, since uint64) (*Hold, error) {
+// at once would only show the slot taken. w.Check is asked right before
+// each try of the grant.
+func (m *Semaphore) headTurn(ctx context.Context, g Gate, w Writes, since uint64) (*Hold, error) {
 	r := m.retry()
 	var index uint64
 	if g.limit() == 1 {
@@ -162,7 +163,7 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			continue
 		}
 		if _, holds := snap.live[m.s.ID()]; holds {
-			return m.adopt(ctx, g, ops)
+			return m.adopt(ctx, g, w.Grant)
 		}
 		next, full, err := m.headWait(ctx, g, snap)
 		switch {
@@ -178,7 +179,12 @@ func (m *Semaphore) headTurn(ctx context.Context, g Gate, ops func() api.TxnOps,
 			}
 			continue
 		}
-		h, err := m.take(ctx, g, snap, ops())
+		if w.Check != nil {
+			if err := w.Check(ctx); err != nil {
+				return nil, err
+			}
+		}
+		h, err := m.take(ctx, g, snap, w.Grant())
 		switch {
 		case err == nil:
 			return h, nil
@@ -205,14 +211,18 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	// no node. One that no longer counts (reported lost) takes nothing, so
 	// we wait as anyone would.
 	ours := slices.Contains(busy, m.opts.Name)
+	near := snap.sameDomain(m.opts.Domain, m.opts.Name, busy)
 	switch {
 	case lost != nil:
 		return 0, false, lost
 	case ours:
 		return 0, false, nil
-	case len(busy) >= g.limit():
+	case len(busy) >= g.limit() || m.domainFull(g, len(near)):
 		// No write marks the end of an orphaned claim's watch: wake then
 		// to judge it again.
+		if len(busy) < g.limit() {
+			m.log.Debug("waiting: our domain is full", "domain", m.opts.Domain, "busy", near)
+		}
 		wait = m.opts.WaitTime
 		if wake > 0 {
 			wait = min(wait, wake+10*time.Millisecond)
@@ -229,30 +239,38 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	if err != nil {
 		return 0, false, err
 	}
-	if down > 0 && len(busy)+down >= g.limit() {
+	if len(down) > 0 && len(busy)+len(down) >= g.limit() {
 		m.log.Debug("waiting: nodes outside the line are down", "busy", busy, "down", down)
+		return UnavailablePoll, false, nil
+	}
+	downNear, err := m.downInDomain(ctx, g, down)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(downNear) > 0 && m.domainFull(g, len(near)+len(downNear)) {
+		m.log.Debug("waiting: nodes of our domain are down", "domain", m.opts.Domain, "busy", near, "down", downNear)
 		return UnavailablePoll, false, nil
 	}
 	return 0, false, nil
 }
 
-// unavailable counts the names Options.Unavailable lists that are neither
+// unavailable lists the names Options.Unavailable lists that are neither
 // busy already nor this contender.
-func (m *Semaphore) unavailable(ctx context.Context, busy []string) (int, error) {
+func (m *Semaphore) unavailable(ctx context.Context, busy []string) ([]string, error) {
 	if m.opts.Unavailable == nil {
-		return 0, nil
+		return nil, nil
 	}
 	names, err := m.opts.Unavailable(ctx)
 	if err != nil {
-		return 0, consulErr{err}
+		return nil, consulErr{err}
 	}
-	n := 0
+	var out []string
 	for _, name := range names {
-		if name != m.opts.Name && !slices.Contains(busy, name) {
-			n++
+		if name != m.opts.Name && !slices.Contains(busy, name) && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 // read lists prefix (the semaphore's, or its holders'), blocking while its

@@ -158,7 +158,7 @@ func TestWaiterTellsAReleaseFromALeaver(t *testing.T) {
 	c := srv.Client()
 	g := commit(t, c, "last", 1)
 	ctx := ctxFor(t, 30*time.Second)
-	noOps := func() api.TxnOps { return nil }
+	noOps := Writes{Grant: func() api.TxnOps { return nil }}
 	a := newSem(t, c, "a")
 	ha, err := a.Acquire(ctx, g)
 	if err != nil {

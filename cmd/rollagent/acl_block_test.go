@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // The shipped agent and status policies read the checks a spec blocks on
@@ -69,5 +72,49 @@ func TestTokensReadTheChecksTheSpecBlocksOn(t *testing.T) {
 	}
 	if v := gs.Gate(); !v.Open {
 		t.Fatalf("the agent's gate with every check passing: %q, want open", v.Reason)
+	}
+}
+
+// The shipped agent and status policies read the nodes' meta that
+// update.max_parallel_per's domains come from; a token that may not read
+// the catalog's nodes tells no domain, rather than take every node for a
+// domain of its own.
+func TestTokensReadTheNodesDomains(t *testing.T) {
+	srv := consultest.New(t, consultest.Options{Token: rootToken,
+		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + rootToken + `" agent = "` + rootToken + `" } }
+node_meta { zone = "a" }`})
+	c := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	here, err := c.Agent().NodeName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coordinator.NewStore(c, "").PutNode(ctx, "web", coordinator.NodeState{Node: "n1", State: coordinator.StateWaiting,
+		ConsulNode: here, Since: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's anti-entropy puts its meta into the catalog.
+	testkit.Eventually(t, 30*time.Second, "the node's meta in the catalog", func() bool {
+		n, _, err := c.Catalog().Node(here, nil)
+		return err == nil && n != nil && n.Node != nil && n.Node.Meta["zone"] == "a"
+	})
+	agentSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-policy.hcl", "web"))
+	statusSt := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-status.hcl", "web"))
+	k, _ := coordinator.NewKeys("", "web")
+	kvOnly := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "kv-only-domains", fmt.Sprintf("key_prefix %q { policy = \"read\" }", k.Root())))
+	if d, err := agentSt.LocalDomain(ctx, "zone"); err != nil || d != "zone=a" {
+		t.Errorf("the agent's token reads its Consul node's meta: %q, %v; want zone=a", d, err)
+	}
+	for name, st := range map[string]*coordinator.Store{"agent": agentSt, "status": statusSt} {
+		if d, err := st.Domains(ctx, "web", "zone"); err != nil || d["n1"] != "zone=a" {
+			t.Errorf("the %s token reads the nodes' domains: %v, %v; want n1 in zone=a", name, d, err)
+		}
+	}
+	if _, err := kvOnly.LocalDomain(ctx, "zone"); !errors.Is(err, coordinator.ErrNoDomain) {
+		t.Errorf("a token that may not read its agent: %v, want ErrNoDomain", err)
+	}
+	if d, err := kvOnly.Domains(ctx, "web", "zone"); !errors.Is(err, coordinator.ErrACLDenied) {
+		t.Errorf("a token that may not read the nodes: %v, %v; want ErrACLDenied", d, err)
 	}
 }

@@ -27,6 +27,10 @@ type groupPairs struct {
 	health *coordinator.GateHealth
 	// released is when Store.Read would have first seen the latest release.
 	released coordinator.ReleaseSeen
+	// after and last are what Store.Read would read for update.after and
+	// update.last.
+	after []coordinator.GroupProgress
+	last  *coordinator.LastState
 }
 
 func newGroupPairs(t *testing.T, at time.Time) *groupPairs {
@@ -94,7 +98,7 @@ func (g *groupPairs) node(name, sha string, state coordinator.NodeStatus, since 
 
 func (g *groupPairs) observe(now time.Time) groupObservation {
 	gs := coordinator.Parse(g.k, "web", g.pairs, 1)
-	gs.Health, gs.Released = g.health, g.released
+	gs.Health, gs.Released, gs.After, gs.Last = g.health, g.released, g.after, g.last
 	return observe(newStatusJSON(gs, statusOptions{LostAfter: coordinator.DefaultLostAfter}, now))
 }
 
@@ -138,6 +142,16 @@ func TestObserveGate(t *testing.T) {
 			g.node("n1", "", coordinator.StateWaiting, at)
 			g.released = coordinator.ReleaseSeen{At: time.Now()}
 		}, coordinator.GateStagger},
+		{"waiting for a group", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.After = []string{"managers"} }).desired()
+			g.after = []coordinator.GroupProgress{{Group: "managers", SHA: g.sha, Converged: 2, Counted: 3}}
+		}, coordinator.GateWaitingForGroup},
+		// A node's own gate, as its agent reads it (ReadFor): a reader of
+		// the whole group is not held by it, and lists the node instead.
+		{"the leader's node, waiting to go last", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.Last = &hashspec.Last{Check: "raft-leader"} }).desired()
+			g.last = &coordinator.LastState{Check: "raft-leader", Local: "h1", Passing: []string{"h1"}, Behind: []string{"n2"}}
+		}, coordinator.GateWaitingToGoLast},
 		{"awaiting promotion: the canary converged, another node behind", func(g *groupPairs) {
 			g.respec(func(s *hashspec.Spec) { s.Update.Canary = 1 }).desired()
 			g.put(g.k.Canaries(g.sha), coordinator.Canaries{SHA: g.sha, Nodes: []string{"n1"}, At: at})

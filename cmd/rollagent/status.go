@@ -149,6 +149,13 @@ func withUnavailable(ctx context.Context, st *coordinator.Store, gs *coordinator
 	} else {
 		gs.Unavailable, gs.DownWhy = slices.Sorted(maps.Keys(down)), down
 	}
+	if p := spreadOf(gs); p != nil {
+		if d, err := st.Domains(ctx, gs.Group, p.Key); err != nil {
+			gs.Problems = append(gs.Problems, "cannot tell the nodes' domains for max_parallel_per: "+err.Error())
+		} else {
+			gs.Domains = d
+		}
+	}
 	if reg, err := st.Registered(ctx, gs.Group); err != nil {
 		gs.Problems = append(gs.Problems, "cannot tell which nodes are gone from Consul's catalog: "+err.Error())
 	} else {
@@ -210,6 +217,9 @@ func printTable(out io.Writer, s statusJSON) error {
 	}
 	printCanary(out, s)
 	fmt.Fprintln(out, progressLine(s.Progress))
+	for _, w := range s.GoLast {
+		fmt.Fprintf(out, "%s waits to go last (check %q passes on it)\n", cell(w.Node), cell(w.Check))
+	}
 	printDeadline(out, s)
 	printStall(out, s)
 	for _, h := range s.Holders {
@@ -231,6 +241,7 @@ func printTable(out io.Writer, s statusJSON) error {
 		}
 	}
 	printBudget(out, s)
+	printDomainWaits(out, s)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSHA\tSTATE\tSINCE\tERROR")
 	for _, n := range s.Nodes {

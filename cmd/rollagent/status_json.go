@@ -37,8 +37,21 @@ type statusJSON struct {
 	Canary   *canaryJSON   `json:"canary,omitempty"` // absent unless the desired spec has canaries
 	Outage   *outageJSON   `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
+	// DomainWaits are the waiting nodes whose domain is full
+	// (update.max_parallel_per).
+	DomainWaits []domainWaitJSON `json:"domain_waits"`
+
 	// DownWhy says why each of Down is down.
 	DownWhy map[string]coordinator.DownReason `json:"unavailable_why,omitempty"`
+	// GoLast are the nodes that wait to go last (update.last).
+	GoLast []goLastJSON `json:"waiting_to_go_last"`
+}
+
+// goLastJSON is a node that waits to go last: the check of update.last
+// passes on its Consul node, and another node is behind.
+type goLastJSON struct {
+	Node  string `json:"node"`
+	Check string `json:"check"`
 }
 
 type gateJSON struct {
@@ -217,7 +230,10 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 		Gate:     newGateJSON(gs, v, now),
 		Progress: newProgressJSON(sum),
 		Nodes:    nodeRows(sum), Holders: []holderJSON{}, Orphans: []claimJSON{}, Down: nonNil(gs.Unavailable), DownWhy: gs.DownWhy, Failures: nonNil(gs.Failures),
-		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes), Deadline: progressDeadline(gs)}
+		Problems: nonNil(gs.Problems), ImageSplits: imageSplits(gs.Nodes), Deadline: progressDeadline(gs), GoLast: []goLastJSON{}}
+	for _, n := range gs.LastWaiters() {
+		s.GoLast = append(s.GoLast, goLastJSON{Node: n, Check: gs.Last.Check})
+	}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
 	}

@@ -47,6 +47,7 @@ func diagnose(s *statusJSON, gs *coordinator.GroupState, sum coordinator.Summary
 	for _, u := range b.Users {
 		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why, Down: gs.DownWhy[u.Node]})
 	}
+	s.DomainWaits = domainWaits(gs, b, sum)
 	st := coordinator.Diagnose(gs.StallInput(now, sum))
 	if st == nil {
 		return
@@ -163,12 +164,14 @@ func plural(n int) string {
 }
 
 var causeTexts = map[coordinator.StallCause]string{
-	coordinator.CauseHostDown:     "its host is down (serfHealth critical), and it is not in line: bring the host back, or `consul force-leave -prune` it and `rollagent node rm` it if it left the group",
-	coordinator.CauseAgentStopped: "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group",
-	coordinator.CauseAgentDown:    "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group",
-	coordinator.CauseNodeCheck:    "a Consul check of update.block_on_node is not passing on its Consul node, which holds it (its record names the check): the rollout goes on there once it passes",
-	coordinator.CauseNotInLine:    "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group",
-	coordinator.CauseNotGranted:   "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs",
+	coordinator.CauseHostDown:         "its host is down (serfHealth critical), and it is not in line: bring the host back, or `consul force-leave -prune` it and `rollagent node rm` it if it left the group",
+	coordinator.CauseAgentStopped:     "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseAgentDown:        "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseNodeCheck:        "a Consul check on its Consul node holds it (its record names the check): one of update.block_on_node not passing, and the rollout goes on there once it passes; or the check of update.last passing, and it goes once every other node has converged",
+	coordinator.CauseNotInLine:        "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group",
+	coordinator.CauseDomainFull:       "in line, held by update.max_parallel_per: nodes of its domain are down (see the `waits:` line); it goes on once one is back, or is removed with `rollagent node rm`",
+	coordinator.CauseBehindDomainFull: "in line behind a node whose domain is full (update.max_parallel_per): the line is first come, first served",
+	coordinator.CauseNotGranted:       "in line with a slot free, yet never granted: a bug in rollagent; please report it with `rollagent status -o json` and the agents' logs",
 }
 
 func causeText(c coordinator.StallCause) string { return textOr(causeTexts, c, string(c)) }

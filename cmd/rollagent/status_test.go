@@ -65,7 +65,7 @@ func TestStatusJSONSchema(t *testing.T) {
 		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
 	}
 	for _, tt := range []struct{ path, got, want string }{
-		{"top level", sortedKeys(doc), "at,desired,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot"},
+		{"top level", sortedKeys(doc), "at,desired,domain_waits,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot,waiting_to_go_last"},
 		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
 		{"gate", sortedKeys(doc["gate"]), "max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
 		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
@@ -81,7 +81,7 @@ func TestStatusJSONSchema(t *testing.T) {
 			}
 		})
 	}
-	for _, list := range []string{"holders", "orphaned_claims", "unavailable", "failures", "problems", "image_splits"} {
+	for _, list := range []string{"holders", "orphaned_claims", "unavailable", "failures", "problems", "image_splits", "waiting_to_go_last", "domain_waits"} {
 		if _, ok := doc[list].([]any); !ok {
 			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
 		}

@@ -10,3 +10,15 @@ service "rollagent-web" {
 node_prefix "" {
   policy = "read"
 }
+# The groups the group's specs name in update.after ("managers" here): a
+# commit reads each one's desired spec to refuse a cycle, and status how
+# far each has converged. One rule per group named; none if the specs name
+# none.
+key_prefix "rollagent/groups/managers/" {
+  policy = "read"
+}
+# And its service, so that a node of it lost from the catalog no longer
+# counts (without it, every node that has a record counts).
+service "rollagent-managers" {
+  policy = "read"
+}

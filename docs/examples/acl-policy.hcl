@@ -100,6 +100,14 @@ key_prefix "rollagent/groups/web/deadline/" {
 key_prefix "rollagent/groups/web/events/node/n1/" {
   policy = "write"
 }
+# The groups its specs name in update.after ("managers" here): the agent
+# reads each one's desired record, its spec and every node's record (and
+# its service's catalog, which service_prefix below covers) to tell it has
+# converged. One rule per group named; none if the specs name none. A group
+# the token may not read holds the rollout, and the gate says why.
+key_prefix "rollagent/groups/managers/" {
+  policy = "read"
+}
 # Its sessions, which its Consul agent creates on its own node.
 session "n1" {
   policy = "write"
@@ -126,7 +134,8 @@ service_prefix "" {
   policy = "read"
 }
 # Whether the other nodes' hosts are up (serfHealth), at the head of the
-# line; it registers no node-level check.
+# line, and the nodes' meta in the catalog, for update.max_parallel_per's
+# domains; it registers no node-level check.
 node_prefix "" {
   policy = "read"
 }

@@ -17,3 +17,9 @@ node_prefix "" {
 service_prefix "" {
   policy = "read"
 }
+# The groups the group's specs name in update.after ("managers" here):
+# status reads how far each has converged, as the agents do. One rule per
+# group named; none if the specs name none.
+key_prefix "rollagent/groups/managers/" {
+  policy = "read"
+}
