@@ -58,9 +58,45 @@ func (p *Promotion) check() error { return checkSHA("sha", p.SHA, false) }
 // pick, and a new SHA picks other nodes, so no one node is always the
 // first to take a change. Nodes may be in any order and repeat.
 //
-// TODO(issue 29 item 3): with update.max_parallel_per, take the lowest of
-// each topology domain in turn, so that the canaries spread over zones.
+// With update.max_parallel_per, ChooseCanariesIn spreads them over its
+// domains.
 func ChooseCanaries(sha string, nodes []string, n int) []string {
+	return ChooseCanariesIn(sha, nodes, n, nil)
+}
+
+// ChooseCanariesIn is ChooseCanaries spread over topology domains (node ->
+// domain, update.max_parallel_per's key): the lowest-ranked node of each
+// domain in turn, domains in the order of their lowest-ranked node, then
+// the second of each, so that N canaries cover min(N, domains) domains. A
+// node with no domain ("" or absent) is a domain of its own, as for the
+// spread; with no domains at all it is ChooseCanaries' order.
+func ChooseCanariesIn(sha string, nodes []string, n int, domains map[string]string) []string {
+	ranked := rankCanaries(sha, nodes)
+	var order []string // domains, by their lowest-ranked node
+	byDomain := map[string][]string{}
+	for _, node := range ranked {
+		d := domains[node]
+		if d == "" {
+			d = "\x00" + node // a domain of its own, never a real one's name
+		}
+		if _, ok := byDomain[d]; !ok {
+			order = append(order, d)
+		}
+		byDomain[d] = append(byDomain[d], node)
+	}
+	out := []string{}
+	for round := 0; len(out) < min(max(n, 0), len(ranked)); round++ {
+		for _, d := range order {
+			if round < len(byDomain[d]) && len(out) < n {
+				out = append(out, byDomain[d][round])
+			}
+		}
+	}
+	return out
+}
+
+// rankCanaries orders nodes, once each, by the hash of (sha, node).
+func rankCanaries(sha string, nodes []string) []string {
 	all := slices.Clone(nodes)
 	slices.Sort(all)
 	all = slices.Compact(all)
@@ -70,7 +106,7 @@ func ChooseCanaries(sha string, nodes []string, n int) []string {
 		rank[node] = binary.BigEndian.Uint64(h[:8])
 	}
 	sort.SliceStable(all, func(i, j int) bool { return rank[all[i]] < rank[all[j]] })
-	return all[:min(max(n, 0), len(all))]
+	return all
 }
 
 // canaryHealthy says every canary of the desired SHA is converged on it,
@@ -212,7 +248,8 @@ func (s *Store) readCanaries(ctx context.Context, g *GroupState, k Keys) error {
 // who makes it, in the same transaction: it goes back to a SHA that ran
 // before, and an operator rolling back in a hurry should not have to
 // promote as well. Its canaries are still recorded, for status.
-func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int, ev Event) (api.TxnOps, error) {
+func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, u hashspec.Update, ev Event) (api.TxnOps, error) {
+	n := u.Canary
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Promoted(sha)}}}
 	if n == 0 {
 		return ops, nil
@@ -229,7 +266,7 @@ func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, n int,
 	if err != nil {
 		registered = nil
 	}
-	rec := Canaries{SHA: sha, Nodes: append([]string{}, ChooseCanaries(sha, canaryPool(g.Nodes, registered), n)...), At: s.clock().UTC()}
+	rec := Canaries{SHA: sha, Nodes: ChooseCanariesIn(sha, canaryPool(g.Nodes, registered), n, s.canaryDomains(ctx, group, u)), At: s.clock().UTC()}
 	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Canaries(sha), Value: mustJSON(rec)}}), nil
 }
 
@@ -244,4 +281,18 @@ func canaryPool(nodes []NodeState, registered map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// canaryDomains are the domains the canaries spread over: by
+// update.max_parallel_per's key, from the catalog; nil without one, or
+// when the catalog cannot tell (the canaries are then chosen unspread).
+func (s *Store) canaryDomains(ctx context.Context, group string, u hashspec.Update) map[string]string {
+	if u.MaxParallelPer == nil {
+		return nil
+	}
+	d, err := s.Domains(ctx, group, u.MaxParallelPer.Key)
+	if err != nil {
+		return nil
+	}
+	return d
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -214,4 +215,67 @@ func TestPlannedCanaries(t *testing.T) {
 	if v := Evaluate(GateInput{Group: p, Now: time.Now(), Mono: time.Now(), Node: other}); v.State != GateAwaitingPromotion {
 		t.Fatalf("%s's planned gate: %s, want awaiting_promotion", other, v.State)
 	}
+}
+
+// Spread over update.max_parallel_per's domains, the canaries cover as
+// many zones as they can, each zone's pick by the same rank, whatever the
+// order of the nodes; a node with no zone is a zone of its own.
+func TestChooseCanariesIn(t *testing.T) {
+	sha := strings.Repeat("cd", 32)
+	zones := map[string]string{"a1": "zone=a", "a2": "zone=a", "b1": "zone=b", "b2": "zone=b", "c1": "zone=c", "c2": "zone=c"}
+	nodes := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
+	zonesOf := func(picks []string) map[string]int {
+		out := map[string]int{}
+		for _, p := range picks {
+			out[cmpOr(zones[p], p)]++
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []string
+		domains map[string]string
+		n       int
+		want    map[string]int // picks per zone
+	}{
+		{"one per zone", nodes, zones, 3, map[string]int{"zone=a": 1, "zone=b": 1, "zone=c": 1}},
+		{"two zones of three", nodes, zones, 2, nil},
+		{"four: one zone twice", nodes, zones, 4, nil},
+		{"every node", nodes, zones, 9, map[string]int{"zone=a": 2, "zone=b": 2, "zone=c": 2}},
+		{"a node with no zone is its own", append(slices.Clone(nodes), "x"), zones, 4, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ChooseCanariesIn(sha, tc.nodes, tc.n, tc.domains)
+			rev := slices.Clone(tc.nodes)
+			slices.Reverse(rev)
+			if again := ChooseCanariesIn(sha, rev, tc.n, tc.domains); !slices.Equal(got, again) {
+				t.Fatalf("%v, and %v with the nodes reversed", got, again)
+			}
+			per := zonesOf(got)
+			if len(got) != min(tc.n, len(tc.nodes)) {
+				t.Fatalf("%v: want %d picks", got, min(tc.n, len(tc.nodes)))
+			}
+			if tc.want != nil && !maps.Equal(per, tc.want) {
+				t.Fatalf("%v: per zone %v, want %v", got, per, tc.want)
+			}
+			// No zone has two picks while another zone has none.
+			most, least := 0, len(got)
+			for _, z := range []string{"zone=a", "zone=b", "zone=c"} {
+				most, least = max(most, per[z]), min(least, per[z])
+			}
+			if most-least > 1 {
+				t.Fatalf("%v: per zone %v, not spread", got, per)
+			}
+		})
+	}
+	if got := ChooseCanariesIn(sha, nodes, 3, nil); !slices.Equal(got, ChooseCanaries(sha, nodes, 3)) {
+		t.Errorf("with no domains: %v, want ChooseCanaries' %v", got, ChooseCanaries(sha, nodes, 3))
+	}
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
 }

@@ -18,6 +18,15 @@ import (
 // written.
 func (s *Store) Planned(ctx context.Context, g *GroupState, spec *hashspec.Spec, sha string, now time.Time) *GroupState {
 	p := g.plannedAs(spec, sha, now)
+	if p.Canaries != nil && spec.Update.MaxParallelPer != nil {
+		p.Canaries.Nodes = ChooseCanariesIn(sha, canaryPool(g.Nodes, g.Registered), spec.Update.Canary, s.canaryDomains(ctx, g.Group, spec.Update))
+		p.CanaryNodes = nil
+		for _, n := range g.Nodes {
+			if p.Canaries.Has(n.Node) {
+				p.CanaryNodes = append(p.CanaryNodes, n)
+			}
+		}
+	}
 	return s.withOrder(ctx, s.withHealth(ctx, p, false), "")
 }
 

@@ -233,7 +233,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 		return nil, err
 	}
 	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}
-	canaries, err := s.canaryOps(ctx, k, group, sha, spec.Update.Canary, ev)
+	canaries, err := s.canaryOps(ctx, k, group, sha, spec.Update, ev)
 	if err != nil {
 		return nil, err
 	}
