@@ -141,14 +141,17 @@ var Rules = []Rule{
 	deadlineRule{},
 	pauseRule{},
 	failureBudgetRule{},
+	// Before the holds: for a node that is not a canary it closes the gate
+	// whole, not only to new grants.
+	canaryRule{},
 	// Holds last: a rule that stops every step wins over one that only
-	// holds new grants.
+	// holds new grants. The stagger last of all: Diagnose takes a gate it
+	// alone closes for open.
 	windowRule{},
 	blockRule{},
 	afterRule{},
 	lastRule{},
 	staggerRule{},
-	canaryRule{},
 }
 
 // GateStates lists every GateState, for exporters that show each one.
