@@ -51,7 +51,7 @@ type grantSeen struct {
 // of every group, and the node records the grants wrote, for invariant
 // (f) (nemesis_gate_judge_test.go).
 type gateWatch struct {
-	n      *nemesis
+	c      *cluster
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -137,13 +137,16 @@ func (w *gateWatch) addFlip(f flip) {
 }
 
 // watchGate starts a watch of each group's semaphore and node records.
-func (n *nemesis) watchGate() *gateWatch {
+func (n *nemesis) watchGate() *gateWatch { return n.c.watchGrants(nemesisGroups()...) }
+
+// watchGrants starts a watch of the semaphore and node records of groups.
+func (c *cluster) watchGrants(groups ...string) *gateWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &gateWatch{n: n, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{}}
-	for _, g := range nemesisGroups() {
-		k, err := n.c.store().Keys(g)
+	w := &gateWatch{c: c, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{}}
+	for _, g := range groups {
+		k, err := c.store().Keys(g)
 		if err != nil {
-			n.t.Fatal(err)
+			c.t.Fatal(err)
 		}
 		w.wg.Add(2)
 		go w.watch(ctx, k.Slot(), func(p api.KVPairs) { w.slotSeen(g, k.Slot(), p) })
@@ -166,7 +169,7 @@ func (w *gateWatch) watch(ctx context.Context, prefix string, seen func(api.KVPa
 	var index uint64
 	for ctx.Err() == nil {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
-		pairs, meta, err := w.n.c.api().KV().List(prefix, q)
+		pairs, meta, err := w.c.api().KV().List(prefix, q)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -215,7 +218,7 @@ func (w *gateWatch) slotSeen(group, prefix string, pairs api.KVPairs) {
 // claimSHA fills in a new grant's SHA from its node's claim, which the
 // grant wrote (the grant's node record says it too; see sha).
 func (w *gateWatch) claimSHA(group, prefix, key, node, session string) {
-	h, err := lockstep.ReadHolders(w.n.c.api(), prefix, nil)
+	h, err := lockstep.ReadHolders(w.c.api(), prefix, nil)
 	if err != nil {
 		return
 	}
