@@ -59,6 +59,10 @@ type gateWatch struct {
 	flips   []flip
 	grants  map[string]*grantSeen            // group/session/index
 	records map[string]coordinator.NodeState // group/node/ModifyIndex: the records seen
+	// desired and canaries are the versions seen of each group's desired
+	// record and canary records, by group (nemesis_order_test.go).
+	desired  map[string]map[uint64]string
+	canaries map[string]map[uint64]coordinator.Canaries
 }
 
 // registerGate puts the gate check in the catalog, passing, with an
@@ -142,15 +146,19 @@ func (n *nemesis) watchGate() *gateWatch { return n.c.watchGrants(nemesisGroups(
 // watchGrants starts a watch of the semaphore and node records of groups.
 func (c *cluster) watchGrants(groups ...string) *gateWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &gateWatch{c: c, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{}}
+	w := &gateWatch{c: c, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{},
+		desired: map[string]map[uint64]string{}, canaries: map[string]map[uint64]coordinator.Canaries{}}
 	for _, g := range groups {
 		k, err := c.store().Keys(g)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		w.wg.Add(2)
+		w.desired[g], w.canaries[g] = map[uint64]string{}, map[uint64]coordinator.Canaries{}
+		w.wg.Add(4)
 		go w.watch(ctx, k.Slot(), func(p api.KVPairs) { w.slotSeen(g, k.Slot(), p) })
 		go w.watch(ctx, k.NodesPrefix(), func(p api.KVPairs) { w.nodesSeen(g, p) })
+		go w.watch(ctx, k.Desired(), func(p api.KVPairs) { w.desiredSeen(g, k.Desired(), p) })
+		go w.watch(ctx, k.Canaries(""), func(p api.KVPairs) { w.canariesSeen(g, p) })
 	}
 	return w
 }

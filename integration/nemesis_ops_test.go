@@ -46,6 +46,8 @@ func (n *nemesis) apply(e event) error {
 			n.mu.Unlock()
 		}
 		return err
+	case opPromote:
+		return n.promote(e.group)
 	case opPause:
 		ctx, cancel := n.c.ctx()
 		defer cancel()
@@ -97,12 +99,14 @@ func (n *nemesis) commit(e event) error {
 		MaxParallel: n.k(e.group), FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline,
 		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries, Env: env})
 	spec.Update.BlockOn = gateBlocks()
+	ordered(spec, e)
 	ctx, cancel := n.c.ctx()
 	defer cancel()
 	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")
 	if err != nil {
 		return err
 	}
+	n.noteOrder(res.SHA, e)
 	n.mu.Lock()
 	n.bad[res.SHA] = e.kind == opCommitBad || e.kind == opCommitTypo
 	n.committed[res.SHA] = true
