@@ -3,6 +3,7 @@ package integration
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -109,8 +110,12 @@ func (c *cluster) judgeSeedOrder(t *testing.T, gw *gateWatch, dw *orderWatch, le
 	if holds == 0 {
 		t.Errorf("no read of the workers showed them %s: the order was not exercised", coordinator.GateWaitingForGroup)
 	}
-	t.Logf("%d grants (%d reads of the workers waiting for the managers, %d of the leader waiting to go last), managers converged at indexes %v",
-		len(f.grants), holds, waits, f.converged)
+	var seen []string
+	for _, g := range f.grants {
+		seen = append(seen, fmt.Sprintf("%s@%d", g.node, g.index))
+	}
+	t.Logf("grants %v (%d reads of the workers waiting for the managers, %d of the leader waiting to go last); managers converged at indexes %v",
+		seen, holds, waits, f.converged)
 }
 
 // convergedAt is the index of the first record of node the watch saw
