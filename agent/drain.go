@@ -11,9 +11,14 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// drainCallTimeout bounds a drain's or a lift's calls to the local Consul
-// agent, together.
+// drainCallTimeout bounds each of a drain's bounded calls to the local
+// Consul agent (drainCalls of them), and a lift's calls together.
 const drainCallTimeout = 10 * time.Second
+
+// drainCalls is how many calls of drainCallTimeout each a drain makes
+// under the slot: its plan (planDrain), its maintenance (SetMaintenance)
+// and its wait for the catalog (drainSeen). The lease counts them all.
+const drainCalls = 3
 
 // drainStep is the name of the fenced step that records a drain.
 const drainStep = "drain"
