@@ -99,6 +99,9 @@ type Agent struct {
 	// undoing is the SHA whose undo this process began and could not
 	// finish (Look.Undoing), "" when none.
 	undoing string
+	// straysChecked says this process looked for drains of its node that
+	// no record holds, and lifted them (liftStrays).
+	straysChecked bool
 	// unrecorded is a failure this process could not record yet.
 	unrecorded *pendingFailure
 	// problems is what was last logged of the group state's problems, so

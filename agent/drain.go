@@ -87,7 +87,7 @@ func (a *Agent) planDrain(ctx context.Context, names []string) (drainPlan, *coor
 	}
 	now := wallclock.Now().UTC()
 	rec := coordinator.Drained{At: now,
-		Reason: fmt.Sprintf("rollagent: %s/%s drained to replace its workload (%s)", a.cfg.Group, a.cfg.Node, now.Format(time.RFC3339Nano))}
+		Reason: fmt.Sprintf("%s to replace its workload (%s)", drainReason(a.cfg.Group, a.cfg.Node), now.Format(time.RFC3339Nano))}
 	if prev := a.pub.drain(); prev != nil {
 		rec.Reason, rec.At = prev.Reason, prev.At
 	}
@@ -169,6 +169,9 @@ func (t *turn) drainDelay(delay time.Duration) error {
 // recorded. What cannot be lifted now stays recorded, for a next look.
 func (a *Agent) undrain(ctx context.Context, end drainEnd, healthy, claimed bool) {
 	d := a.pub.drain()
+	if d == nil {
+		a.liftStrays(ctx, end, healthy, claimed)
+	}
 	if !liftNow(end, d != nil, healthy, claimed) {
 		return
 	}
