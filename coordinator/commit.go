@@ -49,8 +49,12 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 		return nil, err
 	}
 	ev := Event{Kind: kind, By: author, SHA: sha, Reason: reason}
+	canaries, err := s.canaryOps(ctx, k, group, sha, spec.Update, ev)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < casAttempts; i++ {
-		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev)
+		res, conflict, err := s.commitOnce(ctx, k, group, canon, ev, canaries)
 		if err == nil && !res.AlreadyDesired {
 			s.prune(ctx, group, OperatorWriter())
 		}
@@ -64,7 +68,7 @@ func (s *Store) commit(ctx context.Context, group string, spec *hashspec.Spec, a
 	return nil, ErrConflict
 }
 
-func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event) (*CommitResult, bool, error) {
+func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []byte, ev Event, canaries api.TxnOps) (*CommitResult, bool, error) {
 	sha := ev.SHA
 	if cancelled, err := s.cancelled(ctx, k, sha); err != nil {
 		return nil, false, err
@@ -89,7 +93,7 @@ func (s *Store) commitOnce(ctx context.Context, k Keys, group string, canon []by
 	}
 	now := wallclock.Now().UTC()
 	d := Desired{SHA: sha, Previous: res.Previous, CommittedAt: now, Author: ev.By, Reason: ev.Reason}
-	ops := append(desiredOps(k, index, d), operatorCommitOps(k, sha)...)
+	ops := append(append(desiredOps(k, index, d), operatorCommitOps(k, sha)...), canaries...)
 	moved, err := s.legacyPauseOps(ctx, k, cur, sha)
 	if err != nil {
 		return nil, false, err

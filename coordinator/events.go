@@ -44,13 +44,14 @@ const (
 	EventFailure      EventKind = "failure"       // a node's failure, counted once per node and SHA
 	EventNodeRemoved  EventKind = "node-removed"  // rollagent node rm
 	EventDeadline     EventKind = "deadline"      // an agent saw the progress deadline pass
+	EventPromote      EventKind = "promote"       // rollagent promote
 )
 
 // Valid reports whether k is one of the kinds above.
 func (k EventKind) Valid() bool {
 	switch k {
 	case EventCommit, EventRollback, EventAutoRollback, EventCancel, EventResume,
-		EventPause, EventFailure, EventNodeRemoved, EventDeadline:
+		EventPause, EventFailure, EventNodeRemoved, EventDeadline, EventPromote:
 		return true
 	}
 	return false

@@ -63,6 +63,18 @@ type GateInput struct {
 	// (time.Now()), against which GroupState.Released is measured.
 	// Optional, defaults to none: no time passed since the release.
 	Mono time.Time
+	// Node is the node whose gate is judged (a rule may hold some nodes
+	// and not others: the canaries go first). Optional, defaults to
+	// Group.For; "" judges the group as a whole (status, the exporter).
+	Node string
+}
+
+// node is the node judged, see GateInput.Node.
+func (in GateInput) node() string {
+	if in.Node != "" || in.Group == nil {
+		return in.Node
+	}
+	return in.Group.For
 }
 
 // A Rule is one reason the gate may be closed for the desired SHA. Rules
@@ -129,8 +141,12 @@ var Rules = []Rule{
 	deadlineRule{},
 	pauseRule{},
 	failureBudgetRule{},
+	// Before the holds: for a node that is not a canary it closes the gate
+	// whole, not only to new grants.
+	canaryRule{},
 	// Holds last: a rule that stops every step wins over one that only
-	// holds new grants.
+	// holds new grants. The stagger last of all: Diagnose takes a gate it
+	// alone closes for open.
 	windowRule{},
 	blockRule{},
 	afterRule{},

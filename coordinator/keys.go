@@ -90,6 +90,17 @@ func (k Keys) Converged(sha string) string { return k.root + "converged/" + sha 
 // failures/ so that the listing of failures/<sha>/ holds node records only.
 func (k Keys) FailCount(sha string) string { return k.root + "failcount/" + sha }
 
+// Canaries names the nodes that take sha first (update.canary), written
+// by the commit that makes sha desired. Only commits write it: an agent's
+// token may read it, not choose the canaries.
+func (k Keys) Canaries(sha string) string { return k.root + "canaries/" + sha }
+
+// Promoted is an operator's promotion of sha's rollout past its canaries
+// (`rollagent promote`); a commit of sha deletes it, so each rollout of a
+// SHA is promoted anew. Agents may read it, not write it: no node's token
+// can promote.
+func (k Keys) Promoted(sha string) string { return k.root + "promoted/" + sha }
+
 // Node holds one node's published state.
 func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 

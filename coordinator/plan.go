@@ -18,6 +18,15 @@ import (
 // written.
 func (s *Store) Planned(ctx context.Context, g *GroupState, spec *hashspec.Spec, sha string, now time.Time) *GroupState {
 	p := g.plannedAs(spec, sha, now)
+	if p.Canaries != nil && spec.Update.MaxParallelPer != nil {
+		p.Canaries.Nodes = ChooseCanariesIn(sha, canaryPool(g.Nodes, g.Registered), spec.Update.Canary, s.canaryDomains(ctx, g.Group, spec.Update))
+		p.CanaryNodes = nil
+		for _, n := range g.Nodes {
+			if p.Canaries.Has(n.Node) {
+				p.CanaryNodes = append(p.CanaryNodes, n)
+			}
+		}
+	}
 	return s.withOrder(ctx, s.withHealth(ctx, p, false), "")
 }
 
@@ -30,6 +39,7 @@ func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *
 	}
 	p.Desired, p.Spec, p.Health, p.After, p.Last = &d, nil, nil, nil, nil
 	p.Cancel, p.Pause, p.OperatorPause, p.Failures = nil, nil, nil, nil
+	p.Canaries, p.Promoted, p.CanaryNodes, p.CanarySeen = nil, nil, nil, CanarySeen{}
 	p.Problems = append([]string(nil), g.Problems...)
 	// The planned desired record is not in byKey: resolveDesired reads
 	// the records of sha from it and takes the spec from history, where
@@ -41,5 +51,16 @@ func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *
 	p.History = append(append([]HistoryEntry(nil), g.History...), HistoryEntry{SHA: sha, CommittedAt: d.CommittedAt, spec: spec})
 	p.resolveDesired(g.k, g.byKey)
 	p.History = p.History[:len(g.History)]
+	if spec != nil && spec.Update.Canary > 0 {
+		// What the commit would write: its own choice, and no promotion
+		// (a commit deletes an earlier rollout's).
+		p.Canaries = &Canaries{SHA: sha, Nodes: ChooseCanaries(sha, canaryPool(g.Nodes, g.Registered), spec.Update.Canary)}
+		p.Promoted, p.CanaryNodes = nil, nil
+		for _, n := range g.Nodes {
+			if p.Canaries.Has(n.Node) {
+				p.CanaryNodes = append(p.CanaryNodes, n)
+			}
+		}
+	}
 	return &p
 }

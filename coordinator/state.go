@@ -64,6 +64,22 @@ type GroupState struct {
 	// Released is when the reader first saw the slot's latest release
 	// (update.stagger), filled by Store.Read and ReadFor.
 	Released ReleaseSeen
+	// Canaries are the desired SHA's canaries (update.canary), nil when
+	// none were recorded; Promoted is an operator's promotion of it.
+	Canaries *Canaries
+	Promoted *Promotion
+	// CanaryNodes are the records of the canaries, read with the group by
+	// Read, and by ReadFor while auto-promotion waits on them.
+	CanaryNodes []NodeState
+	// CanarySeen is since when the reader has seen the canaries healthy
+	// (update.auto_promote), filled by Store.Read and ReadFor.
+	CanarySeen CanarySeen
+	// canaryDown are the canaries Consul sees down, as readCanaries read
+	// them for an agent's look.
+	canaryDown map[string]DownReason
+	// For is the node ReadFor read for, whose gate Gate evaluates; "" for
+	// a read of the whole group (Read), judged as a group.
+	For string
 	// After is how far each group the desired spec names in update.after
 	// is on its own desired SHA, read with the records when it names any.
 	After []GroupProgress
@@ -94,7 +110,7 @@ func (s *Store) Read(ctx context.Context, group string, q *api.QueryOptions) (*G
 		return nil, err
 	}
 	if k, err := s.Keys(group); err == nil {
-		s.withRelease(g, k)
+		s.withCanaries(s.withRelease(g, k), k)
 	}
 	return s.withOrder(ctx, s.withHealth(ctx, g, false), ""), nil
 }
@@ -281,6 +297,25 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		g.Pause = &ps
 	}
 	g.Failures = g.failuresOf(k, sha, g.note)
+	if p := byKey[k.Canaries(sha)]; p != nil {
+		var c Canaries
+		if g.note(decode(p.Key, p.Value, &c)) && c.SHA == sha {
+			g.Canaries = &c
+		}
+	}
+	// A promotion counts only as written: garbage there must not pass
+	// for one, nor one of another SHA.
+	if p := byKey[k.Promoted(sha)]; p != nil {
+		var pr Promotion
+		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
+			g.Promoted = &pr
+		}
+	}
+	for _, n := range g.Nodes {
+		if g.Canaries.Has(n.Node) {
+			g.CanaryNodes = append(g.CanaryNodes, n)
+		}
+	}
 	g.Deadline = g.deadlineOf(k)
 }
 

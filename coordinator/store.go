@@ -44,6 +44,9 @@ type Store struct {
 	// releases are the store's sights of each slot's releases, shared by
 	// every copy of the store (update.stagger).
 	releases *releaseClocks
+	// canaries are the store's sights of healthy canaries
+	// (update.auto_promote), shared by every copy of the store.
+	canaries *canaryClocks
 }
 
 func (s *Store) clock() time.Time {
@@ -59,7 +62,8 @@ func NewStore(c *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}}}
+	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}},
+		canaries: &canaryClocks{clocks: map[string]canarySight{}}}
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events

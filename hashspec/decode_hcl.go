@@ -73,6 +73,9 @@ type hclUpdate struct {
 	After            []string    `hcl:"after,optional"`
 	Last             *hclLast    `hcl:"last,block"`
 	MaxParallelPer   *hclSpread  `hcl:"max_parallel_per,block"`
+	Canary           *int        `hcl:"canary,optional"`
+	CanaryHealthy    *string     `hcl:"canary_healthy_time,optional"`
+	AutoPromote      bool        `hcl:"auto_promote,optional"`
 }
 
 type hclSpread struct {

@@ -37,15 +37,18 @@ func (c *hclConv) spec(hf *hclFile) *Spec {
 	}
 	if u := hf.Update; u != nil {
 		s.Update = Update{
-			MaxParallel:      c.amount(pathMaxParallel, u.MaxParallel),
-			MinHealthyTime:   c.duration(pathMinHealthyTime, u.MinHealthyTime),
-			HealthyDeadline:  c.duration(pathHealthyDeadline, u.HealthyDeadline),
-			FailureAction:    u.FailureAction,
-			MaxFailures:      c.amount(pathMaxFailures, u.MaxFailures),
-			Order:            u.Order,
-			Stagger:          c.duration(pathStagger, u.Stagger),
-			ProgressDeadline: c.duration(pathProgress, u.ProgressDeadline),
-			After:            u.After,
+			MaxParallel:       c.amount(pathMaxParallel, u.MaxParallel),
+			MinHealthyTime:    c.duration(pathMinHealthyTime, u.MinHealthyTime),
+			HealthyDeadline:   c.duration(pathHealthyDeadline, u.HealthyDeadline),
+			FailureAction:     u.FailureAction,
+			MaxFailures:       c.amount(pathMaxFailures, u.MaxFailures),
+			Order:             u.Order,
+			Stagger:           c.duration(pathStagger, u.Stagger),
+			ProgressDeadline:  c.duration(pathProgress, u.ProgressDeadline),
+			After:             u.After,
+			Canary:            c.int(pathCanary, u.Canary),
+			CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
+			AutoPromote:       u.AutoPromote,
 		}
 		if l := u.Last; l != nil {
 			s.Update.Last = &Last{Check: l.Check}

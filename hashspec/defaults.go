@@ -24,18 +24,20 @@ const (
 // Paths of the fields whose default is non-zero: an explicit zero there
 // is a mistake the user must hear about, not something to paper over.
 const (
-	pathMaxParallel     = "update.max_parallel"
-	pathMinHealthyTime  = "update.min_healthy_time"
-	pathHealthyDeadline = "update.healthy_deadline"
-	pathMaxFailures     = "update.max_failures"
-	pathInterval        = "container.healthcheck.interval"
-	pathTimeout         = "container.healthcheck.timeout"
-	pathRetries         = "container.healthcheck.retries"
-	pathWindow          = "update.window"
-	pathBlockOn         = "update.block_on"
-	pathBlockOnNode     = "update.block_on_node"
-	pathStagger         = "update.stagger"
-	pathProgress        = "update.progress_deadline"
+	pathMaxParallel       = "update.max_parallel"
+	pathMinHealthyTime    = "update.min_healthy_time"
+	pathHealthyDeadline   = "update.healthy_deadline"
+	pathMaxFailures       = "update.max_failures"
+	pathInterval          = "container.healthcheck.interval"
+	pathTimeout           = "container.healthcheck.timeout"
+	pathRetries           = "container.healthcheck.retries"
+	pathWindow            = "update.window"
+	pathBlockOn           = "update.block_on"
+	pathBlockOnNode       = "update.block_on_node"
+	pathStagger           = "update.stagger"
+	pathProgress          = "update.progress_deadline"
+	pathCanary            = "update.canary"
+	pathCanaryHealthyTime = "update.canary_healthy_time"
 )
 
 // WithDefaults returns a deep copy of s with every default filled in and

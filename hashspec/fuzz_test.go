@@ -31,6 +31,8 @@ func FuzzParseJSON(f *testing.F) {
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"max_parallel":"25.5%","max_failures":"0%"}}`))
 	f.Add([]byte(`{"name":"w","container":{"image":"x"},"update":{"after":["m","a","m"],"last":{"check":"leader"}}}`))
 	f.Add([]byte(`{"container":{"image":"x"},"update":{"max_parallel":2,"max_parallel_per":{"key":"zone","max":1}}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":1,"canary_healthy_time":"90s","auto_promote":true}}`))
+	f.Add([]byte(`{"container":{"image":"x"},"update":{"canary":0,"auto_promote":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRoundTrip(t, data, FormatJSON)
 	})
@@ -39,6 +41,7 @@ func FuzzParseJSON(f *testing.F) {
 func FuzzParseHCL(f *testing.F) {
 	addGoldenSeeds(f, ".hcl")
 	f.Add([]byte("container {\n image = \"x\"\n labels = { \"a.b\" = \"c\\u00e9\" }\n}\n"))
+	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n canary = 3\n canary_healthy_time = \"1m30s\"\n auto_promote = true\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n drain {\n  services = [\"b\", \"a\", \"a\"]\n  delay = \"1m0s\"\n }\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n max_parallel = \"50%\"\n max_failures = \"3\"\n}\n"))
 	f.Add([]byte("container {\n image = \"x\"\n}\nupdate {\n max_parallel = 2.5\n max_failures = \"101%\"\n}\n"))

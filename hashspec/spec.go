@@ -136,6 +136,18 @@ type Update struct {
 	// topology domain (a Consul node-meta value: a rack, a zone) are
 	// unavailable at once; optional, none means no bound per domain.
 	MaxParallelPer *Spread `json:"max_parallel_per,omitempty"`
+	// Canary is how many nodes take a new SHA first; the rest wait for a
+	// promotion (`rollagent promote`, or AutoPromote). Optional, 0 means
+	// no canaries: every node goes under max_parallel.
+	Canary int `json:"canary,omitempty"`
+	// CanaryHealthyTime is how long every canary must have been seen
+	// converged, and none down, before AutoPromote promotes; required
+	// with AutoPromote, and only with it.
+	CanaryHealthyTime Duration `json:"canary_healthy_time,omitempty"`
+	// AutoPromote promotes once the canaries have stayed healthy for
+	// CanaryHealthyTime; optional, defaults to false: an operator's
+	// `rollagent promote`.
+	AutoPromote bool `json:"auto_promote,omitempty"`
 }
 
 // Format is the syntax of a spec file.

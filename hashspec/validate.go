@@ -196,6 +196,32 @@ func (c *checker) checkPositive(field string, d, minimum Duration) {
 	}
 }
 
+// MaxCanary bounds update.canary: each agent's look reads every canary's
+// record, so the count is what a look costs, not only a policy.
+const MaxCanary = 100
+
+// canary checks update.canary and what goes with it: a healthy time only
+// where something reads it (auto_promote), and always there, so that no
+// auto-promotion fires on a first sight of converged canaries.
+func (c *checker) canary(u *Update) {
+	switch {
+	case u.Canary < 0:
+		c.add(pathCanary, "must not be negative (0 or omitted means no canaries), got %d", u.Canary)
+	case u.Canary > MaxCanary:
+		c.add(pathCanary, "must be at most %d, got %d", MaxCanary, u.Canary)
+	}
+	switch {
+	case u.AutoPromote && u.Canary == 0:
+		c.add("update.auto_promote", "needs update.canary: with no canaries there is nothing to promote")
+	case u.AutoPromote && u.CanaryHealthyTime <= 0:
+		c.add(pathCanaryHealthyTime, "must be set, and positive, with update.auto_promote (how long the canaries stay healthy before promoting), got %s", u.CanaryHealthyTime)
+	case !u.AutoPromote && u.CanaryHealthyTime != 0:
+		c.add(pathCanaryHealthyTime, "is read only with update.auto_promote = true (`rollagent promote` promotes by hand), got %s", u.CanaryHealthyTime)
+	case u.CanaryHealthyTime > MaxDuration:
+		c.add(pathCanaryHealthyTime, "must be at most %s, got %s", MaxDuration, u.CanaryHealthyTime)
+	}
+}
+
 // stagger checks update.stagger: 0 (or omitted) is no stagger.
 func (c *checker) stagger(d Duration) {
 	switch {
@@ -365,6 +391,7 @@ func (c *checker) update(u *Update, ct *Container) {
 	c.drain(u.Drain)
 	c.progressDeadline(u)
 	c.spread(u.MaxParallelPer)
+	c.canary(u)
 	if u.Order != OrderStartFirst {
 		return
 	}

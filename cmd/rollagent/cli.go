@@ -23,6 +23,7 @@ type CLI struct {
 	Cancel   CancelCmd   `cmd:"" help:"Persist a CANCEL for the group's desired SHA: nothing moves for it any more."`
 	Pause    PauseCmd    `cmd:"" help:"Pause the group's desired SHA: nothing moves for it until resume (only an operator's token may)."`
 	Resume   ResumeCmd   `cmd:"" help:"Lift a pause of the desired SHA, an operator's or a failure pause (a cancel needs a new commit)."`
+	Promote  PromoteCmd  `cmd:"" help:"Promote the desired SHA past its canaries (update.canary): the other nodes follow (only an operator's token may; refused under a cancel)."`
 	Rollback RollbackCmd `cmd:"" help:"Commit an earlier spec again (by default the previous one)."`
 	Status   StatusCmd   `cmd:"" help:"Show a group's rollout: desired SHA, nodes, slot holders."`
 	History  HistoryCmd  `cmd:"" help:"List the SHAs committed to a group."`

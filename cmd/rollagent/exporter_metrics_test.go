@@ -152,6 +152,11 @@ func TestObserveGate(t *testing.T) {
 			g.respec(func(s *hashspec.Spec) { s.Update.Last = &hashspec.Last{Check: "raft-leader"} }).desired()
 			g.last = &coordinator.LastState{Check: "raft-leader", Local: "h1", Passing: []string{"h1"}, Behind: []string{"n2"}}
 		}, coordinator.GateWaitingToGoLast},
+		{"awaiting promotion: the canary converged, another node behind", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.Canary = 1 }).desired()
+			g.put(g.k.Canaries(g.sha), coordinator.Canaries{SHA: g.sha, Nodes: []string{"n1"}, At: at})
+			g.node("n1", g.sha, coordinator.StateConverged, at).node("n2", "", coordinator.StateWaiting, at)
+		}, coordinator.GateAwaitingPromotion},
 		{"blocking on Consul checks that pass", func(g *groupPairs) {
 			g.respec(func(s *hashspec.Spec) { s.Update.BlockOn = []hashspec.Block{{Check: "replication-lag"}} }).desired()
 			g.health = &coordinator.GateHealth{}

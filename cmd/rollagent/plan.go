@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
@@ -189,6 +190,10 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	p.Nodes = planNodes(planned, sum)
 	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel.Of(planned.NodeCount()))
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
+	if c := planned.Canaries; c != nil && len(c.Nodes) > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("canaries %s go first; the rest wait for `rollagent promote %s`%s",
+			strings.Join(c.Nodes, ", "), gs.Group, autoPromoteNote(spec)))
+	}
 	return p, nil
 }
 
@@ -275,4 +280,13 @@ func planGateReason(v coordinator.Verdict, now time.Time) string {
 		return v.Wait(now) + "; counted from this plan's first sight of the release: an agent that saw it earlier waits less"
 	}
 	return gateReason(v, now)
+}
+
+// autoPromoteNote says, for a plan's note, when the rest follow without a
+// promotion.
+func autoPromoteNote(spec *hashspec.Spec) string {
+	if !spec.Update.AutoPromote {
+		return ""
+	}
+	return fmt.Sprintf(", or for the canaries to stay healthy for %s", spec.Update.CanaryHealthyTime.Std())
 }

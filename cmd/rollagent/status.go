@@ -215,6 +215,7 @@ func printTable(out io.Writer, s statusJSON) error {
 	for _, f := range s.Gate.PassedFence {
 		fmt.Fprintf(out, "  %s %s\n", cell(f.Node), mayFinish(f.State, f.Step))
 	}
+	printCanary(out, s)
 	fmt.Fprintln(out, progressLine(s.Progress))
 	for _, w := range s.GoLast {
 		fmt.Fprintf(out, "%s waits to go last (check %q passes on it)\n", cell(w.Node), cell(w.Check))

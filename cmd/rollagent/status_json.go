@@ -34,6 +34,7 @@ type statusJSON struct {
 	Stall       *stallJSON       `json:"stall"` // null unless the group is stalled
 	// Deadline is the progress deadline, null when the spec has none.
 	Deadline *deadlineJSON `json:"progress_deadline"`
+	Canary   *canaryJSON   `json:"canary,omitempty"` // absent unless the desired spec has canaries
 	Outage   *outageJSON   `json:"outage,omitempty"` // status --watch only, while Consul does not answer
 
 	// DomainWaits are the waiting nodes whose domain is full
@@ -118,6 +119,8 @@ type nodeJSON struct {
 	CountedAs coordinator.Standing `json:"counted_as"`
 	Consul    coordinator.Presence `json:"consul"`
 	Counts    bool                 `json:"counts"`
+	// Canary: the node is one of the desired SHA's canaries.
+	Canary bool `json:"canary,omitempty"`
 }
 
 // imageSplitJSON is one SHA that nodes run from different images.
@@ -192,11 +195,18 @@ func opensAt(v coordinator.Verdict) *time.Time {
 // count from its own first sight of the release, as each agent does.
 const staggerEstimate = "; an estimate from this status's first sight of the release: each agent counts from its own"
 
+// canaryEstimate follows an auto-promotion's wait in status, which counts
+// from its own sight of the canaries healthy, as each agent does.
+const canaryEstimate = "; an estimate from this status's sight of the canaries healthy: each agent counts from its own"
+
 // gateReason is the gate's reason as of now, with how long a wait the
 // clock alone ends has left.
 func gateReason(v coordinator.Verdict, now time.Time) string {
 	if v.State == coordinator.GateStagger {
 		return v.Wait(now) + staggerEstimate
+	}
+	if v.State == coordinator.GateAwaitingPromotion && v.Recheck.After(now) && !v.Poll {
+		return v.Wait(now) + canaryEstimate
 	}
 	return v.Wait(now)
 }
@@ -226,6 +236,11 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 	}
 	if e, ok := estimate(gs, sum, now); ok {
 		s.Progress.ETA = &etaJSON{Seconds: e.left.Seconds(), PerNodeSeconds: e.perNode.Seconds(), Basis: e.basis}
+	}
+	if s.Canary = newCanaryJSON(gs); s.Canary != nil {
+		for i := range s.Nodes {
+			s.Nodes[i].Canary = gs.Canaries.Has(s.Nodes[i].Node)
+		}
 	}
 	if gs.Holders != nil {
 		for _, h := range gs.Holders.Holding {

@@ -19,7 +19,10 @@
 # What it may not: write brakes/, where an operator's CANCEL and pause
 # are (`rollagent cancel`, `rollagent pause`), so it can neither lift nor
 # forge one; write converged/, which only commits write (they read the
-# whole group to tell a SHA converged on every node); write history/,
+# whole group to tell a SHA converged on every node); write canaries/ or
+# promoted/, so it can neither choose the canaries of a rollout nor
+# promote one past them (`rollagent promote`; auto_promote writes no
+# record: each agent judges the canaries' health itself); write history/,
 # which `rollagent commit`, `rollagent rollback`, `rollagent resume` and
 # `rollagent cancel` all write, so each is refused with this token, and it
 # cannot put a new spec in front of the fleet; nor write another node's

@@ -47,23 +47,26 @@ func prepareWorkloads(ctx context.Context) (map[string]string, string, error) {
 	return images, "docker", nil
 }
 
-func specFile(release, img string) (string, error) {
+// specFile writes release's spec; canaries is its update.canary.
+func specFile(release, img string, canaries int) (string, error) {
 	js := fmt.Sprintf(`{"name":%q,"container":{"image":%q,"env":{"RELEASE":%q},
   "healthcheck":{"test":["CMD","/demoapp","health"],"interval":"1s","timeout":"1s","retries":2}},
- "update":{"max_parallel":1,"min_healthy_time":"2s","healthy_deadline":"1m","failure_action":"pause","max_failures":1}}`,
-		group, img, release)
+ "update":{"max_parallel":1,"min_healthy_time":"2s","healthy_deadline":"1m","failure_action":"pause","max_failures":1,"canary":%d}}`,
+		group, img, release, canaries)
 	path := filepath.Join(stateDir(), release+".json")
 	return path, os.WriteFile(path, []byte(js), 0o600)
 }
 
 // rollout commits a release with the CLI and follows it to the end; with
-// kill, it SIGKILLs the agent holding the slot mid-rollout and restarts it.
+// kill, the release has a canary: it SIGKILLs the agent holding the slot
+// (the canary's) mid-rollout and restarts it, and promotes the rest once
+// the canary converged.
 func rollout(ctx context.Context, bin string, st *state, store *coordinator.Store, images map[string]string, kill bool) error {
-	release := releases[0]
+	release, canaries := releases[0], 0
 	if kill {
-		release = releases[1]
+		release, canaries = releases[1], 1
 	}
-	path, err := specFile(release, images[release])
+	path, err := specFile(release, images[release], canaries)
 	if err != nil {
 		return err
 	}
@@ -78,8 +81,28 @@ func rollout(ctx context.Context, bin string, st *state, store *coordinator.Stor
 		if err := killHolder(ctx, bin, st, store); err != nil {
 			return err
 		}
+		if err := promote(ctx, bin, st, store); err != nil {
+			return err
+		}
 	}
 	return follow(ctx, store, sha)
+}
+
+// promote waits, at most 5 minutes, for the canary to converge and the
+// rest to await promotion, and promotes them with the CLI.
+func promote(ctx context.Context, bin string, st *state, store *coordinator.Store) error {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(300 * time.Millisecond) {
+		gs, err := store.Read(ctx, group, nil)
+		if err != nil || gs.Gate().State != coordinator.GateAwaitingPromotion {
+			continue
+		}
+		say("%s; the others wait for a promotion", gs.Gate().Reason)
+		say("rollagent promote %s --reason \"the canary is healthy\"", group)
+		out, err := exec.CommandContext(ctx, bin, "--consul-addr="+st.HTTPAddr, "promote", group, "--reason=the canary is healthy").CombinedOutput()
+		fmt.Print(string(out))
+		return err
+	}
+	return fmt.Errorf("the canary did not converge in 5 minutes; see the logs in %s", stateDir())
 }
 
 func killHolder(ctx context.Context, bin string, st *state, store *coordinator.Store) error {
