@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,13 +25,7 @@ func TestStatusBlockedByCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  block_on {\n    check = \"replication-lag\"\n  }\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	want := `CLOSED (blocked_by_check): blocked by Consul check "replication-lag" (critical) on node ` + node + ", service postgres"
 	if code != 0 || !strings.Contains(out, want) {

@@ -20,13 +20,7 @@ import (
 func TestStatusPercent(t *testing.T) {
 	srv := consultest.NewDev(t)
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = \"25%\"\n  max_failures = \"10%\"\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
 	gs, err := st.Read(context.Background(), "web", nil)
 	if err != nil || gs.Desired == nil {

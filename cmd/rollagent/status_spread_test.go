@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +25,7 @@ func TestStatusNodeWaitsForItsZone(t *testing.T) {
 		return err == nil && n != nil && n.Node != nil && n.Node.Meta["zone"] == "b"
 	})
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = 2\n  max_parallel_per {\n    key = \"zone\"\n    max = 1\n  }\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

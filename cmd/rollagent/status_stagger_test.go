@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +19,8 @@ import (
 func TestStatusStagger(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	path := filepath.Join(t.TempDir(), "web.hcl")
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"10m\"\n}\n"
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st := coordinator.NewStore(c, "")
@@ -72,16 +64,8 @@ func TestStatusStagger(t *testing.T) {
 func TestStatusStaggerDoesNotHideStall(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	path := filepath.Join(t.TempDir(), "web.hcl")
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"30s\"\n}\n"
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path)
-	if code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
-	sha := strings.SplitN(out, "\n", 2)[0]
+	sha := commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	backdateCommit(t, c, 10*time.Minute)
 	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
 	putNode(t, st, coordinator.NodeState{Node: "a", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now().Add(-8 * time.Minute)})

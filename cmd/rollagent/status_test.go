@@ -37,6 +37,17 @@ func commitWeb(t *testing.T, addr string) string {
 	return strings.SplitN(out, "\n", 2)[0]
 }
 
+// commitWebSpec commits spec for web from a file named file, whose ending
+// gives the format, and returns the SHA the commit printed.
+func commitWebSpec(t *testing.T, addr, file, spec string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, addr, "commit", "web", "-f", writeSpec(t, file, []byte(spec)))
+	if code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	return strings.SplitN(out, "\n", 2)[0]
+}
+
 func putNode(t *testing.T, st *coordinator.Store, n coordinator.NodeState) {
 	t.Helper()
 	if err := st.PutNode(context.Background(), "web", n); err != nil {

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +23,7 @@ update {
   }
 }
 `, next.Format("15:04"))
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	want := fmt.Sprintf("CLOSED (outside_window): outside the maintenance window; the next opens %s UTC (in ", next.Format("Mon 15:04"))
 	if code != 0 || !strings.Contains(out, want) {
