@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -31,17 +30,10 @@ func TestStatusBlockedByCheck(t *testing.T) {
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string  `json:"state"`
-			Reason  string  `json:"reason"`
-			OpensAt *string `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "blocked_by_check" || !strings.HasPrefix(want, "CLOSED (blocked_by_check): "+doc.Gate.Reason) || doc.Gate.OpensAt != nil {
 		t.Fatalf("status -o json gate: %+v, want blocked_by_check naming the check, no opens_at", doc.Gate)
 	}

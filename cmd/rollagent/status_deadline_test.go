@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -45,11 +44,8 @@ func TestStatusProgressDeadline(t *testing.T) {
 			t.Errorf("status: want %q in:\n%s", want, out)
 		}
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State string `json:"state"`
-		} `json:"gate"`
+		Gate     gateDoc `json:"gate"`
 		Deadline *struct {
 			After  string     `json:"after"`
 			Passed bool       `json:"passed"`
@@ -58,9 +54,7 @@ func TestStatusProgressDeadline(t *testing.T) {
 			Action string     `json:"action"`
 		} `json:"progress_deadline"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if d := doc.Deadline; doc.Gate.State != "deadline_passed" || d == nil || d.After != "10m0s" || !d.Passed || d.At == nil || d.Node != "n1" || d.Action != "pause" {
 		t.Fatalf("status -o json: gate %q, progress_deadline %+v", doc.Gate.State, d)
 	}

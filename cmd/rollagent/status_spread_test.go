@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -67,13 +66,10 @@ func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "n1 waits") {
 		t.Fatalf("status: code %d, stderr %s; want %q, and nothing of n1, in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
 		DomainWaits []domainWaitJSON `json:"domain_waits"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if w := doc.DomainWaits; len(w) != 1 || w[0].Node != "n4" || w[0].Domain != "zone=b" || w[0].Max != 1 ||
 		len(w[0].Used) != 1 || w[0].Used[0] != "n2" {
 		t.Fatalf("domain_waits = %+v, want n4 waiting on n2 in zone=b", w)

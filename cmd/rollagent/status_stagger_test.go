@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -41,16 +40,10 @@ func TestStatusStagger(t *testing.T) {
 			t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 		}
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string     `json:"state"`
-			OpensAt *time.Time `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "stagger" || doc.Gate.OpensAt == nil {
 		t.Fatalf("status -o json gate: %+v, want stagger with a time it opens", doc.Gate)
 	}

@@ -171,11 +171,8 @@ func checkStall(t *testing.T, s statusJSON, cause coordinator.StallCause, node s
 // checkStallKeys checks the names docs/status-json.md promises for stall.
 func checkStallKeys(t *testing.T, addr string) {
 	t.Helper()
-	_, out, _ := runCLI(t, addr, "status", "web", "-o", "json")
 	var doc map[string]any
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, addr, &doc)
 	stall, _ := doc["stall"].(map[string]any)
 	first := func(list string) map[string]any {
 		l, _ := stall[list].([]any)

@@ -48,6 +48,23 @@ func commitWebSpec(t *testing.T, addr, file, spec string) string {
 	return strings.SplitN(out, "\n", 2)[0]
 }
 
+// readStatusJSON decodes `status web -o json` into doc.
+func readStatusJSON(t *testing.T, addr string, doc any) {
+	t.Helper()
+	_, out, _ := runCLI(t, addr, "status", "web", "-o", "json")
+	if err := json.Unmarshal([]byte(out), doc); err != nil {
+		t.Fatalf("status -o json: %v in:\n%s", err, out)
+	}
+}
+
+// gateDoc is the gate of `status -o json`, what of it these tests read,
+// decoded apart from gateJSON so that a renamed field fails them.
+type gateDoc struct {
+	State   string     `json:"state"`
+	Reason  string     `json:"reason"`
+	OpensAt *time.Time `json:"opens_at"`
+}
+
 func putNode(t *testing.T, st *coordinator.Store, n coordinator.NodeState) {
 	t.Helper()
 	if err := st.PutNode(context.Background(), "web", n); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,16 +28,10 @@ update {
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string     `json:"state"`
-			OpensAt *time.Time `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "outside_window" || doc.Gate.OpensAt == nil || !doc.Gate.OpensAt.Equal(next) {
 		t.Fatalf("status -o json gate: %+v, want outside_window opening at %s", doc.Gate, next)
 	}
