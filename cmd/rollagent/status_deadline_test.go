@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // status shows the progress deadline: the deadline and the last progress
@@ -18,8 +18,7 @@ func TestStatusProgressDeadline(t *testing.T) {
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  failure_action = \"pause\"\n  progress_deadline = \"10m\"\n}\n"
 	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), "")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

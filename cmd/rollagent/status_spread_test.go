@@ -26,8 +26,7 @@ func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = 2\n  max_parallel_per {\n    key = \"zone\"\n    max = 1\n  }\n}\n"
 	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	gs, err := st.Read(ctx, "web", nil)
 	if err != nil {
 		t.Fatal(err)
