@@ -22,16 +22,7 @@ import (
 // their own, as agents on their own hosts do: each counts a stagger from
 // its own sight of a release.
 func newStaggerFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	g := groupkit.New(t, "stagger")
-	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
-		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
-	v1 := commitRecording(t, f.st, f.group, "v1", "")
-	for _, n := range nodes {
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
-		f.startOwn(n)
-	}
-	f.waitConverged(nodes, v1)
-	return f
+	return startWindowFleet(t, groupkit.New(t, "stagger"), nodes, slow, (*windowFleet).startOwn)
 }
 
 func (f *windowFleet) startOwn(n string) {

@@ -82,12 +82,18 @@ func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFle
 // newWindowFleetOn is newWindowFleet of group g: several groups on one
 // Consul agent.
 func newWindowFleetOn(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration) *windowFleet {
+	return startWindowFleet(t, g, nodes, slow, (*windowFleet).start)
+}
+
+// startWindowFleet commits a first release to g and starts each node's
+// agent with start, and waits until every node converged on it.
+func startWindowFleet(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration, start func(*windowFleet, string)) *windowFleet {
 	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")
 	for _, n := range nodes {
 		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
-		f.start(n)
+		start(f, n)
 	}
 	f.waitConverged(nodes, v1)
 	return f
