@@ -1,7 +1,6 @@
 package hashspec
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -55,32 +54,16 @@ func TestCanaryCanonical(t *testing.T) {
 // The errors name the field in both formats, and a value of the wrong
 // type its line.
 func TestCanaryParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, src, file string
-		format          Format
-		want            []string
-	}{
-		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  canary = -1\n}\n", "g.hcl", FormatHCL,
+	runParseErrors(t, []parseErrorCase{
+		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  canary = -1\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathCanary, "negative"}},
-		{"HCL auto without time", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  auto_promote = true\n}\n", "g.hcl", FormatHCL,
+		{"HCL auto without time", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  auto_promote = true\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathCanaryHealthyTime, "auto_promote"}},
-		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  canary_healthy_time = \"soon\"\n}\n", "g.hcl", FormatHCL,
+		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  canary_healthy_time = \"soon\"\n}\n", FormatHCL,
 			[]string{"g.hcl:6", pathCanaryHealthyTime}},
-		{"JSON a string count", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"canary\": \"2\"}}\n", "g.json", FormatJSON,
+		{"JSON a string count", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"canary\": \"2\"}}\n", FormatJSON,
 			[]string{"g.json:2", pathCanary}},
-		{"JSON auto a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n \"canary\": 1,\n \"auto_promote\": \"yes\"}}\n", "g.json", FormatJSON,
+		{"JSON auto a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n \"canary\": 1,\n \"auto_promote\": \"yes\"}}\n", FormatJSON,
 			[]string{"g.json:4", "auto_promote"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Load([]byte(tc.src), tc.format, tc.file)
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("want %q in %v", w, err)
-				}
-			}
-		})
-	}
+	})
 }

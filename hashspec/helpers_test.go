@@ -3,6 +3,7 @@ package hashspec
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,6 +104,32 @@ func runSHACases(t *testing.T, cases []shaCase) {
 			}
 			if (a == b) != tc.equal {
 				t.Errorf("SHAs equal = %v, want %v", a == b, tc.equal)
+			}
+		})
+	}
+}
+
+// parseErrorCase is a spec that must not load, and what its error says.
+type parseErrorCase struct {
+	name, src string
+	format    Format
+	want      []string // each a part of the error
+}
+
+// runParseErrors loads each case's src as the file g.hcl or g.json, by
+// its format, and wants an error that holds every part of want.
+func runParseErrors(t *testing.T, cases []parseErrorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Load([]byte(tc.src), tc.format, "g."+tc.format.String())
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("want %q in the error, got %v", w, err)
+				}
 			}
 		})
 	}
