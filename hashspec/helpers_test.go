@@ -83,6 +83,18 @@ func mustLoad(t *testing.T, format Format, src string) (*Spec, string) {
 	return s, sha
 }
 
+// wantHashAsNone wants the JSON spec js, image demo:v1 and fields set to
+// their zero (what), to have the SHA of the spec that leaves them out:
+// omitempty keeps every SHA from before the field.
+func wantHashAsNone(t *testing.T, what, js string) {
+	t.Helper()
+	_, explicit := mustLoad(t, FormatJSON, js)
+	_, omitted := mustLoad(t, FormatHCL, "container {\n  image = \"demo:v1\"\n}\n")
+	if explicit != omitted {
+		t.Errorf("%s must hash as none: %s vs %s", what, explicit, omitted)
+	}
+}
+
 // shaCase says whether specs a and b share a SHA.
 type shaCase struct {
 	name  string
