@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // A group whose slot was just released, with a node behind, shows the
@@ -30,10 +28,7 @@ func TestStatusStagger(t *testing.T) {
 	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", Desired: gs.Desired.SHA, State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	k, _ := coordinator.NewKeys("", "web")
-	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	putHolders(t, c, `{"holders":{},"released":1}`)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	for _, want := range []string{"CLOSED (stagger): stagger: next grant after 10m from the last release (in 10m)", "an estimate from this status's first sight"} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -63,11 +58,8 @@ func TestStatusStaggerDoesNotHideStall(t *testing.T) {
 	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
 	putNode(t, st, coordinator.NodeState{Node: "a", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now().Add(-8 * time.Minute)})
 	putNode(t, st, coordinator.NodeState{Node: "b", Desired: sha, State: coordinator.StateWaiting, Since: time.Now().Add(-5 * time.Minute)})
-	k, _ := coordinator.NewKeys("", "web")
 	// a released its slot 8 minutes ago: the count moved once.
-	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	putHolders(t, c, `{"holders":{},"released":1}`)
 	statusTable(t, srv.HTTPAddr, "STALLED: b waits (longest 5m", "  why b: not in line (no contender key")
 	checkStall(t, statusDoc(t, srv.HTTPAddr), coordinator.CauseNotInLine, "b")
 }
