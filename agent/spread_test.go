@@ -219,13 +219,7 @@ func commitSpread(t *testing.T, st *coordinator.Store, group, release string) st
 	s := recordingSpec(t, group, release, "")
 	s.Update.MaxParallel = hashspec.Count(2)
 	s.Update.MaxParallelPer = &hashspec.Spread{Key: "zone", Max: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, s)
 }
 
 // inLineOrDone waits until node has a contender key in group's line, or

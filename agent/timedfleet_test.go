@@ -107,13 +107,7 @@ func (f *windowFleet) start(n string) {
 func (f *windowFleet) commit(release string, w hashspec.Window) string {
 	s := recordingSpec(f.t, f.group, release, "")
 	s.Update.Windows = []hashspec.Window{w}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := f.st.Commit(ctx, f.group, s, "test", "commit "+release)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(f.t, f.st, f.group, release, s)
 }
 
 func (f *windowFleet) waitConverged(nodes []string, sha string) {
@@ -125,13 +119,7 @@ func (f *windowFleet) waitConverged(nodes []string, sha string) {
 }
 
 func (f *windowFleet) state() *coordinator.GroupState {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := f.st.Read(ctx, f.group, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return gs
+	return readGroup(f.t, f.st, f.group)
 }
 
 // restartAll stops and starts again the agent of every node.
