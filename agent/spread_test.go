@@ -171,7 +171,7 @@ func TestSpreadKeepsOneNodeDownPerZone(t *testing.T) {
 	nodes := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
 	zoneOf, stores := map[string]string{}, map[string]*coordinator.Store{}
 	for _, zone := range zones {
-		cl := consultest.NewClients(t, srv, 1, fmt.Sprintf("node_meta {\n  zone = %q\n}\n", zone))[0]
+		cl := consultest.NewZoneClient(t, srv, zone)
 		for _, n := range nodes {
 			if strings.HasPrefix(n, zone) {
 				zoneOf[n], stores[n] = zone, coordinator.NewStore(cl.Client(), coordinator.DefaultPrefix)

@@ -17,7 +17,7 @@ import (
 // text and JSON; a node whose Consul node has no zone waits for nothing.
 func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	srv := consultest.NewDev(t)
-	zoneB := consultest.NewClients(t, srv, 1, "node_meta {\n  zone = \"b\"\n}\n")[0]
+	zoneB := consultest.NewZoneClient(t, srv, "b")
 	// The client registers its node, meta and all, at its first sync.
 	testkit.Eventually(t, 30*time.Second, "the zone=b client in the catalog", func() bool {
 		n, _, err := srv.Client().Catalog().Node(zoneB.Name, nil)
