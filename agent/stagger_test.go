@@ -10,24 +10,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/testkit"
-	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
-
-// newStaggerFleet is newWindowFleet whose agents each have a store of
-// their own, as agents on their own hosts do: each counts a stagger from
-// its own sight of a release.
-func newStaggerFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	return startWindowFleet(t, groupkit.New(t, "stagger"), nodes, slow, (*windowFleet).startOwn)
-}
-
-func (f *windowFleet) startOwn(n string) {
-	f.agents[n] = startAgent(f.t, coordinator.NewStore(f.consul, ""), f.group, n, f.rts[n], agent.Allow{})
-}
 
 // slotEvent is a grant or a release of the group's slot, as a blocking
 // watch of the holders record saw it, at the test's monotonic time.

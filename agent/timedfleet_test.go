@@ -85,6 +85,17 @@ func newWindowFleetOn(t *testing.T, g *groupkit.Group, nodes []string, slow time
 	return startWindowFleet(t, g, nodes, slow, (*windowFleet).start)
 }
 
+// newStaggerFleet is newWindowFleet whose agents each have a store of
+// their own, as agents on their own hosts do: each counts a stagger from
+// its own sight of a release.
+func newStaggerFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
+	return startWindowFleet(t, groupkit.New(t, "stagger"), nodes, slow, (*windowFleet).startOwn)
+}
+
+func (f *windowFleet) startOwn(n string) {
+	f.agents[n] = startAgent(f.t, coordinator.NewStore(f.consul, ""), f.group, n, f.rts[n], agent.Allow{})
+}
+
 // startWindowFleet commits a first release to g and starts each node's
 // agent with start, and waits until every node converged on it.
 func startWindowFleet(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration, start func(*windowFleet, string)) *windowFleet {
