@@ -132,7 +132,7 @@ func TestBlockOnNodeHoldsOnlyItsNode(t *testing.T) {
 	rts := map[string]*timedRuntime{}
 	for i, n := range nodes {
 		stores[n] = coordinator.NewStore(clients[i].Client(), coordinator.DefaultPrefix)
-		rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, began: map[string]time.Time{}}
+		rts[n] = newTimed(0)
 	}
 	st := stores["n1"]
 	v1 := commitRecording(t, st, group, "v1", "")

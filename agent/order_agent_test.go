@@ -96,7 +96,7 @@ func newLastFleet(t *testing.T, slow time.Duration) *lastFleet {
 	for i, n := range f.nodes {
 		f.clients[n] = cls[i].Client()
 		registerTTLCheck(t, f.clients[n], "raft-leader", api.HealthCritical)
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+		f.rts[n] = newTimed(slow)
 		startAgent(t, coordinator.NewStore(f.clients[n], coordinator.DefaultPrefix), f.group, n, f.rts[n], agent.Allow{})
 	}
 	for _, n := range f.nodes {

@@ -27,6 +27,11 @@ type timedRuntime struct {
 	held chan struct{}
 }
 
+// newTimed is a timedRuntime whose replacement takes slow.
+func newTimed(slow time.Duration) *timedRuntime {
+	return &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+}
+
 // holdSteps keeps every replacement that begins from now in its step
 // until the returned func is called.
 func (r *timedRuntime) holdSteps() (release func()) {
@@ -103,7 +108,7 @@ func startWindowFleet(t *testing.T, g *groupkit.Group, nodes []string, slow time
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")
 	for _, n := range nodes {
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+		f.rts[n] = newTimed(slow)
 		start(f, n)
 	}
 	f.waitConverged(nodes, v1)
