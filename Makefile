@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 # go.mod's toolchain line names the Go patch release to build and test
 # with; auto fetches it once through the module proxy when the installed go
 # is older (an install may pin GOTOOLCHAIN=local in its go.env). Older

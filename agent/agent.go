@@ -99,6 +99,12 @@ type Agent struct {
 	// undoing is the SHA whose undo this process began and could not
 	// finish (Look.Undoing), "" when none.
 	undoing string
+	// straysChecked says this process looked for drains of its node that
+	// no record holds, and lifted them (liftStrays).
+	straysChecked bool
+	// drainTries paces a node's tries at a drain that the local Consul
+	// agent refuses or fails (deferDrain); nil until the first.
+	drainTries *retry.Backoff
 	// unrecorded is a failure this process could not record yet.
 	unrecorded *pendingFailure
 	// problems is what was last logged of the group state's problems, so

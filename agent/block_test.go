@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +23,7 @@ func commitBlockedTo(t *testing.T, st *coordinator.Store, group, release string,
 	t.Helper()
 	s := recordingSpec(t, group, release, "")
 	s.Update.BlockOn, s.Update.BlockOnNode = on, onNode
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, s)
 }
 
 // registerTTLCheck registers a node check with a TTL on the Consul agent
@@ -139,7 +132,7 @@ func TestBlockOnNodeHoldsOnlyItsNode(t *testing.T) {
 	rts := map[string]*timedRuntime{}
 	for i, n := range nodes {
 		stores[n] = coordinator.NewStore(clients[i].Client(), coordinator.DefaultPrefix)
-		rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, began: map[string]time.Time{}}
+		rts[n] = newTimed(0)
 	}
 	st := stores["n1"]
 	v1 := commitRecording(t, st, group, "v1", "")

@@ -27,13 +27,7 @@ func (f *windowFleet) commitDeadline(release string, more func(*hashspec.Update)
 	if more != nil {
 		more(u)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := f.st.Commit(ctx, f.group, s, "test", "commit "+release)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(f.t, f.st, f.group, release, s)
 }
 
 // sicken makes every node's workload of the next release never healthy.

@@ -278,6 +278,9 @@ const (
 	// endUndone: the undo ran or nothing needed one; the Look is as after
 	// it, Healthy included.
 	endUndone
+	// endDrainFailed: the local Consul agent refused or failed the drain
+	// (update.drain), before anything of the workload was touched.
+	endDrainFailed
 )
 
 // event is what conclude needs to know of a step's end.
@@ -303,6 +306,9 @@ type outcome struct {
 	Replace bool
 }
 
+// drainDeferred is added to the reason of a node whose drain failed.
+const drainDeferred = "; nothing was stopped and no failure counted: the node gave its slot back and tries again later"
+
 // downKeeps is added to the reason of a node that keeps its slot because
 // its workload is down.
 const downKeeps = "; the workload is down, so the node keeps its slot"
@@ -322,6 +328,11 @@ func conclude(l Look, e event) outcome {
 		return outcome{Result: resultSuccess, State: coordinator.StateConverged}
 	case endPrepareFailed:
 		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "prepare: " + e.err}
+	case endDrainFailed:
+		// Nothing stopped: the slot goes back, for another node, and the
+		// release is not charged with what only this node's Consul agent
+		// or token does wrong. Tried again after a backoff (deferDrain).
+		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: e.err + drainDeferred}
 	case endStopped:
 		return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: e.err, Keep: true}
 	case endRestoreFailed:

@@ -261,6 +261,8 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultSuccess, State: coordinator.StateConverged}},
 		{"prepare failed", open(Look{SHA: shaA}), event{end: endPrepareFailed, err: "pull: denied"},
 			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "prepare: pull: denied"}},
+		{"drain failed", open(Look{SHA: shaA, Healthy: true}), event{end: endDrainFailed, err: "drain: denied"},
+			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "drain: denied" + drainDeferred}},
 		{"stopped", open(Look{SHA: shaA}), event{end: endStopped, err: "fence: cancelled"},
 			outcome{Result: resultAborted, Keep: true, State: coordinator.StateWaiting, Reason: "fence: cancelled"}},
 		{"restore failed", open(Look{SHA: shaB, Leftover: true}), event{end: endRestoreFailed, err: "disk full"},
@@ -301,7 +303,7 @@ func TestConclude(t *testing.T) {
 // says so.
 func TestConcludeEveryLook(t *testing.T) {
 	everyLook(func(l Look) {
-		for e := endNothing; e <= endUndone; e++ {
+		for e := endNothing; e <= endDrainFailed; e++ {
 			o := conclude(l, event{end: e, err: "error", cause: "cause"})
 			switch {
 			case o.Replace && (e != endVerified || o != outcome{Replace: true}):

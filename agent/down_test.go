@@ -82,12 +82,7 @@ func (r *scriptedRuntime) replaces() []time.Time {
 // the nodes whose claim counts against max_parallel now.
 func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := st.Read(ctx, group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gs := readGroup(t, st, group)
 	if gs.Holders == nil {
 		return nil, nil
 	}

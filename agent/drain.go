@@ -11,9 +11,14 @@ import (
 	"github.com/rollagent/rollagent/lockstep"
 )
 
-// drainCallTimeout bounds a drain's or a lift's calls to the local Consul
-// agent, together.
+// drainCallTimeout bounds each of a drain's bounded calls to the local
+// Consul agent (drainCalls of them), and a lift's calls together.
 const drainCallTimeout = 10 * time.Second
+
+// drainCalls is how many calls of drainCallTimeout each a drain makes
+// under the slot: its plan (planDrain), its maintenance (SetMaintenance)
+// and its wait for the catalog (drainSeen). The lease counts them all.
+const drainCalls = 3
 
 // drainStep is the name of the fenced step that records a drain.
 const drainStep = "drain"
@@ -82,7 +87,7 @@ func (a *Agent) planDrain(ctx context.Context, names []string) (drainPlan, *coor
 	}
 	now := wallclock.Now().UTC()
 	rec := coordinator.Drained{At: now,
-		Reason: fmt.Sprintf("rollagent: %s/%s drained to replace its workload (%s)", a.cfg.Group, a.cfg.Node, now.Format(time.RFC3339Nano))}
+		Reason: fmt.Sprintf("%s to replace its workload (%s)", drainReason(a.cfg.Group, a.cfg.Node), now.Format(time.RFC3339Nano))}
 	if prev := a.pub.drain(); prev != nil {
 		rec.Reason, rec.At = prev.Reason, prev.At
 	}
@@ -164,6 +169,9 @@ func (t *turn) drainDelay(delay time.Duration) error {
 // recorded. What cannot be lifted now stays recorded, for a next look.
 func (a *Agent) undrain(ctx context.Context, end drainEnd, healthy, claimed bool) {
 	d := a.pub.drain()
+	if d == nil {
+		a.liftStrays(ctx, end, healthy, claimed)
+	}
 	if !liftNow(end, d != nil, healthy, claimed) {
 		return
 	}

@@ -148,8 +148,8 @@ func TestLeaseCountsTheDrain(t *testing.T) {
 	plain := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline}}
 	drained := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline,
 		Drain: &hashspec.Drain{Services: []string{"web"}, Delay: hashspec.MaxDrainDelay}}}
-	if got, want := a.lease(drained)-a.lease(plain), hashspec.MaxDrainDelay.Std()+2*drainCallTimeout; got != want {
-		t.Errorf("a drain adds %s to the lease, want %s (its delay and its calls)", got, want)
+	if got, want := a.lease(drained)-a.lease(plain), hashspec.MaxDrainDelay.Std()+3*drainCallTimeout; got != want {
+		t.Errorf("a drain adds %s to the lease, want %s (its delay and its three calls: plan, maintenance, catalog)", got, want)
 	}
 }
 
@@ -178,5 +178,25 @@ func TestRecordCarriesTheDrain(t *testing.T) {
 	other.sync(&coordinator.GroupState{Nodes: []coordinator.NodeState{{Node: "n1", Drained: d}}})
 	if other.drain() != nil {
 		t.Error("a node took over another node's drain")
+	}
+}
+
+// A drain whose record is gone is told by its reason's start, for its
+// group and node alone: an operator's maintenance, another node's drain,
+// or another group's, is not this node's.
+func TestStrayDrains(t *testing.T) {
+	reasons := map[string]string{
+		"web-1":   drainReason("web", "n1") + " to replace its workload (t1)",
+		"web-2":   drainReason("web", "n1") + " to replace its workload (t0)",
+		"admin-1": "operator: disk swap",
+		"api-1":   drainReason("web", "n10") + " to replace its workload (t1)",
+		"api-2":   drainReason("webx", "n1") + " to replace its workload (t1)",
+		"api-3":   "operator quoting " + drainReason("web", "n1"),
+	}
+	if got := strayDrains(reasons, "web", "n1"); !slices.Equal(got, []string{"web-1", "web-2"}) {
+		t.Errorf("strays %v, want [web-1 web-2]", got)
+	}
+	if got := strayDrains(map[string]string{"admin-1": "operator"}, "web", "n1"); got != nil {
+		t.Errorf("strays %v, want none", got)
 	}
 }

@@ -160,13 +160,7 @@ func (f *fleet) holders() *lockstep.Holders {
 
 // state reads the group.
 func (f *fleet) state() *coordinator.GroupState {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := f.store.Read(ctx, f.group, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return gs
+	return readGroup(f.t, f.store, f.group)
 }
 
 type workload = fleettest.Workload

@@ -107,7 +107,7 @@ func (a *Agent) holdBound(spec *hashspec.Spec) time.Duration {
 	if spec != nil {
 		hd = spec.Update.HealthyDeadline.Std()
 		if spec.Update.Drain != nil {
-			drain = addBounds(2*drainCallTimeout, spec.Update.Drain.Delay.Std())
+			drain = addBounds(drainCalls*drainCallTimeout, spec.Update.Drain.Delay.Std())
 		}
 	}
 	return addBounds(hd, a.prepareTimeout(), a.stepTimeout(), hd, drain)

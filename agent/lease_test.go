@@ -87,13 +87,7 @@ func leaseSpec(t *testing.T, group, release string) *hashspec.Spec {
 
 func commitLease(t *testing.T, st *coordinator.Store, group, release string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, leaseSpec(t, group, release), "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, leaseSpec(t, group, release))
 }
 
 func startLeaseAgent(t *testing.T, st *coordinator.Store, group, node string, rt agent.Runtime) *inProcAgent {

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +24,7 @@ func commitOrdered(t *testing.T, st *coordinator.Store, group, release string, a
 	if last != "" {
 		s.Update.Last = &hashspec.Last{Check: last}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, s)
 }
 
 // convergedAt is when each of nodes converged on sha, as its record in
@@ -103,7 +96,7 @@ func newLastFleet(t *testing.T, slow time.Duration) *lastFleet {
 	for i, n := range f.nodes {
 		f.clients[n] = cls[i].Client()
 		registerTTLCheck(t, f.clients[n], "raft-leader", api.HealthCritical)
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+		f.rts[n] = newTimed(slow)
 		startAgent(t, coordinator.NewStore(f.clients[n], coordinator.DefaultPrefix), f.group, n, f.rts[n], agent.Allow{})
 	}
 	for _, n := range f.nodes {

@@ -203,7 +203,11 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(e.result))
 	wait, idle := again(e.result, l.stepping())
-	return report{n: &e.n, wait: jitterOrNot(wait), idle: idle, turn: true}
+	wait = jitterOrNot(wait)
+	if e.retry > 0 {
+		wait = e.retry // a backoff's, jittered already
+	}
+	return report{n: &e.n, wait: wait, idle: idle, turn: true}
 }
 
 // contend readies this node to take its slot: its session, its semaphore,

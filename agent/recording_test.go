@@ -190,17 +190,25 @@ func recordingSpec(t *testing.T, group, release string, extra string) *hashspec.
 // spec and returns its SHA.
 func commitRecording(t *testing.T, st *coordinator.Store, group, release, extra string) string {
 	t.Helper()
+	return commitSpec(t, st, group, release, recordingSpec(t, group, release, extra))
+}
+
+// commitSpec commits s as group's desired spec, release its name in the
+// records, and returns its SHA.
+func commitSpec(t testing.TB, st *coordinator.Store, group, release string, s *hashspec.Spec) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := st.Commit(ctx, group, recordingSpec(t, group, release, extra), "test", "commit "+release)
+	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r.SHA
 }
 
-// nodeState returns node's published record, or nil.
-func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordinator.NodeState {
+// readGroup reads group once, failing the test if Consul does not answer
+// within 10s.
+func readGroup(t testing.TB, st *coordinator.Store, group string) *coordinator.GroupState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -208,6 +216,13 @@ func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return gs
+}
+
+// nodeState returns node's published record, or nil.
+func nodeState(t testing.TB, st *coordinator.Store, group, node string) *coordinator.NodeState {
+	t.Helper()
+	gs := readGroup(t, st, group)
 	for i := range gs.Nodes {
 		if gs.Nodes[i].Node == node {
 			return &gs.Nodes[i]
@@ -230,12 +245,7 @@ func waitNode(t *testing.T, st *coordinator.Store, group, node, what string, con
 // against the rollout.
 func noFailureCounted(t *testing.T, st *coordinator.Store, group, why string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := st.Read(ctx, group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gs := readGroup(t, st, group)
 	if len(gs.Failures) != 0 || !gs.Gate().Open {
 		t.Fatalf("%s must not count as a failure of the rollout: failures %v, gate %+v", why, gs.Failures, gs.Gate())
 	}

@@ -171,7 +171,7 @@ func TestSpreadKeepsOneNodeDownPerZone(t *testing.T) {
 	nodes := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
 	zoneOf, stores := map[string]string{}, map[string]*coordinator.Store{}
 	for _, zone := range zones {
-		cl := consultest.NewClients(t, srv, 1, fmt.Sprintf("node_meta {\n  zone = %q\n}\n", zone))[0]
+		cl := consultest.NewZoneClient(t, srv, zone)
 		for _, n := range nodes {
 			if strings.HasPrefix(n, zone) {
 				zoneOf[n], stores[n] = zone, coordinator.NewStore(cl.Client(), coordinator.DefaultPrefix)
@@ -219,13 +219,7 @@ func commitSpread(t *testing.T, st *coordinator.Store, group, release string) st
 	s := recordingSpec(t, group, release, "")
 	s.Update.MaxParallel = hashspec.Count(2)
 	s.Update.MaxParallelPer = &hashspec.Spread{Key: "zone", Max: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, s)
 }
 
 // inLineOrDone waits until node has a contender key in group's line, or

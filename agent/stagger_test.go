@@ -10,33 +10,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/testkit"
-	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
-
-// newStaggerFleet is newWindowFleet whose agents each have a store of
-// their own, as agents on their own hosts do: each counts a stagger from
-// its own sight of a release.
-func newStaggerFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
-	g := groupkit.New(t, "stagger")
-	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
-		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
-	v1 := commitRecording(t, f.st, f.group, "v1", "")
-	for _, n := range nodes {
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
-		f.startOwn(n)
-	}
-	f.waitConverged(nodes, v1)
-	return f
-}
-
-func (f *windowFleet) startOwn(n string) {
-	f.agents[n] = startAgent(f.t, coordinator.NewStore(f.consul, ""), f.group, n, f.rts[n], agent.Allow{})
-}
 
 // slotEvent is a grant or a release of the group's slot, as a blocking
 // watch of the holders record saw it, at the test's monotonic time.

@@ -27,6 +27,11 @@ type timedRuntime struct {
 	held chan struct{}
 }
 
+// newTimed is a timedRuntime whose replacement takes slow.
+func newTimed(slow time.Duration) *timedRuntime {
+	return &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
+}
+
 // holdSteps keeps every replacement that begins from now in its step
 // until the returned func is called.
 func (r *timedRuntime) holdSteps() (release func()) {
@@ -82,12 +87,29 @@ func newWindowFleet(t *testing.T, nodes []string, slow time.Duration) *windowFle
 // newWindowFleetOn is newWindowFleet of group g: several groups on one
 // Consul agent.
 func newWindowFleetOn(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration) *windowFleet {
+	return startWindowFleet(t, g, nodes, slow, (*windowFleet).start)
+}
+
+// newStaggerFleet is newWindowFleet whose agents each have a store of
+// their own, as agents on their own hosts do: each counts a stagger from
+// its own sight of a release.
+func newStaggerFleet(t *testing.T, nodes []string, slow time.Duration) *windowFleet {
+	return startWindowFleet(t, groupkit.New(t, "stagger"), nodes, slow, (*windowFleet).startOwn)
+}
+
+func (f *windowFleet) startOwn(n string) {
+	f.agents[n] = startAgent(f.t, coordinator.NewStore(f.consul, ""), f.group, n, f.rts[n], agent.Allow{})
+}
+
+// startWindowFleet commits a first release to g and starts each node's
+// agent with start, and waits until every node converged on it.
+func startWindowFleet(t *testing.T, g *groupkit.Group, nodes []string, slow time.Duration, start func(*windowFleet, string)) *windowFleet {
 	f := &windowFleet{t: t, st: g.Store, consul: g.Client, group: g.Name,
 		rts: map[string]*timedRuntime{}, agents: map[string]*inProcAgent{}}
 	v1 := commitRecording(t, f.st, f.group, "v1", "")
 	for _, n := range nodes {
-		f.rts[n] = &timedRuntime{recordingRuntime: &recordingRuntime{}, slow: slow, began: map[string]time.Time{}}
-		f.start(n)
+		f.rts[n] = newTimed(slow)
+		start(f, n)
 	}
 	f.waitConverged(nodes, v1)
 	return f
@@ -101,13 +123,7 @@ func (f *windowFleet) start(n string) {
 func (f *windowFleet) commit(release string, w hashspec.Window) string {
 	s := recordingSpec(f.t, f.group, release, "")
 	s.Update.Windows = []hashspec.Window{w}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := f.st.Commit(ctx, f.group, s, "test", "commit "+release)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(f.t, f.st, f.group, release, s)
 }
 
 func (f *windowFleet) waitConverged(nodes []string, sha string) {
@@ -119,13 +135,7 @@ func (f *windowFleet) waitConverged(nodes []string, sha string) {
 }
 
 func (f *windowFleet) state() *coordinator.GroupState {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs, err := f.st.Read(ctx, f.group, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return gs
+	return readGroup(f.t, f.st, f.group)
 }
 
 // restartAll stops and starts again the agent of every node.

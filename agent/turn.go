@@ -38,6 +38,9 @@ const (
 type ending struct {
 	result result
 	n      coordinator.NodeState
+	// retry, when not 0, is how soon the node looks again, instead of
+	// what its result says (again): a backoff of its own.
+	retry time.Duration
 }
 
 // turn is one hold of the node's slot: what underSlot says, carried out.
@@ -145,8 +148,12 @@ func (t *turn) replace(ctx context.Context) ending {
 	drained := t.gs.Spec.Update.Drain != nil && t.l.SHA != ""
 	if drained {
 		if err := t.drain(ctx); err != nil {
+			if t.drainRefused(err) {
+				return t.deferDrain(ctx, err)
+			}
 			return t.stopped(ctx, err)
 		}
+		t.a.drainRetry().Reset()
 	}
 	touched := false
 	rctx, cancel := context.WithTimeout(ctx, t.a.stepTimeout())

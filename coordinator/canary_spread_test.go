@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -18,11 +17,10 @@ import (
 func TestCommitSpreadsCanariesOverZones(t *testing.T) {
 	srv := consultest.NewDev(t)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	zoneOf := map[string]string{}
 	for _, z := range []string{"a", "b", "c"} {
-		cl := consultest.NewClients(t, srv, 1, fmt.Sprintf("node_meta {\n  zone = %q\n}\n", z))[0]
+		cl := consultest.NewZoneClient(t, srv, z)
 		for i := 1; i <= 2; i++ {
 			n := fmt.Sprintf("%s%d", z, i)
 			zoneOf[n] = "zone=" + z

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // The commit records the canaries it chose from the nodes with a record;
@@ -17,8 +16,7 @@ import (
 // refused under a CANCEL, with nothing written, or with no canaries.
 func TestCommitRecordsCanariesAndPromote(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	k, _ := st.Keys("web")
 	nodes := []string{"a", "b", "c", "d", "e"}
 	for _, n := range nodes {

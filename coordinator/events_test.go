@@ -51,8 +51,7 @@ func same(got, want Event) string {
 // transaction of the action, and a repeat that changes nothing appends
 // nothing.
 func TestEveryActionIsLogged(t *testing.T) {
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	ctx := testCtx(t)
 	v1, v2 := release(t, "v1", "pause", 1), release(t, "v2", "rollback", 1)
 	s1, _ := v1.SHA()
@@ -137,8 +136,7 @@ func TestEveryActionIsLogged(t *testing.T) {
 // A rollback writes history/<sha> again (what an agent's token may not)
 // but keeps the first commit's time and author.
 func TestRollbackKeepsTheFirstHistoryRecord(t *testing.T) {
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	s1 := commit(t, st, "web", release(t, "v1", "pause", 1))
 	k, _ := st.Keys("web")
 	before, _, err := c.KV().Get(k.History(s1), nil)
@@ -218,8 +216,7 @@ func TestPruneBatches(t *testing.T) {
 // A record under events/ that is not an event is a problem of the log,
 // never a crash, and the other events are read.
 func TestGarbageEventIsAProblem(t *testing.T) {
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	if err := st.AppendEvent(testCtx(t), "web", Event{Kind: EventNodeRemoved, By: "t", Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +243,7 @@ func TestGarbageEventIsAProblem(t *testing.T) {
 // while failures and commands are logged; status --watch, which blocks on
 // the whole tree, does wake.
 func TestEventAppendWakesNoAgent(t *testing.T) {
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	commit(t, st, "web", release(t, "v1", "pause", 1))
 	k, _ := st.Keys("web")
 	if _, err := c.KV().Put(&api.KVPair{Key: k.Slot() + ".holders", Value: []byte(`{}`)}, nil); err != nil {

@@ -14,7 +14,7 @@ import (
 
 // failureAttempts bounds RecordFailure's tries. A try fails its CAS only
 // when another writer's transaction went through (another failure, a
-// commit, a cancel), so N failures recorded at once need at most N tries.
+// commit, a cancel, a `node rm` under a percentage of max_failures), so N failures recorded at once need at most N tries.
 const failureAttempts = 64
 
 // RecordFailure records node's failure to reach sha and applies the spec's
@@ -139,6 +139,7 @@ func (g *GroupState) failureTxn(k Keys, f Failure, writer string) (api.TxnOps, A
 		g.failCountOp(k, f.SHA, count),
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Failure(f.SHA, f.Node), Value: mustJSON(f)}},
 	}
+	ops = append(ops, g.failureMembershipCheck(k)...)
 	action, more, ev := g.failureAction(k, f.SHA, count)
 	if ev != nil {
 		evs = append(evs, *ev)

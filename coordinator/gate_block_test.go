@@ -36,19 +36,9 @@ func TestBlockRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group(fixture{spec: tc.spec})(t)
 			g.Health = tc.health
-			c, closed := blockRule{}.Close(GateInput{Group: g, Now: now})
-			if closed != tc.closes || !strings.Contains(c.Reason, tc.reason) {
-				t.Fatalf("got %+v closed=%v, want closed=%v with %q", c, closed, tc.closes, tc.reason)
-			}
-			v := Evaluate(GateInput{Group: g, Now: now})
-			if v.Open == tc.closes || v.Hold != tc.closes || v.Poll != tc.closes {
-				t.Errorf("verdict %+v: open must be %v, a hold and a poll when closed", v, !tc.closes)
-			}
-			if !closed {
+			v := checkPollRule(t, blockRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, BlockRecheck)
+			if !tc.closes {
 				return
-			}
-			if v.State != GateBlockedByCheck || !v.Recheck.Equal(now.Add(BlockRecheck)) || v.Node != StateWaiting {
-				t.Errorf("verdict %+v: want %s, node waiting, recheck in %s", v, GateBlockedByCheck, BlockRecheck)
 			}
 			if w := v.Wait(now); w != v.Reason {
 				t.Errorf("Wait = %q: a poll is no time the gate opens", w)

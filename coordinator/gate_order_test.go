@@ -39,17 +39,7 @@ func TestAfterRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group(fixture{spec: tc.spec})(t)
 			g.After = tc.after
-			c, closed := afterRule{}.Close(GateInput{Group: g, Now: now})
-			if closed != tc.closes || !strings.Contains(c.Reason, tc.reason) {
-				t.Fatalf("got %+v closed=%v, want closed=%v with %q", c, closed, tc.closes, tc.reason)
-			}
-			v := Evaluate(GateInput{Group: g, Now: now})
-			if v.Open == tc.closes || v.Hold != tc.closes || v.Poll != tc.closes {
-				t.Errorf("verdict %+v: open must be %v, a hold and a poll when closed", v, !tc.closes)
-			}
-			if closed && (v.State != GateWaitingForGroup || !v.Recheck.Equal(now.Add(OrderRecheck)) || v.Node != StateWaiting) {
-				t.Errorf("verdict %+v: want %s, node waiting, recheck in %s", v, GateWaitingForGroup, OrderRecheck)
-			}
+			checkPollRule(t, afterRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck)
 		})
 	}
 	// A CANCEL stops every step: it wins over a hold.
@@ -108,17 +98,7 @@ func TestLastRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group(fixture{spec: tc.spec})(t)
 			g.Last = tc.last
-			c, closed := lastRule{}.Close(GateInput{Group: g, Now: now})
-			if closed != tc.closes || !strings.Contains(c.Reason, tc.reason) {
-				t.Fatalf("got %+v closed=%v, want closed=%v with %q", c, closed, tc.closes, tc.reason)
-			}
-			v := Evaluate(GateInput{Group: g, Now: now})
-			if v.Open == tc.closes || v.Hold != tc.closes || v.Poll != tc.closes {
-				t.Errorf("verdict %+v: open must be %v, a hold and a poll when closed", v, !tc.closes)
-			}
-			if closed && (v.State != GateWaitingToGoLast || !v.Recheck.Equal(now.Add(OrderRecheck)) || v.Node != StateWaiting) {
-				t.Errorf("verdict %+v: want %s, node waiting, recheck in %s", v, GateWaitingToGoLast, OrderRecheck)
-			}
+			checkPollRule(t, lastRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck)
 		})
 	}
 }

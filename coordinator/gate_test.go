@@ -35,6 +35,26 @@ func runRule(t *testing.T, r Rule, cases []ruleCase) {
 	}
 }
 
+// checkPollRule checks a rule that polls Consul on in: it closes the gate
+// or not as closes says, with reason in its words, and Evaluate holds and
+// polls exactly when it closes, then with r's state, the node waiting and
+// a recheck after recheck. It returns Evaluate's verdict.
+func checkPollRule(t *testing.T, r Rule, in GateInput, closes bool, reason string, recheck time.Duration) Verdict {
+	t.Helper()
+	c, closed := r.Close(in)
+	if closed != closes || !strings.Contains(c.Reason, reason) {
+		t.Fatalf("got %+v closed=%v, want closed=%v with %q", c, closed, closes, reason)
+	}
+	v := Evaluate(in)
+	if v.Open == closes || v.Hold != closes || v.Poll != closes {
+		t.Errorf("verdict %+v: open must be %v, a hold and a poll when closed", v, !closes)
+	}
+	if closed && (v.State != r.State() || !v.Recheck.Equal(in.Now.Add(recheck)) || v.Node != StateWaiting) {
+		t.Errorf("verdict %+v: want %s, node waiting, recheck in %s", v, r.State(), recheck)
+	}
+	return v
+}
+
 func group(f fixture) func(t *testing.T) *GroupState { return f.state }
 
 func literal(g *GroupState) func(*testing.T) *GroupState {

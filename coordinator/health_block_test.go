@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // Read and ReadFor read the health of what the desired spec blocks on
@@ -21,8 +21,7 @@ func TestBlockHealthFromConsul(t *testing.T) {
 	other := consultest.NewClients(t, srv, 1, "")[0]
 	c := srv.Client()
 	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: "pg1", Name: "postgres", Tags: []string{"primary"},
 		Check: &api.AgentServiceCheck{CheckID: "pg1-alive", Name: "pg1 alive", TTL: "10m", Status: api.HealthCritical}})
 	if err != nil {

@@ -68,8 +68,7 @@ func TestOperatorPauseHoldsTheGroupAcrossCommits(t *testing.T) {
 // closes the gate while that SHA is desired, and resume lifts it.
 func TestLegacyOperatorPauseStillHolds(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	r, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +101,7 @@ func TestLegacyOperatorPauseStillHolds(t *testing.T) {
 // upgrades rollagent, takes slots while the group is paused.
 func TestOperatorPauseCopiedForAgentsFromBefore(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	k, _ := st.Keys("web")
 	exists := func(key string) bool {
 		t.Helper()

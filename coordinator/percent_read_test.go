@@ -13,8 +13,7 @@ import (
 // by Consul, and the next look means the smaller K.
 func TestPercentLookAndRemoval(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	k, _ := st.Keys("web")
 	commit(t, st, "web", percentSpec(t, `"50%"`, `"50%"`))
 	converge(t, st, "web", "n1", "n2", "n3", "n4")
@@ -67,8 +66,7 @@ func TestPercentLookAndRemoval(t *testing.T) {
 // A count needs neither the listing nor the check.
 func TestCountLookReadsNoMore(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	_, st := devStore(t)
 	k, _ := st.Keys("web")
 	commit(t, st, "web", percentSpec(t, `2`, `1`))
 	converge(t, st, "web", "n1", "n2", "n3")

@@ -62,6 +62,23 @@ func (g *GroupState) membershipCheck(k Keys) api.TxnOps {
 	if g.Spec == nil || !g.Spec.Update.MaxParallel.IsPercent() {
 		return nil
 	}
+	return g.membershipAsRead(k)
+}
+
+// failureMembershipCheck is a failure write's check that no node's record
+// was removed since g was read, under a percentage of max_failures: the
+// threshold it decided on is the group's as read, and a `node rm` in
+// between lowers it, which a failure counted against the old number
+// would miss (or act on one the operator no longer means).
+func (g *GroupState) failureMembershipCheck(k Keys) api.TxnOps {
+	if g.Spec == nil || !g.Spec.Update.MaxFailures.IsPercent() {
+		return nil
+	}
+	return g.membershipAsRead(k)
+}
+
+// membershipAsRead checks Keys.Membership at the index g read it at.
+func (g *GroupState) membershipAsRead(k Keys) api.TxnOps {
 	if g.MembershipIndex == 0 {
 		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Membership()}}}
 	}

@@ -15,8 +15,7 @@ import (
 // nothing of the other nodes, whatever their names share with its own.
 func TestReadForMatchesRead(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	k, _ := st.Keys("web")
 	if g, err := st.ReadFor(ctx, "web", "n1"); err != nil || g.Desired != nil || g.Gate().Open {
 		t.Fatalf("nothing committed: %+v, %v", g, err)

@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,10 +14,9 @@ import (
 // Consul node their records name.
 func TestDomainsFromConsul(t *testing.T) {
 	srv := consultest.NewDev(t)
-	zoneB := consultest.NewClients(t, srv, 1, "node_meta {\n  zone = \"b\"\n}\n")[0]
+	zoneB := consultest.NewZoneClient(t, srv, "b")
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	if d, err := st.LocalDomain(ctx, "zone"); err != nil || d != "" {
 		t.Errorf("a node without the key: %q, %v; want a domain of its own (\"\")", d, err)
 	}

@@ -17,6 +17,13 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// devStore is a store on a dev agent of the test's own, and its client.
+func devStore(t *testing.T) (*api.Client, *Store) {
+	t.Helper()
+	c := consultest.NewDev(t).Client()
+	return c, NewStore(c, "")
+}
+
 func TestCancelThenCommitStartsNewRollout(t *testing.T) {
 	ctx := testCtx(t)
 	st := NewStore(consultest.NewDev(t).Client(), "")
@@ -52,8 +59,7 @@ func TestCancelThenCommitStartsNewRollout(t *testing.T) {
 
 func TestResumeLiftsPauseOnly(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	r, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +92,7 @@ func TestResumeLiftsPauseOnly(t *testing.T) {
 // (a tag typo), and refuses when no SHA converged.
 func TestRollbackDefaultsToLatestConverged(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	r1, _ := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
 	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 2), "me", "commit"); err != nil {
 		t.Fatal(err)
@@ -122,8 +127,7 @@ func TestRollbackDefaultsToLatestConverged(t *testing.T) {
 // stops for every one of them.
 func TestCancelStopsAgentsFromBeforeBrakes(t *testing.T) {
 	ctx := testCtx(t)
-	c := consultest.NewDev(t).Client()
-	st := NewStore(c, "")
+	c, st := devStore(t)
 	r, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "commit")
 	if err != nil {
 		t.Fatal(err)

@@ -90,38 +90,22 @@ func TestAmountParseErrors(t *testing.T) {
 	json := func(v string) string {
 		return "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"max_parallel\": " + v + "\n}}\n"
 	}
-	for _, tc := range []struct {
-		name, src, file string
-		format          Format
-		want            []string
-	}{
-		{"HCL fraction", hcl(`"25.5%"`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"25.5%"`}},
-		{"HCL 0%", hcl(`"0%"`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"0%"`}},
-		{"HCL 101%", hcl(`"101%"`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"101%"`}},
-		{"HCL spaced", hcl(`" 25%"`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
-		{"HCL word", hcl(`"half"`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"half"`}},
-		{"HCL float", hcl(`2.5`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel, "integer"}},
-		{"HCL bool", hcl(`true`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
-		{"HCL list", hcl(`[1]`), "g.hcl", FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
-		{"HCL max_failures", "container {\n  image = \"x\"\n}\nupdate {\n  max_failures = \"12.5%\"\n}\n", "g.hcl", FormatHCL, []string{"g.hcl:5", pathMaxFailures}},
-		{"JSON fraction", json(`"25.5%"`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel, `"25.5%"`}},
-		{"JSON 0%", json(`"0%"`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel}},
-		{"JSON 007%", json(`"007%"`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel}},
-		{"JSON percent sign alone", json(`"%"`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel}},
-		{"JSON bool", json(`true`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel, "a boolean"}},
-		{"JSON object", json(`{"percent": 25}`), "g.json", FormatJSON, []string{"g.json:3", pathMaxParallel, "an object"}},
-		{"JSON max_failures", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"max_failures\": \"1.5%\"}}\n", "g.json", FormatJSON, []string{"g.json:2", pathMaxFailures}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Load([]byte(tc.src), tc.format, tc.file)
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("want %q in %v", w, err)
-				}
-			}
-		})
-	}
+	runParseErrors(t, []parseErrorCase{
+		{"HCL fraction", hcl(`"25.5%"`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"25.5%"`}},
+		{"HCL 0%", hcl(`"0%"`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"0%"`}},
+		{"HCL 101%", hcl(`"101%"`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"101%"`}},
+		{"HCL spaced", hcl(`" 25%"`), FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
+		{"HCL word", hcl(`"half"`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, `"half"`}},
+		{"HCL float", hcl(`2.5`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, "integer"}},
+		{"HCL bool", hcl(`true`), FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
+		{"HCL list", hcl(`[1]`), FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
+		{"HCL max_failures", "container {\n  image = \"x\"\n}\nupdate {\n  max_failures = \"12.5%\"\n}\n", FormatHCL, []string{"g.hcl:5", pathMaxFailures}},
+		{"JSON fraction", json(`"25.5%"`), FormatJSON, []string{"g.json:3", pathMaxParallel, `"25.5%"`}},
+		{"JSON 0%", json(`"0%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
+		{"JSON 007%", json(`"007%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
+		{"JSON percent sign alone", json(`"%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
+		{"JSON bool", json(`true`), FormatJSON, []string{"g.json:3", pathMaxParallel, "a boolean"}},
+		{"JSON object", json(`{"percent": 25}`), FormatJSON, []string{"g.json:3", pathMaxParallel, "an object"}},
+		{"JSON max_failures", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"max_failures\": \"1.5%\"}}\n", FormatJSON, []string{"g.json:2", pathMaxFailures}},
+	})
 }

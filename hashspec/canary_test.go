@@ -1,7 +1,6 @@
 package hashspec
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -45,42 +44,22 @@ func TestCanaryCanonical(t *testing.T) {
 		{"by hand is not auto", base(1, dur("1m"), true), base(1, 0, false), false},
 		{"90s is 1m30s", base(1, dur("90s"), true), base(1, dur("1m30s"), true), true},
 	})
-	_, explicit := mustLoad(t, FormatJSON, `{"container": {"image": "demo:v1"}, "update": {"canary": 0, "auto_promote": false}}`)
-	_, omitted := mustLoad(t, FormatHCL, "container {\n  image = \"demo:v1\"\n}\n")
-	if explicit != omitted {
-		t.Errorf("canary 0 must hash as none: %s vs %s", explicit, omitted)
-	}
+	wantHashAsNone(t, "canary 0", `{"container": {"image": "demo:v1"}, "update": {"canary": 0, "auto_promote": false}}`)
 }
 
 // The errors name the field in both formats, and a value of the wrong
 // type its line.
 func TestCanaryParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, src, file string
-		format          Format
-		want            []string
-	}{
-		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  canary = -1\n}\n", "g.hcl", FormatHCL,
+	runParseErrors(t, []parseErrorCase{
+		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  canary = -1\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathCanary, "negative"}},
-		{"HCL auto without time", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  auto_promote = true\n}\n", "g.hcl", FormatHCL,
+		{"HCL auto without time", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  auto_promote = true\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathCanaryHealthyTime, "auto_promote"}},
-		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  canary_healthy_time = \"soon\"\n}\n", "g.hcl", FormatHCL,
+		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  canary_healthy_time = \"soon\"\n}\n", FormatHCL,
 			[]string{"g.hcl:6", pathCanaryHealthyTime}},
-		{"JSON a string count", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"canary\": \"2\"}}\n", "g.json", FormatJSON,
+		{"JSON a string count", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"canary\": \"2\"}}\n", FormatJSON,
 			[]string{"g.json:2", pathCanary}},
-		{"JSON auto a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n \"canary\": 1,\n \"auto_promote\": \"yes\"}}\n", "g.json", FormatJSON,
+		{"JSON auto a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n \"canary\": 1,\n \"auto_promote\": \"yes\"}}\n", FormatJSON,
 			[]string{"g.json:4", "auto_promote"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Load([]byte(tc.src), tc.format, tc.file)
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("want %q in %v", w, err)
-				}
-			}
-		})
-	}
+	})
 }

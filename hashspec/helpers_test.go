@@ -3,6 +3,7 @@ package hashspec
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,6 +83,18 @@ func mustLoad(t *testing.T, format Format, src string) (*Spec, string) {
 	return s, sha
 }
 
+// wantHashAsNone wants the JSON spec js, image demo:v1 and fields set to
+// their zero (what), to have the SHA of the spec that leaves them out:
+// omitempty keeps every SHA from before the field.
+func wantHashAsNone(t *testing.T, what, js string) {
+	t.Helper()
+	_, explicit := mustLoad(t, FormatJSON, js)
+	_, omitted := mustLoad(t, FormatHCL, "container {\n  image = \"demo:v1\"\n}\n")
+	if explicit != omitted {
+		t.Errorf("%s must hash as none: %s vs %s", what, explicit, omitted)
+	}
+}
+
 // shaCase says whether specs a and b share a SHA.
 type shaCase struct {
 	name  string
@@ -103,6 +116,32 @@ func runSHACases(t *testing.T, cases []shaCase) {
 			}
 			if (a == b) != tc.equal {
 				t.Errorf("SHAs equal = %v, want %v", a == b, tc.equal)
+			}
+		})
+	}
+}
+
+// parseErrorCase is a spec that must not load, and what its error says.
+type parseErrorCase struct {
+	name, src string
+	format    Format
+	want      []string // each a part of the error
+}
+
+// runParseErrors loads each case's src as the file g.hcl or g.json, by
+// its format, and wants an error that holds every part of want.
+func runParseErrors(t *testing.T, cases []parseErrorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Load([]byte(tc.src), tc.format, "g."+tc.format.String())
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("want %q in the error, got %v", w, err)
+				}
 			}
 		})
 	}

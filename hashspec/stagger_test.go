@@ -1,7 +1,6 @@
 package hashspec
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -32,42 +31,22 @@ func TestStaggerCanonical(t *testing.T) {
 		{"300s is 5m", base(dur("300s")), base(dur("5m")), true},
 		{"5m is not 6m", base(dur("5m")), base(dur("6m")), false},
 	})
-	_, explicit := mustLoad(t, FormatJSON, `{"container": {"image": "demo:v1"}, "update": {"stagger": "0s"}}`)
-	_, omitted := mustLoad(t, FormatHCL, "container {\n  image = \"demo:v1\"\n}\n")
-	if explicit != omitted {
-		t.Errorf("an explicit stagger of 0s must hash as none: %s vs %s", explicit, omitted)
-	}
+	wantHashAsNone(t, "an explicit stagger of 0s", `{"container": {"image": "demo:v1"}, "update": {"stagger": "0s"}}`)
 }
 
 // Stagger's errors name the field in both formats, and a value that is
 // no duration its line too (as every parse error does).
 func TestStaggerParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, src, file string
-		format          Format
-		want            []string
-	}{
-		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"-5s\"\n}\n", "g.hcl", FormatHCL,
+	runParseErrors(t, []parseErrorCase{
+		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"-5s\"\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathStagger, "negative"}},
-		{"HCL too large", "container {\n  image = \"x\"\n}\nupdate {\n  max_parallel = 2\n  stagger = \"25h\"\n}\n", "g.hcl", FormatHCL,
+		{"HCL too large", "container {\n  image = \"x\"\n}\nupdate {\n  max_parallel = 2\n  stagger = \"25h\"\n}\n", FormatHCL,
 			[]string{"g.hcl: ", pathStagger, "at most"}},
-		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"soon\"\n}\n", "g.hcl", FormatHCL,
+		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"soon\"\n}\n", FormatHCL,
 			[]string{"g.hcl:5", pathStagger}},
-		{"JSON negative", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"stagger\": \"-1m\"\n}}\n", "g.json", FormatJSON,
+		{"JSON negative", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"stagger\": \"-1m\"\n}}\n", FormatJSON,
 			[]string{"g.json: ", pathStagger, "negative"}},
-		{"JSON a number", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"stagger\": 300}}\n", "g.json", FormatJSON,
+		{"JSON a number", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"stagger\": 300}}\n", FormatJSON,
 			[]string{"g.json:2", pathStagger}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Load([]byte(tc.src), tc.format, tc.file)
-			if err == nil {
-				t.Fatal("want an error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("want %q in %v", w, err)
-				}
-			}
-		})
-	}
+	})
 }

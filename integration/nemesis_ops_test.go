@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
@@ -14,8 +15,14 @@ import (
 const nemesisAuthor = "nemesis"
 
 // slowFor makes a good release unhealthy for its first 20s: its verify
-// runs most of healthy_deadline inside the hold.
+// runs most of healthy_deadline inside the hold. Its health check's
+// start_period (slowStart) covers that time: Docker says "starting" until
+// the first probe passes, as for a real slow starter, where without it
+// three failed probes would make it unhealthy, and so a bad release, in
+// a second and a half.
 const slowFor = "20s"
+
+const slowStart = 25 * time.Second
 
 // typoImage names an image that no node has and none can pull.
 const typoImage = "rollagent-it/demoapp:typo"
@@ -99,6 +106,9 @@ func (n *nemesis) commit(e event) error {
 		MaxParallel: n.k(e.group), FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline,
 		ProbeTimeout: probeTimeout, ProbeRetries: probeRetries, Env: env})
 	spec.Update.BlockOn = gateBlocks()
+	if e.kind == opCommitSlow {
+		spec.Container.Healthcheck.StartPeriod = hashspec.Duration(slowStart)
+	}
 	ordered(spec, e)
 	ctx, cancel := n.c.ctx()
 	defer cancel()

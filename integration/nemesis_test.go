@@ -335,7 +335,10 @@ func (n *nemesis) converge() {
 		ok := fleettest.Poll(time.Until(deadline), func() bool {
 			done := true
 			for g, sha := range want {
-				if gs := n.c.state(g); gs.Desired == nil || gs.Desired.SHA != sha {
+				if gs := n.c.state(g); gs.Desired == nil || gs.Desired.SHA != sha || gs.Pause != nil {
+					// Moved, or paused by a failure that landed after
+					// settle read it (a step of the SHA mid-verify at the
+					// heal): it cannot converge, settle again.
 					moved = true
 				} else if !n.convergedOn(g, sha) {
 					done = false
@@ -344,7 +347,7 @@ func (n *nemesis) converge() {
 			return moved || done
 		})
 		if moved {
-			n.note("final: desired moved while converging; settling again")
+			n.note("final: desired moved, or failures paused a group, while converging; settling again")
 			continue
 		}
 		for g, sha := range want {

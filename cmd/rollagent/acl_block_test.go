@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
@@ -30,13 +28,9 @@ func TestTokensReadTheChecksTheSpecBlocksOn(t *testing.T) {
 		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
 		t.Fatal(err)
 	}
-	spec, _, err := hashspec.Load([]byte(`{"container":{"image":"demo:v1"},"update":{
-		"block_on":[{"service":"postgres"}],"block_on_node":[{"check":"disk"}]}}`), hashspec.FormatJSON, "s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	spec := jsonSpec(t, `{"container":{"image":"demo:v1"},"update":{
+		"block_on":[{"service":"postgres"}],"block_on_node":[{"check":"disk"}]}}`)
+	ctx := testkit.Context(t, time.Minute)
 	if _, err := coordinator.NewStore(c, "").Commit(ctx, "web", spec, "op", "blocks"); err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +78,7 @@ func TestTokensReadTheNodesDomains(t *testing.T) {
 		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + rootToken + `" agent = "` + rootToken + `" } }
 node_meta { zone = "a" }`})
 	c := srv.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	here, err := c.Agent().NodeName()
 	if err != nil {
 		t.Fatal(err)

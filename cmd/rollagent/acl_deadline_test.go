@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -18,18 +17,11 @@ import (
 // not under the operators' brakes/, and without the policy's line for it
 // the write is refused.
 func TestAgentPolicyFiresTheDeadline(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	root := coordinator.NewStore(c, "")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	srv, c, root := aclRoot(t)
+	ctx := testkit.Context(t, time.Minute)
 	commitDeadline := func(group, image, action string) *coordinator.GroupState {
 		t.Helper()
-		s, _, err := hashspec.Load([]byte(`{"container":{"image":"`+image+`"},"update":{"failure_action":"`+action+
-			`","progress_deadline":"1h"}}`), hashspec.FormatJSON, "s.json")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := jsonSpec(t, `{"container":{"image":"`+image+`"},"update":{"failure_action":"`+action+`","progress_deadline":"1h"}}`)
 		if _, err := root.Commit(ctx, group, s, "op", "deadline"); err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -23,8 +22,7 @@ func TestAgentTokenDrainsTheServicesItNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	st := storeWith(t, srv.HTTPAddr, tokenFor(t, c, "acl-policy.hcl", "web"))
 	local, err := st.LocalServices(ctx, []string{"frontend", "other"})
 	if err != nil || len(local["frontend"]) != 1 || len(local["other"]) != 1 {

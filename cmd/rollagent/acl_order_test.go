@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // The shipped policies read what update.after and update.last are judged
@@ -18,20 +17,9 @@ import (
 // leader check and its group's records; a token without the named group's
 // rule holds the rollout and says why.
 func TestTokensReadWhatTheOrderIsJudgedOn(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	root := coordinator.NewStore(c, "")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	load := func(js string) *hashspec.Spec {
-		t.Helper()
-		s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "s.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	mres, err := root.Commit(ctx, "managers", load(`{"container":{"image":"demo:v1"}}`), "op", "managers")
+	srv, c, root := aclRoot(t)
+	ctx := testkit.Context(t, time.Minute)
+	mres, err := root.Commit(ctx, "managers", jsonSpec(t, `{"container":{"image":"demo:v1"}}`), "op", "managers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +35,7 @@ func TestTokensReadWhatTheOrderIsJudgedOn(t *testing.T) {
 		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
 		t.Fatal(err)
 	}
-	spec := load(`{"container":{"image":"demo:v2"},"update":{"after":["managers"],"last":{"check":"raft-leader"}}}`)
+	spec := jsonSpec(t, `{"container":{"image":"demo:v2"},"update":{"after":["managers"],"last":{"check":"raft-leader"}}}`)
 	k, _ := coordinator.NewKeys("", "web")
 	webOnly := tokenWith(t, c, "web-only", fmt.Sprintf("key_prefix %q { policy = \"write\" }", k.Root()))
 	if _, err := storeWith(t, srv.HTTPAddr, webOnly).Commit(ctx, "web", spec, "op", "order"); err == nil ||

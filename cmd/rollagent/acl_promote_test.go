@@ -16,9 +16,7 @@ import (
 // canaries, and Consul writes nothing of such a try: the other nodes stay
 // held. The operator's token promotes, and is refused under a CANCEL.
 func TestAgentTokenCannotPromote(t *testing.T) {
-	srv := aclConsul(t)
-	c := srv.Client()
-	root := coordinator.NewStore(c, "")
+	srv, c, root := aclRoot(t)
 	// Two nodes with records before the commit, so that it picks one.
 	for _, n := range []string{"n1", "n2"} {
 		rec := coordinator.NodeState{Node: n, State: coordinator.StateConverged, Since: time.Now().UTC()}

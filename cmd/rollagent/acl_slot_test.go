@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 	"github.com/rollagent/rollagent/lockstep"
 )
@@ -67,8 +68,7 @@ func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/web.json"); code != 0 {
 		t.Fatal(errs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	st := coordinator.NewStore(c, "")
 	k, _ := st.Keys("web")
 	gs, err := st.Read(ctx, "web", nil)

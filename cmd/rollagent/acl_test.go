@@ -25,6 +25,14 @@ func aclConsul(t *testing.T) *consultest.Server {
 		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + rootToken + `" agent = "` + rootToken + `" } }`})
 }
 
+// aclRoot is aclConsul, its root client and a store on that client.
+func aclRoot(t *testing.T) (*consultest.Server, *api.Client, *coordinator.Store) {
+	t.Helper()
+	srv := aclConsul(t)
+	c := srv.Client()
+	return srv, c, coordinator.NewStore(c, "")
+}
+
 // tokenFor makes a token with the policy in file (under docs/examples),
 // optionally rewriting "web" to group, for node n1.
 func tokenFor(t *testing.T, c *api.Client, file, group string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
@@ -22,6 +23,16 @@ func runCLI(t *testing.T, addr string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(ctx, append([]string{"--consul-addr=" + addr}, args...), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// jsonSpec loads the JSON spec js.
+func jsonSpec(t *testing.T, js string) *hashspec.Spec {
+	t.Helper()
+	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func keys(t *testing.T, c *api.Client) []string {

@@ -6,32 +6,37 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rollagent/rollagent/coordinator"
 )
 
 // PauseCmd is an operator's brake on the group that holds until resume,
 // through any commit: its record is where an agent's token may not write,
 // so no node can lift it.
 type PauseCmd struct {
+	GroupReason
+}
+
+// GroupReason is what an operator's brake on a group names: the group,
+// and why, which status and the event log show. Embedded, kong reads its
+// fields as the command's own.
+type GroupReason struct {
 	Group  string `arg:"" help:"Group name."`
 	Reason string `help:"Why, for status and the records."`
 }
 
 // Run pauses the group.
 func (c *PauseCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
-	st, err := g.store()
-	if err != nil {
-		return err
-	}
-	sha, already, err := st.PauseBy(ctx, c.Group, c.Reason, who())
-	if err != nil {
-		return err
-	}
-	if already {
-		_, err = fmt.Fprintf(out, "group %s was already paused; nothing changed\n", c.Group)
-		return err
-	}
-	_, err = fmt.Fprintf(out, "paused group %s at %s; nothing moves, whatever is committed, until rollagent resume %s\n", c.Group, sha, c.Group)
-	return err
+	return g.operate(out, func(st *coordinator.Store, by string) (string, error) {
+		sha, already, err := st.PauseBy(ctx, c.Group, c.Reason, by)
+		if err != nil {
+			return "", err
+		}
+		if already {
+			return fmt.Sprintf("group %s was already paused; nothing changed", c.Group), nil
+		}
+		return fmt.Sprintf("paused group %s at %s; nothing moves, whatever is committed, until rollagent resume %s", c.Group, sha, c.Group), nil
+	})
 }
 
 // ResumeCmd lifts a pause, an operator's or a failure pause.
@@ -41,16 +46,13 @@ type ResumeCmd struct {
 
 // Run lifts the pause.
 func (c *ResumeCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
-	st, err := g.store()
-	if err != nil {
-		return err
-	}
-	sha, err := st.ResumeBy(ctx, c.Group, who())
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(out, "resumed %s of group %s\n", sha, c.Group)
-	return err
+	return g.operate(out, func(st *coordinator.Store, by string) (string, error) {
+		sha, err := st.ResumeBy(ctx, c.Group, by)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("resumed %s of group %s", sha, c.Group), nil
+	})
 }
 
 // RollbackCmd re-commits an earlier spec.
@@ -61,19 +63,31 @@ type RollbackCmd struct {
 
 // Run re-commits.
 func (c *RollbackCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
+	return g.operate(out, func(st *coordinator.Store, by string) (string, error) {
+		res, err := st.Rollback(ctx, c.Group, c.To, by)
+		if err != nil {
+			return "", err
+		}
+		if res.AlreadyDesired {
+			return fmt.Sprintf("%s\nalready desired for group %s; nothing changed", res.SHA, c.Group), nil
+		}
+		return fmt.Sprintf("%s\nrolled back group %s (was %s)", res.SHA, c.Group, res.Previous), nil
+	})
+}
+
+// operate opens the store, runs op as the person at the keyboard (who)
+// and prints the line op returns: the frame of every command that
+// changes a group's record on an operator's word and says what it did.
+func (g *Globals) operate(out io.Writer, op func(st *coordinator.Store, by string) (string, error)) error {
 	st, err := g.store()
 	if err != nil {
 		return err
 	}
-	res, err := st.Rollback(ctx, c.Group, c.To, who())
+	line, err := op(st, who())
 	if err != nil {
 		return err
 	}
-	if res.AlreadyDesired {
-		_, err = fmt.Fprintf(out, "%s\nalready desired for group %s; nothing changed\n", res.SHA, c.Group)
-		return err
-	}
-	_, err = fmt.Fprintf(out, "%s\nrolled back group %s (was %s)\n", res.SHA, c.Group, res.Previous)
+	_, err = fmt.Fprintln(out, line)
 	return err
 }
 

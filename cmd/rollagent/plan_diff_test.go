@@ -3,18 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/rollagent/rollagent/hashspec"
 )
-
-func diffSpec(t *testing.T, js string) *hashspec.Spec {
-	t.Helper()
-	s, _, err := hashspec.Load([]byte(js), hashspec.FormatJSON, "t.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // The difference is over the canonical forms: defaults and spellings that
 // give one SHA show nothing; each leaf that differs is one line.
@@ -37,7 +26,7 @@ func TestSpecDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := specDiff(diffSpec(t, tt.old), diffSpec(t, tt.new))
+			got, err := specDiff(jsonSpec(t, tt.old), jsonSpec(t, tt.new))
 			if err != nil {
 				t.Fatal(err)
 			}

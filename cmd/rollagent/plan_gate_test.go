@@ -14,7 +14,6 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // The JSON plan is what docs/plan-json.md promises: every key there, lists
@@ -172,10 +171,7 @@ func TestPlanGate(t *testing.T) {
 	t.Run("stagger", func(t *testing.T) {
 		srv := consultest.NewDev(t)
 		planFleet(t, srv)
-		k := groupkit.Keys(t, "web")
-		if _, err := srv.Client().KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
-			t.Fatal(err)
-		}
+		putHolders(t, srv.Client(), `{"holders":{},"released":1}`)
 		_, out, _ := runPlan(t, srv, "web", "-f", "testdata/plan-policy.json")
 		wantAll(t, out, "gate now: CLOSED (stagger): stagger: next grant after 30s from the last release",
 			"counted from this plan's first sight of the release", "(a hold: new grants wait)")

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,29 +24,16 @@ func TestStatusBlockedByCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  block_on {\n    check = \"replication-lag\"\n  }\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	want := `CLOSED (blocked_by_check): blocked by Consul check "replication-lag" (critical) on node ` + node + ", service postgres"
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string  `json:"state"`
-			Reason  string  `json:"reason"`
-			OpensAt *string `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "blocked_by_check" || !strings.HasPrefix(want, "CLOSED (blocked_by_check): "+doc.Gate.Reason) || doc.Gate.OpensAt != nil {
 		t.Fatalf("status -o json gate: %+v, want blocked_by_check naming the check, no opens_at", doc.Gate)
 	}

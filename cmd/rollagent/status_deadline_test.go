@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // status shows the progress deadline: the deadline and the last progress
@@ -19,16 +16,9 @@ import (
 func TestStatusProgressDeadline(t *testing.T) {
 	srv := consultest.NewDev(t)
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  failure_action = \"pause\"\n  progress_deadline = \"10m\"\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), "")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +43,8 @@ func TestStatusProgressDeadline(t *testing.T) {
 			t.Errorf("status: want %q in:\n%s", want, out)
 		}
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State string `json:"state"`
-		} `json:"gate"`
+		Gate     gateDoc `json:"gate"`
 		Deadline *struct {
 			After  string     `json:"after"`
 			Passed bool       `json:"passed"`
@@ -66,9 +53,7 @@ func TestStatusProgressDeadline(t *testing.T) {
 			Action string     `json:"action"`
 		} `json:"progress_deadline"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if d := doc.Deadline; doc.Gate.State != "deadline_passed" || d == nil || d.After != "10m0s" || !d.Passed || d.At == nil || d.Node != "n1" || d.Action != "pause" {
 		t.Fatalf("status -o json: gate %q, progress_deadline %+v", doc.Gate.State, d)
 	}

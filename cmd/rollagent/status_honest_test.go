@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +17,7 @@ func commitK(t *testing.T, addr string, k int) string {
 	t.Helper()
 	spec := `{"name":"web","container":{"image":"rollagent-demo/web:v1"},
 	  "update":{"max_parallel":` + itoa(k) + `,"failure_action":"pause","max_failures":1}}`
-	path := filepath.Join(t.TempDir(), "web.json")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := runCLI(t, addr, "commit", "web", "-f", path)
-	if code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
-	return strings.SplitN(out, "\n", 2)[0]
+	return commitWebSpec(t, addr, "web.json", spec)
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }

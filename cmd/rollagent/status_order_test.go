@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -23,8 +22,7 @@ func TestStatusShowsTheOrder(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
 	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	dir := t.TempDir()
 	commit := func(group, spec string) (int, string) {
 		t.Helper()

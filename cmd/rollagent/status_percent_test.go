@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,19 +18,8 @@ import (
 func TestStatusPercent(t *testing.T) {
 	srv := consultest.NewDev(t)
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = \"25%\"\n  max_failures = \"10%\"\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	sha := commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
-	gs, err := st.Read(context.Background(), "web", nil)
-	if err != nil || gs.Desired == nil {
-		t.Fatalf("read: %v", err)
-	}
-	sha := gs.Desired.SHA
 	nodes := func(from, to int) {
 		for i := from; i < to; i++ {
 			putNode(t, st, coordinator.NodeState{Node: fmt.Sprintf("n%d", i), Desired: sha, State: coordinator.StateWaiting, Since: time.Now()})
@@ -66,10 +53,7 @@ func TestPlanPercent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "web.json")
-	if err := os.WriteFile(path, []byte(strings.Replace(string(data), `"max_parallel": 2`, `"max_parallel": "50%"`, 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSpec(t, "web.json", []byte(strings.Replace(string(data), `"max_parallel": 2`, `"max_parallel": "50%"`, 1)))
 	_, out, errs := runPlan(t, srv, "web", "-f", path)
 	for _, want := range []string{"update.max_parallel: 1 → 50%", "gate now: open  max_parallel 50% (= 1 of 3 nodes)", "3 wave(s) of max_parallel 1"} {
 		if !strings.Contains(out, want) {

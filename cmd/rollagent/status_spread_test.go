@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +17,16 @@ import (
 // text and JSON; a node whose Consul node has no zone waits for nothing.
 func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	srv := consultest.NewDev(t)
-	zoneB := consultest.NewClients(t, srv, 1, "node_meta {\n  zone = \"b\"\n}\n")[0]
+	zoneB := consultest.NewZoneClient(t, srv, "b")
 	// The client registers its node, meta and all, at its first sync.
 	testkit.Eventually(t, 30*time.Second, "the zone=b client in the catalog", func() bool {
 		n, _, err := srv.Client().Catalog().Node(zoneB.Name, nil)
 		return err == nil && n != nil && n.Node != nil && n.Node.Meta["zone"] == "b"
 	})
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = 2\n  max_parallel_per {\n    key = \"zone\"\n    max = 1\n  }\n}\n"
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t, time.Minute)
 	gs, err := st.Read(ctx, "web", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +65,10 @@ func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "n1 waits") {
 		t.Fatalf("status: code %d, stderr %s; want %q, and nothing of n1, in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
 		DomainWaits []domainWaitJSON `json:"domain_waits"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if w := doc.DomainWaits; len(w) != 1 || w[0].Node != "n4" || w[0].Domain != "zone=b" || w[0].Max != 1 ||
 		len(w[0].Used) != 1 || w[0].Used[0] != "n2" {
 		t.Fatalf("domain_waits = %+v, want n4 waiting on n2 in zone=b", w)

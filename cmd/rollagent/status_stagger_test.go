@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/lockstep"
 )
 
 // A group whose slot was just released, with a node behind, shows the
@@ -21,14 +16,8 @@ import (
 func TestStatusStagger(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	path := filepath.Join(t.TempDir(), "web.hcl")
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"10m\"\n}\n"
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st := coordinator.NewStore(c, "")
@@ -39,26 +28,17 @@ func TestStatusStagger(t *testing.T) {
 	if err := st.PutNode(ctx, "web", coordinator.NodeState{Node: "n1", Desired: gs.Desired.SHA, State: coordinator.StateWaiting, Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	k, _ := coordinator.NewKeys("", "web")
-	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	putHolders(t, c, `{"holders":{},"released":1}`)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	for _, want := range []string{"CLOSED (stagger): stagger: next grant after 10m from the last release (in 10m)", "an estimate from this status's first sight"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 		}
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string     `json:"state"`
-			OpensAt *time.Time `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "stagger" || doc.Gate.OpensAt == nil {
 		t.Fatalf("status -o json gate: %+v, want stagger with a time it opens", doc.Gate)
 	}
@@ -72,25 +52,14 @@ func TestStatusStagger(t *testing.T) {
 func TestStatusStaggerDoesNotHideStall(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
-	path := filepath.Join(t.TempDir(), "web.hcl")
 	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  stagger = \"30s\"\n}\n"
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path)
-	if code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
-	sha := strings.SplitN(out, "\n", 2)[0]
+	sha := commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	backdateCommit(t, c, 10*time.Minute)
 	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
 	putNode(t, st, coordinator.NodeState{Node: "a", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now().Add(-8 * time.Minute)})
 	putNode(t, st, coordinator.NodeState{Node: "b", Desired: sha, State: coordinator.StateWaiting, Since: time.Now().Add(-5 * time.Minute)})
-	k, _ := coordinator.NewKeys("", "web")
 	// a released its slot 8 minutes ago: the count moved once.
-	if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: []byte(`{"holders":{},"released":1}`)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	putHolders(t, c, `{"holders":{},"released":1}`)
 	statusTable(t, srv.HTTPAddr, "STALLED: b waits (longest 5m", "  why b: not in line (no contender key")
 	checkStall(t, statusDoc(t, srv.HTTPAddr), coordinator.CauseNotInLine, "b")
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,9 +136,7 @@ func TestStatusShowsStall(t *testing.T) {
 		since := time.Now().Add(-2 * time.Minute).UTC().Format(time.RFC3339)
 		until := time.Now().Add(4 * time.Minute).UTC().Format(time.RFC3339)
 		rec := `{"holders":{},"claims":{"c":{"session":"0b7d6d2e-0000-4000-8000-00000000dead","since":"` + since + `","until":"` + until + `"}}}`
-		if _, err := c.KV().Put(&api.KVPair{Key: lockstep.HoldersKey(slot), Value: []byte(rec)}, nil); err != nil {
-			t.Fatal(err)
-		}
+		putHolders(t, c, rec)
 		out := statusTable(t, srv.HTTPAddr, "slots full (1 of max_parallel 1): c holds one with its agent gone (orphaned claim)\n")
 		if strings.Contains(out, "STALLED") {
 			t.Errorf("a claim that counts is no stall:\n%s", out)
@@ -171,11 +167,8 @@ func checkStall(t *testing.T, s statusJSON, cause coordinator.StallCause, node s
 // checkStallKeys checks the names docs/status-json.md promises for stall.
 func checkStallKeys(t *testing.T, addr string) {
 	t.Helper()
-	_, out, _ := runCLI(t, addr, "status", "web", "-o", "json")
 	var doc map[string]any
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, addr, &doc)
 	stall, _ := doc["stall"].(map[string]any)
 	first := func(list string) map[string]any {
 		l, _ := stall[list].([]any)
@@ -185,11 +178,10 @@ func checkStallKeys(t *testing.T, addr string) {
 		m, _ := l[0].(map[string]any)
 		return m
 	}
-	sorted := func(m map[string]any) string { return strings.Join(slices.Sorted(maps.Keys(m)), ",") }
 	for _, tt := range []struct{ path, got, want string }{
-		{"stall", sorted(stall), "quiet_since,reasons,waiting"},
-		{"stall.waiting[0]", sorted(first("waiting")), "node,since"},
-		{"stall.reasons[0]", sorted(first("reasons")), "cause,nodes"},
+		{"stall", jsonKeys(stall), "quiet_since,reasons,waiting"},
+		{"stall.waiting[0]", jsonKeys(first("waiting")), "node,since"},
+		{"stall.reasons[0]", jsonKeys(first("reasons")), "cause,nodes"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s keys %s, want %s", tt.path, tt.got, tt.want)

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // waitOutput polls until out holds want after the first `after` bytes.
@@ -35,6 +38,47 @@ func commitWeb(t *testing.T, addr string) string {
 		t.Fatalf("commit: code %d, stderr %s", code, errs)
 	}
 	return strings.SplitN(out, "\n", 2)[0]
+}
+
+// commitWebSpec commits spec for web from a file named file, whose ending
+// gives the format, and returns the SHA the commit printed.
+func commitWebSpec(t *testing.T, addr, file, spec string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, addr, "commit", "web", "-f", writeSpec(t, file, []byte(spec)))
+	if code != 0 {
+		t.Fatalf("commit: code %d, stderr %s", code, errs)
+	}
+	return strings.SplitN(out, "\n", 2)[0]
+}
+
+// readStatusJSON decodes `status web -o json` into doc.
+func readStatusJSON(t *testing.T, addr string, doc any) {
+	t.Helper()
+	_, out, _ := runCLI(t, addr, "status", "web", "-o", "json")
+	if err := json.Unmarshal([]byte(out), doc); err != nil {
+		t.Fatalf("status -o json: %v in:\n%s", err, out)
+	}
+}
+
+// gateDoc is the gate of `status -o json`, what of it these tests read,
+// decoded apart from gateJSON so that a renamed field fails them.
+type gateDoc struct {
+	State   string     `json:"state"`
+	Reason  string     `json:"reason"`
+	OpensAt *time.Time `json:"opens_at"`
+}
+
+// putHolders writes rec as the holders record of web's slot, as lockstep
+// would.
+func putHolders(t *testing.T, c *api.Client, rec string) {
+	t.Helper()
+	putKV(t, c, lockstep.HoldersKey(groupkit.Keys(t, "web").Slot()), rec)
+}
+
+// jsonKeys lists the keys of a JSON object m, sorted, joined by commas.
+func jsonKeys(m any) string {
+	o, _ := m.(map[string]any)
+	return strings.Join(slices.Sorted(maps.Keys(o)), ",")
 }
 
 func putNode(t *testing.T, st *coordinator.Store, n coordinator.NodeState) {
@@ -61,19 +105,16 @@ func TestStatusJSONSchema(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("status -o json is not JSON: %v\n%s", err, out)
 	}
-	sortedKeys := func(m any) string {
-		return strings.Join(slices.Sorted(maps.Keys(m.(map[string]any))), ",")
-	}
 	for _, tt := range []struct{ path, got, want string }{
-		{"top level", sortedKeys(doc), "at,desired,domain_waits,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot,waiting_to_go_last"},
-		{"slot_budget", sortedKeys(doc["slot_budget"]), "full,used_by"},
-		{"gate", sortedKeys(doc["gate"]), "max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
-		{"progress", sortedKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
-		{"progress.by_state", sortedKeys(doc["progress"].(map[string]any)["by_state"]),
+		{"top level", jsonKeys(doc), "at,desired,domain_waits,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot,waiting_to_go_last"},
+		{"slot_budget", jsonKeys(doc["slot_budget"]), "full,used_by"},
+		{"gate", jsonKeys(doc["gate"]), "max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
+		{"progress", jsonKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
+		{"progress.by_state", jsonKeys(doc["progress"].(map[string]any)["by_state"]),
 			"behind,cancelled,converged,down,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
-		{"progress.eta", sortedKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
-		{"desired", sortedKeys(doc["desired"]), "author,committed_at,reason,sha"},
-		{"nodes[0]", sortedKeys(doc["nodes"].([]any)[0]), "consul,counted_as,counts,desired,node,sha,since,state"},
+		{"progress.eta", jsonKeys(doc["progress"].(map[string]any)["eta"]), "basis,per_node_seconds,seconds"},
+		{"desired", jsonKeys(doc["desired"]), "author,committed_at,reason,sha"},
+		{"nodes[0]", jsonKeys(doc["nodes"].([]any)[0]), "consul,counted_as,counts,desired,node,sha,since,state"},
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			if tt.got != tt.want {

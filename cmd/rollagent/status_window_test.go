@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,28 +22,16 @@ update {
   }
 }
 `, next.Format("15:04"))
-	path := filepath.Join(t.TempDir(), "web.hcl")
-	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "commit", "web", "-f", path); code != 0 {
-		t.Fatalf("commit: code %d, stderr %s", code, errs)
-	}
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
 	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
 	want := fmt.Sprintf("CLOSED (outside_window): outside the maintenance window; the next opens %s UTC (in ", next.Format("Mon 15:04"))
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 	}
-	_, out, _ = runCLI(t, srv.HTTPAddr, "status", "web", "-o", "json")
 	var doc struct {
-		Gate struct {
-			State   string     `json:"state"`
-			OpensAt *time.Time `json:"opens_at"`
-		} `json:"gate"`
+		Gate gateDoc `json:"gate"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	readStatusJSON(t, srv.HTTPAddr, &doc)
 	if doc.Gate.State != "outside_window" || doc.Gate.OpensAt == nil || !doc.Gate.OpensAt.Equal(next) {
 		t.Fatalf("status -o json gate: %+v, want outside_window opening at %s", doc.Gate, next)
 	}

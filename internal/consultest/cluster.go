@@ -1,6 +1,7 @@
 package consultest
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -47,4 +48,11 @@ func NewClients(t testing.TB, server *Server, n int, hcl string) []*Server {
 		}
 	}
 	return clients
+}
+
+// NewZoneClient starts a client agent joined to server whose node meta puts
+// it in zone, the key the tests spread a rollout over.
+func NewZoneClient(t testing.TB, server *Server, zone string) *Server {
+	t.Helper()
+	return NewClients(t, server, 1, fmt.Sprintf("node_meta {\n  zone = %q\n}\n", zone))[0]
 }
