@@ -66,6 +66,7 @@ func (ck *checker) sample(s *fleetwatch.Sample) {
 		return
 	}
 	ck.noteGate(g, gs)
+	ck.noteOrderGate(g, gs)
 	ck.checkCancel(g, ws, gs)
 	ck.checkFailures(g, gs)
 	ck.checkRollback(g, gs)

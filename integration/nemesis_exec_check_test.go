@@ -151,12 +151,14 @@ func (n *nemesis) commitHooks(e event) error {
 	spec := fleettest.Spec(n.t, fleettest.SpecOptions{Group: e.group, Image: "rollagent-it/forkhook:" + release,
 		MaxParallel: kHooks, FailureAction: e.action, MaxFailures: e.maxF, HealthyDeadline: testHealthyDeadline, Env: env})
 	spec.Update.BlockOn = gateBlocks()
+	ordered(spec, e)
 	ctx, cancel := n.c.ctx()
 	defer cancel()
 	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")
 	if err != nil {
 		return err
 	}
+	n.noteOrder(res.SHA, e)
 	bad := e.kind == opCommitBad || e.kind == opCommitTypo || overruns(spec, res.SHA)
 	n.mu.Lock()
 	n.bad[res.SHA] = bad

@@ -51,7 +51,7 @@ type grantSeen struct {
 // of every group, and the node records the grants wrote, for invariant
 // (f) (nemesis_gate_judge_test.go).
 type gateWatch struct {
-	n      *nemesis
+	c      *cluster
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -59,6 +59,10 @@ type gateWatch struct {
 	flips   []flip
 	grants  map[string]*grantSeen            // group/session/index
 	records map[string]coordinator.NodeState // group/node/ModifyIndex: the records seen
+	// desired and canaries are the versions seen of each group's desired
+	// record and canary records, by group (nemesis_order_test.go).
+	desired  map[string]map[uint64]string
+	canaries map[string]map[uint64]coordinator.Canaries
 }
 
 // registerGate puts the gate check in the catalog, passing, with an
@@ -137,17 +141,24 @@ func (w *gateWatch) addFlip(f flip) {
 }
 
 // watchGate starts a watch of each group's semaphore and node records.
-func (n *nemesis) watchGate() *gateWatch {
+func (n *nemesis) watchGate() *gateWatch { return n.c.watchGrants(nemesisGroups()...) }
+
+// watchGrants starts a watch of the semaphore and node records of groups.
+func (c *cluster) watchGrants(groups ...string) *gateWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &gateWatch{n: n, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{}}
-	for _, g := range nemesisGroups() {
-		k, err := n.c.store().Keys(g)
+	w := &gateWatch{c: c, cancel: cancel, grants: map[string]*grantSeen{}, records: map[string]coordinator.NodeState{},
+		desired: map[string]map[uint64]string{}, canaries: map[string]map[uint64]coordinator.Canaries{}}
+	for _, g := range groups {
+		k, err := c.store().Keys(g)
 		if err != nil {
-			n.t.Fatal(err)
+			c.t.Fatal(err)
 		}
-		w.wg.Add(2)
+		w.desired[g], w.canaries[g] = map[uint64]string{}, map[uint64]coordinator.Canaries{}
+		w.wg.Add(4)
 		go w.watch(ctx, k.Slot(), func(p api.KVPairs) { w.slotSeen(g, k.Slot(), p) })
 		go w.watch(ctx, k.NodesPrefix(), func(p api.KVPairs) { w.nodesSeen(g, p) })
+		go w.watch(ctx, k.Desired(), func(p api.KVPairs) { w.desiredSeen(g, k.Desired(), p) })
+		go w.watch(ctx, k.Canaries(""), func(p api.KVPairs) { w.canariesSeen(g, p) })
 	}
 	return w
 }
@@ -166,7 +177,7 @@ func (w *gateWatch) watch(ctx context.Context, prefix string, seen func(api.KVPa
 	var index uint64
 	for ctx.Err() == nil {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
-		pairs, meta, err := w.n.c.api().KV().List(prefix, q)
+		pairs, meta, err := w.c.api().KV().List(prefix, q)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -215,7 +226,7 @@ func (w *gateWatch) slotSeen(group, prefix string, pairs api.KVPairs) {
 // claimSHA fills in a new grant's SHA from its node's claim, which the
 // grant wrote (the grant's node record says it too; see sha).
 func (w *gateWatch) claimSHA(group, prefix, key, node, session string) {
-	h, err := lockstep.ReadHolders(w.n.c.api(), prefix, nil)
+	h, err := lockstep.ReadHolders(w.c.api(), prefix, nil)
 	if err != nil {
 		return
 	}

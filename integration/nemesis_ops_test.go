@@ -53,6 +53,8 @@ func (n *nemesis) apply(e event) error {
 			n.mu.Unlock()
 		}
 		return err
+	case opPromote:
+		return n.promote(e.group)
 	case opPause:
 		ctx, cancel := n.c.ctx()
 		defer cancel()
@@ -107,12 +109,14 @@ func (n *nemesis) commit(e event) error {
 	if e.kind == opCommitSlow {
 		spec.Container.Healthcheck.StartPeriod = hashspec.Duration(slowStart)
 	}
+	ordered(spec, e)
 	ctx, cancel := n.c.ctx()
 	defer cancel()
 	res, err := n.c.store().Commit(ctx, e.group, spec, nemesisAuthor, "commit")
 	if err != nil {
 		return err
 	}
+	n.noteOrder(res.SHA, e)
 	n.mu.Lock()
 	n.bad[res.SHA] = e.kind == opCommitBad || e.kind == opCommitTypo
 	n.committed[res.SHA] = true

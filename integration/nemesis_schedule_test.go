@@ -18,6 +18,11 @@ type event struct {
 	action string        // commits: failure_action
 	maxF   int           // commits: max_failures
 	stall  time.Duration // commit-slowpull: how long the registry stalls its pulls
+	// Commits: update.canary (0 for none), auto_promote, and the group
+	// its update.after names ("" for none).
+	canary int
+	auto   bool
+	after  string
 }
 
 func (e event) String() string {
@@ -33,6 +38,12 @@ func (e event) String() string {
 	}
 	if e.stall > 0 {
 		s += fmt.Sprintf(" (registry stalls %s)", e.stall)
+	}
+	if e.canary > 0 {
+		s += fmt.Sprintf(" (canary=%d auto_promote=%v)", e.canary, e.auto)
+	}
+	if e.after != "" {
+		s += fmt.Sprintf(" (after %s)", e.after)
 	}
 	return s
 }
@@ -50,6 +61,7 @@ const (
 	opRollback   = "rollback"
 	opResume     = "resume"
 	opPause      = "pause"      // rollagent pause: an operator's brake on the desired SHA
+	opPromote    = "promote"    // rollagent promote: the desired SHA's canaries promoted
 	opCheckFail  = "check-fail" // the Consul check every commit blocks on goes critical
 	opCheckPass  = "check-pass"
 	opKillAgent  = "kill-agent" // SIGKILL, a crash of the agent alone
@@ -120,7 +132,7 @@ func (p *planner) between(lo, hi int) time.Duration {
 
 func (p *planner) draw(at, d time.Duration) {
 	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo, opCommitPull,
-		opCancel, opCancel, opRollback, opResume, opResume, opPause, opPause, opCheckFail, opCheckFail,
+		opCancel, opCancel, opRollback, opResume, opResume, opPause, opPause, opPromote, opPromote, opPromote, opCheckFail, opCheckFail,
 		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opKillNode, opKillNode, opReboot, opReboot,
 		opCrash, opCrash, opWedge, opWedge, opPartition, opKillLeader}
 	kind := kinds[p.rng.IntN(len(kinds))]
@@ -128,15 +140,15 @@ func (p *planner) draw(at, d time.Duration) {
 	action := []string{"pause", "rollback"}[p.rng.IntN(2)]
 	switch kind {
 	case opCommit, opCommitBad, opCommitSlow:
-		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2)})
+		p.out = append(p.out, p.order(event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2)}))
 	case opCommitPull:
-		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2), stall: p.stallFor()})
+		p.out = append(p.out, p.order(event{at: at, kind: kind, group: g, action: action, maxF: 1 + p.rng.IntN(2), stall: p.stallFor()}))
 	case opCommitTypo:
 		// A bad release with failure_action=rollback soon after: where
 		// the rollback goes is the point (issue 25, item 8).
 		p.out = append(p.out, event{at: at, kind: kind, group: g, action: action, maxF: 1},
 			event{at: at + p.between(3, 6), kind: opCommitBad, group: g, action: "rollback", maxF: 1})
-	case opCancel, opRollback, opResume, opPause:
+	case opCancel, opRollback, opResume, opPause, opPromote:
 		p.out = append(p.out, event{at: at, kind: kind, group: g})
 	case opCheckFail:
 		p.flip(at, d, p.between(3, 25))
@@ -158,6 +170,21 @@ func (p *planner) draw(at, d time.Duration) {
 	case opKillLeader:
 		p.fault(at, d, kind, p.between(3, 25))
 	}
+}
+
+// order draws how a commit moves: a third of them with a canary, half of
+// those promoted by themselves after canaryHealthy (the rest wait for a
+// promote event, or the heal's); half of the second group's with
+// update.after naming the first. Only the second names the first, so no
+// commit makes a cycle.
+func (p *planner) order(e event) event {
+	if p.rng.IntN(3) == 0 {
+		e.canary, e.auto = 1, p.rng.IntN(2) == 0
+	}
+	if len(p.groups) > 1 && e.group == p.groups[1] && p.rng.IntN(2) == 0 {
+		e.after = p.groups[0]
+	}
+	return e
 }
 
 // flip adds a flip of the gate check to critical and its flip back, if

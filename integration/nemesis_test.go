@@ -104,6 +104,25 @@ const (
 // agent's health read right before the grant came before the flip (see
 // judgeGate in nemesis_gate_judge_test.go).
 //
+// (g) No node that is not a canary of a commit with update.canary is
+// granted a slot for its SHA before a promotion of that rollout: a
+// promote (the schedule's, or the heal's), or a rollback, which promotes
+// in its own transaction, written after the SHA's latest commit and
+// before the grant, by their Consul indexes. Under auto_promote, a grant
+// with no promotion must come after a record of every canary converged on
+// the SHA since that commit; the canary_healthy_time an evaluator waits on
+// its own clock, and that no canary went down meanwhile, are not judged
+// (no record says when an evaluator promoted).
+//
+// (h) No node of the workers is granted a slot for a commit with
+// update.after = [managers] unless the managers were converged on their
+// own desired SHA (desired record and every manager's record, as the
+// watch saw their versions) at some index between that commit and the
+// grant. The gate reads the named group at each look and every 2s in
+// line, not in the grant's transaction, so a grant whose managers moved
+// away after that read is counted as having raced, not as a violation;
+// the report says how many did (see judgeAfterGrant).
+//
 // The third group, hooks (K=1), runs the exec runtime with hooks that fork
 // (internal/forkhook): there a node's "container" is its install, read
 // from outside, and its health is the health hook's own check run from
@@ -127,7 +146,7 @@ func (c *cluster) nemesisTest(t *testing.T) {
 func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) string {
 	t.Logf("NEMESIS_SEED=%d NEMESIS_DURATION=%s K: %s=%d %s=%d %s=%d", seed, dur, mgrs, kManagers, wkrs, kWorkers, hks, kHooks)
 	n := &nemesis{c: c, t: t, seed: seed, dur: dur, f: newFaults(), bad: map[string]bool{}, committed: map[string]bool{},
-		cancelled: map[string]time.Time{}, vseen: map[string]int{}}
+		cancelled: map[string]time.Time{}, vseen: map[string]int{}, orders: map[string]orderOf{}}
 	for _, r := range []string{"v1", "v2", "v3"} {
 		c.releases.Image(r, nil)
 	}
@@ -155,7 +174,7 @@ func (c *cluster) nemesisRun(t *testing.T, seed uint64, dur time.Duration) strin
 	n.converge()
 	ck.stop()
 	n.gw.stop()
-	return n.report(ck.samples(), n.judgeGate())
+	return n.report(ck.samples(), n.judgeGate()+"; "+n.judgeOrders())
 }
 
 // nemesisConfig reads NEMESIS_SEEDS (seeds separated by spaces or commas,
@@ -219,6 +238,11 @@ type nemesis struct {
 	gateStart   uint64     // the Consul index of the run's start (registerGate)
 	pauseCalls  int        // the nemesis' pause calls that returned without an error
 	resumeCalls int        // and resume calls
+
+	orders       map[string]orderOf // SHA -> how a nemesis commit moves, for (g) and (h)
+	promoteCalls int                // the nemesis' promote calls that promoted
+	awaitSamples int                // samples that saw a group awaiting promotion
+	afterSamples int                // and waiting for another group (update.after)
 }
 
 // k is the max_parallel of group's nemesis commits.
@@ -346,6 +370,12 @@ func (n *nemesis) settle(g string) string {
 		// The nemesis' pause holds the group until its resume: a new
 		// commit does not lift it.
 		n.step(event{kind: opResume, group: g})
+		gs = n.c.state(g)
+	}
+	if gs.Spec != nil && gs.Spec.Update.Canary > 0 && gs.Promoted == nil && gs.Cancel == nil {
+		// An operator ends a canary stage: the rest follow, or the
+		// canaries' failures pause or roll back as for any node.
+		n.step(event{kind: opPromote, group: g})
 		gs = n.c.state(g)
 	}
 	why := ""

@@ -136,6 +136,7 @@ func TestCluster(t *testing.T) {
 	c.waitConverged(mgrs, managers, m1, 3*time.Minute)
 	c.waitConverged(wkrs, workers, w1, 3*time.Minute)
 	t.Run("seed: holder node killed mid-replacement", c.seed)
+	t.Run("seed order: managers one at a time, the leader last, then the workers", c.seedOrder)
 	t.Run("holder node lost for good", c.holderLost)
 	t.Run("consul leader killed mid-rollout", c.leaderKilled)
 	t.Run("partitioned holder", c.partitioned)
