@@ -422,6 +422,12 @@ func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
 		// that holds no slot keeps no drain while its workload is healthy.
 		healthy, _ := t.a.cfg.Runtime.Healthy(ctx)
 		t.a.undrain(ctx, drainLook, healthy, false)
+		if healthy && t.a.pub.drain() != nil {
+			// The lift failed: the node is still out of service, so it
+			// keeps its slot, counted against K, until a look lifts it.
+			t.a.log.Warn("the drain is not lifted; the node keeps its slot until it is")
+			return t.keep(ctx, o)
+		}
 	}
 	e := t.ended(sha, o)
 	if t.stopping != nil && t.stopping.Err() != nil {

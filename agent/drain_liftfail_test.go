@@ -1,0 +1,66 @@
+package agent_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
+)
+
+// failLift refuses putting api-1 into maintenance and every lift, while on:
+// a local agent that fails mid-drain and stays failing for the lift.
+type failLift struct {
+	next testkit.Counter
+	on   atomic.Bool
+}
+
+func (d *failLift) RoundTrip(r *http.Request) (*http.Response, error) {
+	if d.on.Load() && r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/agent/service/maintenance/") &&
+		(r.URL.Query().Get("enable") == "false" || strings.HasSuffix(r.URL.Path, "/web-1")) {
+		body := "rpc error: timeout"
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return d.next.RoundTrip(r)
+}
+
+// A drain half set (one service refused) whose lift fails too leaves the
+// node out of service: it must not give its slot back until the lift
+// succeeds, or the next node is taken down beside it.
+func TestDrainNotLiftedKeepsTheSlot(t *testing.T) {
+	d := &failLift{}
+	g := groupkit.NewVia(t, "drainliftfail", d)
+	c := g.Srv.Client()
+	registerServices(t, c, map[string]string{"web-1": "web", "api-1": "api"}, nil)
+	v1 := commitDrained(t, g.Store, g.Name, "v1", "web", "api")
+	rt := &recordingRuntime{sha: v1}
+	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
+	waitNode(t, g.Store, g.Name, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
+		return n.SHA == v1 && n.State == coordinator.StateConverged
+	})
+	d.on.Store(true)
+	v2 := commitDrained(t, g.Store, g.Name, "v2", "web", "api")
+	testkit.Steady(t, 4*time.Second, 20*time.Millisecond, func() error {
+		h, err := g.Holders()
+		if err != nil {
+			return nil
+		}
+		_, claimed := h.ClaimOf("n1")
+		if m := consulMaintenance(t, c); len(m) != 0 && !claimed && len(h.Holding) == 0 {
+			return fmt.Errorf("no slot held while services are in maintenance: %q", m)
+		}
+		return nil
+	})
+	d.on.Store(false)
+	waitNode(t, g.Store, g.Name, "n1", "converged on v2 once Consul answers", func(n *coordinator.NodeState) bool {
+		return n.SHA == v2 && n.State == coordinator.StateConverged
+	})
+}
