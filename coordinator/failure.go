@@ -192,15 +192,22 @@ func hasFailure(fs []Failure, node string) bool {
 
 // NoRollbackTarget ends the reason of a pause that failure_action=rollback
 // took because no SHA was fit to roll back to.
+// RollbackUnderPause says why a failure under an operator's pause paused
+// where failure_action=rollback would have rolled back.
+const RollbackUnderPause = "failure_action=rollback paused instead: the group is paused by an operator, who rolls back (`rollagent rollback`) or resumes"
+
 const NoRollbackTarget = "failure_action=rollback paused instead: no other SHA in history ever converged on every node (and stayed free of a cancel, a pause and failures since)"
 
 // failureAction decides what the count-th failure of sha does, and the ops
 // that do it. Only a failure of the desired SHA, neither cancelled nor
 // paused by failures already, acts: so the one failure that reaches
 // max_failures acts, and those after it find the pause, or desired moved
-// by the rollback. An operator's pause does not stop it: the pause holds
-// the group whatever is desired, so a rollback under it moves no node
-// until resume, and a failure pause under it stays after that resume.
+// by the rollback. An operator's pause does not stop it, but turns a
+// rollback into a failure pause: an agent may not write brakes/, so it
+// could not carry the pause's copy that agents from before the group-wide
+// pause read to the SHA it rolls back to; the operator, who holds the
+// group, rolls back by hand (`rollagent rollback`) or resumes. A failure
+// pause under the operator's stays after its resume.
 // The event it returns, if any, logs the action.
 func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.TxnOps, *Event) {
 	if g.Desired == nil || g.Desired.SHA != sha || g.Spec == nil || g.Cancel != nil || g.Pause != nil {
@@ -215,6 +222,9 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 	case ActionPause:
 		return pause(reached)
 	case ActionRollback:
+		if g.OperatorPause != nil {
+			return pause(reached + "; " + RollbackUnderPause)
+		}
 		to := g.rollbackTarget(k, sha)
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
