@@ -266,8 +266,40 @@ func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, u hash
 	if err != nil {
 		registered = nil
 	}
-	rec := Canaries{SHA: sha, Nodes: ChooseCanariesIn(sha, canaryPool(g.Nodes, registered), n, s.canaryDomains(ctx, group, u)), At: s.clock().UTC()}
+	pool := withoutLast(canaryPool(g.Nodes, registered), g.Nodes, s.lastNodes(ctx, u))
+	rec := Canaries{SHA: sha, Nodes: ChooseCanariesIn(sha, pool, n, s.canaryDomains(ctx, group, u)), At: s.clock().UTC()}
 	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Canaries(sha), Value: mustJSON(rec)}}), nil
+}
+
+// lastNodes are the Consul nodes on which update.last's check passes: the
+// nodes that go last, which no canary may be, or the canary stage would
+// wait on them while they wait on it. Best effort: nil without update.last
+// or when the check cannot be read (a leader chosen then is promoted by
+// hand, as README says).
+func (s *Store) lastNodes(ctx context.Context, u hashspec.Update) []string {
+	if u.Last == nil {
+		return nil
+	}
+	on, err := s.passingOn(ctx, u.Last.Check)
+	if err != nil {
+		return nil
+	}
+	return on
+}
+
+// withoutLast is pool less the nodes whose record's Consul node is in last.
+func withoutLast(pool []string, nodes []NodeState, last []string) []string {
+	if len(last) == 0 {
+		return pool
+	}
+	out := pool[:0:0]
+	for _, name := range pool {
+		i := slices.IndexFunc(nodes, func(n NodeState) bool { return n.Node == name })
+		if i < 0 || nodes[i].ConsulNode == "" || !slices.Contains(last, nodes[i].ConsulNode) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // canaryPool are the nodes canaries are chosen from: those with a valid
