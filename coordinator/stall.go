@@ -95,6 +95,11 @@ const (
 	// CauseAgentDown: the node has no contender key (its process is not
 	// in line: a key goes with its session) and Consul sees it down.
 	CauseAgentDown StallCause = "agent_down"
+	// CauseAwaitingCanaries: the node is no canary of an unpromoted canary
+	// stage (update.canary), which holds it out of the line until
+	// `rollagent promote`, or auto_promote's healthy time, lets it go: the
+	// canaries have not all converged (one failed, is down, or is behind).
+	CauseAwaitingCanaries StallCause = "awaiting_canaries"
 	// CauseNotInLine: the node has no contender key though Consul does not
 	// see it down: its agent stopped, left the catalog, or cannot reach
 	// Consul; or the node left the group and its record stayed.
@@ -161,7 +166,10 @@ type StallInput struct {
 	// is full is held, not forgotten.
 	Spread  *hashspec.Spread
 	Domains map[string]string
-	Now     time.Time
+	// Canaries are the canaries of an unpromoted canary stage of the
+	// desired SHA, which holds every other node; nil when there is none.
+	Canaries []string
+	Now      time.Time
 }
 
 // StallInput gathers g's parts for Diagnose, with sum, g's Summary at now.
@@ -171,6 +179,9 @@ func (g *GroupState) StallInput(now time.Time, sum Summary) StallInput {
 	if g.Spec != nil {
 		in.Stagger = g.Spec.Update.Stagger.Std()
 		in.Spread, in.Domains = g.Spec.Update.MaxParallelPer, g.Domains
+	}
+	if g.Canaries != nil && g.Promoted == nil && len(g.Canaries.Nodes) > 0 {
+		in.Canaries = g.Canaries.Nodes
 	}
 	return in
 }
@@ -311,6 +322,8 @@ func stallReasons(waiting []Waiter, in StallInput, full map[string]bool) []Stall
 			cause = CauseAgentDown
 		case !inLine[w.Node] && checks[w.Node] != "":
 			cause = CauseNodeCheck
+		case !inLine[w.Node] && len(in.Canaries) > 0 && !slices.Contains(in.Canaries, w.Node):
+			cause = CauseAwaitingCanaries
 		case !inLine[w.Node]:
 			cause = CauseNotInLine
 		case full[w.Node]:
@@ -321,7 +334,7 @@ func stallReasons(waiting []Waiter, in StallInput, full map[string]bool) []Stall
 		byCause[cause] = append(byCause[cause], w.Node)
 	}
 	var out []StallReason
-	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNodeCheck, CauseNotInLine, CauseDomainFull, CauseBehindDomainFull, CauseNotGranted} {
+	for _, c := range []StallCause{CauseHostDown, CauseAgentStopped, CauseAgentDown, CauseNodeCheck, CauseAwaitingCanaries, CauseNotInLine, CauseDomainFull, CauseBehindDomainFull, CauseNotGranted} {
 		if nodes := byCause[c]; len(nodes) > 0 {
 			sort.Strings(nodes)
 			out = append(out, StallReason{Cause: c, Nodes: nodes})

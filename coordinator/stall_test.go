@@ -77,6 +77,16 @@ func TestDiagnose(t *testing.T) {
 		{"a live holder", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))}, holding), nil, nil},
 		{"an orphaned claim still counts", stallCase(1, []NodeState{waitingNode("n2", ago(5*time.Minute))},
 			claim(stallNow.Add(time.Minute), false)), nil, nil},
+		// The canary n1 failed: n2 and n3 wait on the stage, out of the
+		// line, and are not taken for agents that are down.
+		{"an unpromoted canary stage holds the rest", func() StallInput {
+			in := stallCase(1, []NodeState{
+				{Node: "n1", Desired: shaNew, State: StateFailed, Since: ago(5 * time.Minute)},
+				waitingNode("n2", ago(5*time.Minute)), waitingNode("n3", ago(5*time.Minute))}, nil)
+			in.Canaries = []string{"n1"}
+			return in
+		}(), []StallReason{{Cause: CauseAwaitingCanaries, Nodes: []string{"n2", "n3"}}},
+			[]Waiter{{Node: "n2", Since: ago(5 * time.Minute)}, {Node: "n3", Since: ago(5 * time.Minute)}}},
 		{"down nodes fill the slots: the budget line says so", stallCase(1,
 			[]NodeState{waitingNode("n2", ago(5*time.Minute))}, inLine("n2"), "n3"), nil, nil},
 		{"waiting under a minute", stallCase(1, []NodeState{waitingNode("n2", ago(50*time.Second))}, nil), nil, nil},

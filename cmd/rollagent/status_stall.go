@@ -168,6 +168,7 @@ var causeTexts = map[coordinator.StallCause]string{
 	coordinator.CauseAgentStopped:     "its agent stopped cleanly and is not back: start the agent, or `rollagent node rm` it if the node left the group",
 	coordinator.CauseAgentDown:        "Consul sees the agent down, and it is not in line (no contender key): start the agent, or `rollagent node rm` it if the node left the group",
 	coordinator.CauseNodeCheck:        "a Consul check on its Consul node holds it (its record names the check): one of update.block_on_node not passing, and the rollout goes on there once it passes; or the check of update.last passing, and it goes once every other node has converged",
+	coordinator.CauseAwaitingCanaries: "held by the canary stage (update.canary), not promoted, whose canaries have not all converged (see their rows: failed, down or behind): `rollagent promote` lets the rest go, or commit a new spec",
 	coordinator.CauseNotInLine:        "not in line (no contender key, so no live session): the agent is likely down or cut off from Consul; start it, or `rollagent node rm` it if the node left the group",
 	coordinator.CauseDomainFull:       "in line, held by update.max_parallel_per: nodes of its domain are down (see the `waits:` line); it goes on once one is back, or is removed with `rollagent node rm`",
 	coordinator.CauseBehindDomainFull: "in line behind a node whose domain is full (update.max_parallel_per): the line is first come, first served",
