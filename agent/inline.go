@@ -16,7 +16,19 @@ import (
 // K from its check then, so it must claim its slot ahead of the line, or
 // at K = 1 the head of the line would wait on it while it waits behind.
 func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
-	tick := time.NewTicker(healthCheckInterval)
+	everyTick(ctx, healthCheckInterval, func() bool {
+		if h, _ := a.health.Health(ctx); h == HealthDown && ctx.Err() == nil {
+			stop(errWentDown)
+			return true
+		}
+		return false
+	})
+}
+
+// everyTick runs look every d until it says it is done or ctx ends: the
+// shape of every watch of a node in line.
+func everyTick(ctx context.Context, d time.Duration, look func() (done bool)) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -24,8 +36,7 @@ func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		case <-tick.C:
 		}
-		if h, _ := a.health.Health(ctx); h == HealthDown && ctx.Err() == nil {
-			stop(errWentDown)
+		if look() {
 			return
 		}
 	}
@@ -43,21 +54,15 @@ const pollWatchInterval = 2 * time.Second
 // watchPolled reads those while the node waits in line, and ends the wait
 // (errRecheck) once the gate closes on them.
 func (a *Agent) watchPolled(ctx context.Context, stop context.CancelCauseFunc, gs *coordinator.GroupState) {
-	tick := time.NewTicker(pollWatchInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, pollWatchInterval, func() bool {
 		g := a.cfg.Store.Polled(ctx, gs, a.cfg.Node)
 		if v := coordinator.Evaluate(coordinator.GateInput{Group: g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open && ctx.Err() == nil {
 			a.log.Info("leaving the line: the gate closed while the node waited", "reason", v.Reason)
 			stop(errRecheck)
-			return
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // memberWatchInterval is how often a node in line under a percentage of
@@ -72,21 +77,15 @@ const memberWatchInterval = 5 * time.Second
 // shrank needs no watch to be safe: the grant's check of the membership
 // key refuses K of the larger group (lockstep.ErrGateStale).
 func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, looked int) {
-	tick := time.NewTicker(memberWatchInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, memberWatchInterval, func() bool {
 		n, err := a.cfg.Store.CountNodes(ctx, a.cfg.Group)
 		if err == nil && n != looked && ctx.Err() == nil {
 			a.log.Info("leaving the line to look again: the group's nodes changed while the node waited", "nodes", n, "looked", looked)
 			stop(errRecheck)
-			return
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // blockClosed reads the health of the checks the desired spec of gs blocks
