@@ -2,14 +2,12 @@ package agent_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
@@ -25,9 +23,7 @@ type failLift struct {
 func (d *failLift) RoundTrip(r *http.Request) (*http.Response, error) {
 	if d.on.Load() && r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/agent/service/maintenance/") &&
 		(r.URL.Query().Get("enable") == "false" || strings.HasSuffix(r.URL.Path, "/web-1")) {
-		body := "rpc error: timeout"
-		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+		return consulReply(r, http.StatusInternalServerError, "rpc error: timeout"), nil
 	}
 	return d.next.RoundTrip(r)
 }
@@ -39,13 +35,7 @@ func TestDrainNotLiftedKeepsTheSlot(t *testing.T) {
 	d := &failLift{}
 	g := groupkit.NewVia(t, "drainliftfail", d)
 	c := g.Srv.Client()
-	registerServices(t, c, map[string]string{"web-1": "web", "api-1": "api"}, nil)
-	v1 := commitDrained(t, g.Store, g.Name, "v1", "web", "api")
-	rt := &recordingRuntime{sha: v1}
-	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
-	waitNode(t, g.Store, g.Name, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
-		return n.SHA == v1 && n.State == coordinator.StateConverged
-	})
+	drainedOnV1(t, g, map[string]string{"web-1": "web", "api-1": "api"})
 	d.on.Store(true)
 	v2 := commitDrained(t, g.Store, g.Name, "v2", "web", "api")
 	testkit.Steady(t, 4*time.Second, 20*time.Millisecond, func() error {

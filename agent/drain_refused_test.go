@@ -1,14 +1,12 @@
 package agent_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
@@ -27,9 +25,7 @@ func (d *denyMaint) RoundTrip(r *http.Request) (*http.Response, error) {
 	if d.deny.Load() && r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/agent/service/maintenance/") &&
 		r.URL.Query().Get("enable") == "true" {
 		d.refused.Add(1)
-		body := "Permission denied: token with AccessorID 'test' lacks permission 'service:write'"
-		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+		return consulReply(r, http.StatusForbidden, "Permission denied: token with AccessorID 'test' lacks permission 'service:write'"), nil
 	}
 	return d.next.RoundTrip(r)
 }
@@ -43,13 +39,7 @@ func TestDrainRefusedReleasesTheSlot(t *testing.T) {
 	deny := &denyMaint{}
 	g := groupkit.NewVia(t, "drainrefused", deny)
 	c := g.Srv.Client()
-	registerServices(t, c, map[string]string{"web-1": "web"}, nil)
-	v1 := commitDrained(t, g.Store, g.Name, "v1", "web")
-	rt := &recordingRuntime{sha: v1}
-	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
-	waitNode(t, g.Store, g.Name, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
-		return n.SHA == v1 && n.State == coordinator.StateConverged
-	})
+	v1, rt := drainedOnV1(t, g, map[string]string{"web-1": "web"})
 	deny.deny.Store(true)
 	v2 := commitDrained(t, g.Store, g.Name, "v2", "web")
 	var n *coordinator.NodeState

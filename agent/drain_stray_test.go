@@ -2,6 +2,10 @@ package agent_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +92,31 @@ func TestDrainLiftedWithoutRecord(t *testing.T) {
 		t.Fatalf("maintenance after the lift: %q, want only the operator's and n2's: %q", got, want)
 	}
 	noDestructiveCalls(t, rt.Calls())
+}
+
+// consulReply is an answer of Consul's with code and body, as a
+// RoundTripper that stands in for it gives.
+func consulReply(r *http.Request, code int, body string) *http.Response {
+	return &http.Response{StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}
+}
+
+// drainedOnV1 runs node n1 of g, whose spec drains the services ids names
+// (registered on g's Consul agent by ID), until it converged on a first
+// release; it returns that release's SHA and n1's runtime.
+func drainedOnV1(t *testing.T, g *groupkit.Group, ids map[string]string) (string, *recordingRuntime) {
+	t.Helper()
+	registerServices(t, g.Srv.Client(), ids, nil)
+	var names []string
+	for _, name := range ids {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	v1 := commitDrained(t, g.Store, g.Name, "v1", names...)
+	rt := &recordingRuntime{sha: v1}
+	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
+	waitNode(t, g.Store, g.Name, "n1", "converged on v1", func(n *coordinator.NodeState) bool {
+		return n.SHA == v1 && n.State == coordinator.StateConverged
+	})
+	return v1, rt
 }
