@@ -61,7 +61,7 @@ func (ck *checker) sample(s *fleetwatch.Sample) {
 	ws, gs := s.Workloads, s.State // gs nil: Consul out of reach (a leader election): (a) from Docker alone
 	ck.checkDown(s)
 	ck.noteRan(g, ws)
-	ck.checkHooks(g, ws, gs)
+	ck.checkHooks(g, s)
 	if gs == nil {
 		return
 	}

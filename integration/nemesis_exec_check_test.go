@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 	"github.com/rollagent/rollagent/internal/forkhook"
 )
 
@@ -20,64 +22,117 @@ const recordLag = 2 * time.Second
 // hosts: no hook child outlives its step (issue 25, item 5).
 //
 //   - An install (the installed-version file of a host, read from
-//     outside) changes only while its node is in a step: holding a slot
-//     or a claim not reported lost, or recorded replacing or verifying, at this sample or the one
-//     before. One that lands after the undo, the failure record and the
-//     release is a child the agent left running.
+//     outside) lands only while its node is in a step: holding a slot
+//     or a claim not reported lost, or recorded replacing or verifying.
+//     It is judged at the instant the install child wrote it (its
+//     Landed), against the two reads of Consul around that instant: both
+//     out of any step, with the node's record unchanged in between (a
+//     step ended meanwhile rewrites it), is a child that outlived its
+//     step. A sample alone cannot tell: its Docker and Consul reads are
+//     not one instant, and an install that lands between them, just
+//     before a quick verify and release, would look landed after.
 //   - Out of a step, the install is what the node's record says runs,
 //     within recordLag.
 //   - A replace hook that died of the nemesis' SIGTERM, which reaches an
 //     exec host's agent and its hooks at once, is an interrupted step and
 //     counts no failure (issue 25, item 6).
 type execCheck struct {
-	install  map[string]string    // node -> install ID at the last sample
-	inStep   map[string]bool      // node -> in a step at the last sample, or unknown
-	mismatch map[string]time.Time // node -> since when record and install differ, out of a step
+	install  map[string]string     // node -> install ID at the last sample
+	looks    map[string][]stepLook // node -> its last reads of Consul, oldest first
+	mismatch map[string]time.Time  // node -> since when record and install differ, out of a step
 }
 
+// stepLook is one read of a node's step from Consul, as it was at some
+// instant between from and to.
+type stepLook struct {
+	from, to time.Time
+	in       bool   // in a step, or unknown: Consul out of reach
+	rec      string // the node's record's state, SHA and since
+}
+
+// maxLooks bounds the reads kept per node: an install is seen at the
+// first sample after it lands, so the two around it are among the last.
+const maxLooks = 16
+
 // checkHooks is invariant (e), for g if it is the hooks group.
-func (ck *checker) checkHooks(g string, ws map[string]workload, gs *coordinator.GroupState) {
+func (ck *checker) checkHooks(g string, s *fleetwatch.Sample) {
 	if g != hks {
 		return
 	}
 	if ck.exec == nil {
-		ck.exec = &execCheck{install: map[string]string{}, inStep: map[string]bool{}, mismatch: map[string]time.Time{}}
+		ck.exec = &execCheck{install: map[string]string{}, looks: map[string][]stepLook{}, mismatch: map[string]time.Time{}}
 	}
-	e, steps, recs := ck.exec, map[string]bool{}, map[string]coordinator.NodeState{}
+	e, ws, gs := ck.exec, s.Workloads, s.State
+	steps, recs := stepsOf(gs)
 	if gs != nil {
-		if gs.Holders != nil {
-			for _, c := range gs.Holders.Holding {
-				steps[c.Name] = true
-			}
-			// A claim whose session is gone still counts, and is its
-			// node's, until reported lost: an agent frozen mid-hook keeps
-			// its slot, and its hook's install lands within its step.
-			for name, c := range gs.Holders.Claims {
-				steps[name] = steps[name] || !c.Lost
-			}
-		}
-		for _, ns := range gs.Nodes {
-			recs[ns.Node] = ns
-			if ns.State == coordinator.StateReplacing || ns.State == coordinator.StateVerifying {
-				steps[ns.Node] = true
-			}
-		}
 		ck.checkTermFailures(gs)
 	}
 	for _, nd := range hookNodes {
-		id, in := ws[nd].Managed, gs == nil || steps[nd]
-		if prev, ok := e.install[nd]; ok && id != "" && id != prev && !in && !e.inStep[nd] {
-			ck.n.violate("e install "+nd+" "+id, "(e) %s: install %s landed on %s while it was in no step (record %s %s, holding nothing): a hook's child outlived its step",
-				g, id, nd, recs[nd].State, coordinator.ShortSHA(recs[nd].SHA))
+		in := gs == nil || steps[nd]
+		r := recs[nd]
+		look := stepLook{from: s.StateFrom, to: s.StateTo, in: in, rec: fmt.Sprintf("%s %s %s", r.State, r.SHA, r.Since.Format(time.RFC3339Nano))}
+		e.looks[nd] = append(e.looks[nd], look)
+		if l := len(e.looks[nd]); l > maxLooks {
+			e.looks[nd] = e.looks[nd][l-maxLooks:]
+		}
+		id := ws[nd].Managed
+		if prev, ok := e.install[nd]; ok && id != "" && id != prev {
+			landed, _ := execLanded(id)
+			if a, b, out := outOfStep(e.looks[nd], landed); out {
+				ck.n.violate("e install "+nd+" "+id, "(e) %s: install %s landed on %s at +%.3fs, out of any step: Consul read %.3fs before and %.3fs after (record %s %s, holding nothing, unchanged): a hook's child outlived its step",
+					g, id, nd, landed.Sub(ck.n.start).Seconds(), landed.Sub(a.to).Seconds(), b.from.Sub(landed).Seconds(), r.State, coordinator.ShortSHA(r.SHA))
+			}
 		}
 		if prev := e.install[nd]; id != "" && id != prev {
-			ck.n.note("%s: %s installed %s by a hook started at +%.3fs (in a step: %v)", g, nd,
-				coordinator.ShortSHA(ws[nd].SHAs[0]), ck.startOf(id), in || e.inStep[nd])
+			landed, _ := execLanded(id)
+			ck.n.note("%s: %s installed %s by a hook started at +%.3fs, landed at +%.3fs", g, nd,
+				coordinator.ShortSHA(ws[nd].SHAs[0]), ck.startOf(id), landed.Sub(ck.n.start).Seconds())
 			e.install[nd] = id
 		}
-		e.inStep[nd] = in
-		ck.checkRecord(g, nd, ws[nd], recs[nd], in || gs == nil)
+		ck.checkRecord(g, nd, ws[nd], r, in)
 	}
+}
+
+// stepsOf reads, from gs, which nodes are in a step and each node's
+// record. A claim whose session is gone still counts, and is its node's,
+// until reported lost: an agent frozen mid-hook keeps its slot, and its
+// hook's install lands within its step.
+func stepsOf(gs *coordinator.GroupState) (map[string]bool, map[string]coordinator.NodeState) {
+	steps, recs := map[string]bool{}, map[string]coordinator.NodeState{}
+	if gs == nil {
+		return steps, recs
+	}
+	if gs.Holders != nil {
+		for _, c := range gs.Holders.Holding {
+			steps[c.Name] = true
+		}
+		for name, c := range gs.Holders.Claims {
+			steps[name] = steps[name] || !c.Lost
+		}
+	}
+	for _, ns := range gs.Nodes {
+		recs[ns.Node] = ns
+		if ns.State == coordinator.StateReplacing || ns.State == coordinator.StateVerifying {
+			steps[ns.Node] = true
+		}
+	}
+	return steps, recs
+}
+
+// outOfStep finds, in looks, the two consecutive reads around landed and
+// says whether both saw the node out of any step with its record the
+// same: no step was under way when it landed.
+func outOfStep(looks []stepLook, landed time.Time) (a, b stepLook, out bool) {
+	if landed.IsZero() {
+		return a, b, false
+	}
+	for i := 1; i < len(looks); i++ {
+		a, b = looks[i-1], looks[i]
+		if a.to.Before(landed) && landed.Before(b.from) {
+			return a, b, !a.in && !b.in && a.rec == b.rec
+		}
+	}
+	return a, b, false
 }
 
 // checkRecord judges one exec host's install against its record, out of a

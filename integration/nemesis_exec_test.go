@@ -340,15 +340,33 @@ func (c *cluster) installedOffline(node string) (forkhook.Installed, error) {
 // its last field is when the hook that installed it started, which
 // invariant (b) judges as a container's Created time (execCreated).
 func execID(node string, in forkhook.Installed) string {
-	return fmt.Sprintf("exec-%s-%.12s-%d", node, in.SHA, in.Started.UnixNano())
+	return fmt.Sprintf("exec-%s-%.12s-%d-%d", node, in.SHA, unixNano(in.Started), unixNano(in.Landed))
 }
 
-func execCreated(id string) (time.Time, bool) {
-	if !strings.HasPrefix(id, "exec-") {
+// unixNano is t's, 0 for the zero time (whose own is out of range).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func execCreated(id string) (time.Time, bool) { return execTime(id, 2) }
+
+// execLanded is when the install of id landed (forkhook.Installed.Landed).
+func execLanded(id string) (time.Time, bool) { return execTime(id, 1) }
+
+// execTime reads the time in the field of id that is back from its end.
+func execTime(id string, back int) (time.Time, bool) {
+	f := strings.Split(id, "-")
+	if !strings.HasPrefix(id, "exec-") || len(f) < 2+back {
 		return time.Time{}, false
 	}
-	ns, err := strconv.ParseInt(id[strings.LastIndexByte(id, '-')+1:], 10, 64)
-	return time.Unix(0, ns), err == nil
+	ns, err := strconv.ParseInt(f[len(f)-back], 10, 64)
+	if err != nil || ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
 }
 
 // execConverged says every exec host runs sha healthy, and its record

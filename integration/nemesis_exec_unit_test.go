@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/fleetwatch"
 	"github.com/rollagent/rollagent/internal/forkhook"
 )
 
@@ -13,9 +15,16 @@ import (
 // a Docker ID is not taken for one.
 func TestExecID(t *testing.T) {
 	started := time.Date(2025, 1, 2, 3, 4, 5, 678901234, time.UTC)
-	id := execID("h1", forkhook.Installed{SHA: "0123456789abcdef0123", Started: started})
+	landed := started.Add(3 * time.Second)
+	id := execID("h1", forkhook.Installed{SHA: "0123456789abcdef0123", Started: started, Landed: landed})
 	if at, ok := execCreated(id); !ok || !at.Equal(started) {
 		t.Errorf("execCreated(%q) = %s, %v; want %s", id, at, ok, started)
+	}
+	if at, ok := execLanded(id); !ok || !at.Equal(landed) {
+		t.Errorf("execLanded(%q) = %s, %v; want %s", id, at, ok, landed)
+	}
+	if _, ok := execLanded(execID("h1", forkhook.Installed{SHA: "0123456789abcdef0123", Started: started})); ok {
+		t.Error("an install without its landing time gave one")
 	}
 	if len(id) < 12 {
 		t.Errorf("execID %q is shorter than the 12 characters a violation key takes", id)
@@ -50,5 +59,90 @@ func TestOverruns(t *testing.T) {
 		if got := overruns(spec, "sha"); got != tc.want {
 			t.Errorf("overruns with %s = %v, want %v", tc.install, got, tc.want)
 		}
+	}
+}
+
+// TestOutOfStep checks how invariant (e) places an install's landing
+// between two reads of Consul.
+func TestOutOfStep(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	look := func(from, to float64, in bool, rec string) stepLook {
+		return stepLook{from: at(from), to: at(to), in: in, rec: rec}
+	}
+	out1, out2 := look(0, 0.1, false, "converged a 1"), look(1, 1.1, false, "converged a 1")
+	for _, tc := range []struct {
+		name   string
+		looks  []stepLook
+		landed float64
+		want   bool
+	}{
+		{"between two reads out of a step", []stepLook{out1, out2}, 0.5, true},
+		{"during the later read: the read may have seen it", []stepLook{out1, out2}, 1.05, false},
+		{"during the earlier read", []stepLook{out1, out2}, 0.05, false},
+		{"a step ended between the reads", []stepLook{out1, look(1, 1.1, false, "converged b 2")}, 0.5, false},
+		{"in a step at the earlier read", []stepLook{look(0, 0.1, true, "replacing b 1"), out2}, 0.5, false},
+		{"in a step at the later read", []stepLook{out1, look(1, 1.1, true, "verifying b 1")}, 0.5, false},
+		{"no read after it yet", []stepLook{out1, out2}, 2, false},
+		{"no landing time", []stepLook{out1, out2}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			landed := time.Time{}
+			if tc.landed != 0 {
+				landed = at(tc.landed)
+			}
+			if _, _, got := outOfStep(tc.looks, landed); got != tc.want {
+				t.Errorf("outOfStep = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckHooksRace replays, sample by sample, an install that lands
+// between a sample's Docker read and its Consul read, just before a quick
+// verify and release: the Consul read shows the node out of its step,
+// the next sample the new install. That is no violation (seed 614093408
+// took it for one). A child that lands after the release, between two
+// reads out of any step, is.
+func TestCheckHooksRace(t *testing.T) {
+	t0 := time.Now()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	installed := func(sha string, started, landed float64) fleettest.Workload {
+		id := execID("h1", forkhook.Installed{SHA: sha, Started: at(started), Landed: at(landed)})
+		return fleettest.Workload{SHAs: []string{sha}, IDs: []string{id}, Managed: id, Healthy: true}
+	}
+	rec := func(state coordinator.NodeStatus, sha string, since float64) coordinator.NodeState {
+		return coordinator.NodeState{Node: "h1", State: state, SHA: sha, Since: at(since)}
+	}
+	sample := func(w fleettest.Workload, from float64, r coordinator.NodeState) *fleetwatch.Sample {
+		return &fleetwatch.Sample{Group: hks, Workloads: map[string]fleettest.Workload{"h1": w},
+			State: &coordinator.GroupState{Nodes: []coordinator.NodeState{r}}, StateFrom: at(from), StateTo: at(from + 0.05)}
+	}
+	old, newer := installed("aaaa", -60, -59), installed("bbbb", 1, 4.0)
+	for _, tc := range []struct {
+		name    string
+		samples []*fleetwatch.Sample
+		want    int
+	}{
+		{"landed between the Docker and the Consul read of a sample", []*fleetwatch.Sample{
+			sample(old, 3, rec(coordinator.StateReplacing, "aaaa", 1)),
+			sample(old, 4.5, rec(coordinator.StateConverged, "bbbb", 4.3)), // Docker read at 3.9, before the install
+			sample(newer, 5, rec(coordinator.StateConverged, "bbbb", 4.3)),
+		}, 0},
+		{"landed after the release, between two reads out of a step", []*fleetwatch.Sample{
+			sample(old, 3, rec(coordinator.StateConverged, "bbbb", 2.5)),
+			sample(old, 4.5, rec(coordinator.StateConverged, "bbbb", 2.5)),
+			sample(installed("bbbb", 1, 4.6), 5, rec(coordinator.StateConverged, "bbbb", 2.5)),
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ck := &checker{n: &nemesis{start: t0, vseen: map[string]int{}}}
+			for _, s := range tc.samples {
+				ck.checkHooks(hks, s)
+			}
+			if got := len(ck.n.violations); got != tc.want {
+				t.Errorf("%d violations, want %d: %v", got, tc.want, ck.n.violations)
+			}
+		})
 	}
 }

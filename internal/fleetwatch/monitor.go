@@ -67,6 +67,9 @@ type Sample struct {
 	// (StateErr), the probe failed, or there is no State.
 	State    *coordinator.GroupState
 	StateErr error
+	// StateFrom and StateTo are the wall clock around the State read: the
+	// state is as it was at some instant between them, after the probe's.
+	StateFrom, StateTo time.Time
 	// Down are the group's nodes whose workload is down, in the order of
 	// Options.Groups, and Why each is, in the probe's words.
 	Down, Why []string
@@ -172,7 +175,9 @@ func (m *Monitor) sample(group string) {
 	}
 	if m.o.State != nil && s.ProbeErr == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), m.o.StateTimeout)
+		s.StateFrom = time.Now()
 		s.State, s.StateErr = m.o.State(ctx, group)
+		s.StateTo = time.Now()
 		cancel()
 		if s.StateErr != nil {
 			s.State = nil

@@ -58,7 +58,11 @@ type Installed struct {
 	SHA string `json:"sha"`
 	// Started is when the replace hook whose child installed it started:
 	// after its fence, so a hook started under a CANCEL shows here.
-	Started   time.Time `json:"started"`
+	Started time.Time `json:"started"`
+	// Landed is when the install child wrote this file: the nemesis
+	// judges whether the node was in a step then, which a sample taken
+	// later cannot tell (its Docker and Consul reads are not one instant).
+	Landed    time.Time `json:"landed"`
 	Unhealthy bool      `json:"unhealthy,omitempty"`
 }
 

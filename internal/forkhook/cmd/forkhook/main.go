@@ -126,7 +126,7 @@ func install(stderr io.Writer) int {
 		fmt.Fprintf(stderr, "install of %.12s failed after %s (%s)\n", sha, delay, forkhook.EnvFail)
 		return 1
 	}
-	if err := forkhook.WriteInstalled(forkhook.Installed{SHA: sha, Started: started,
+	if err := forkhook.WriteInstalled(forkhook.Installed{SHA: sha, Started: started, Landed: time.Now(),
 		Unhealthy: os.Getenv("FORKHOOK_DO_UNHEALTHY") != ""}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
