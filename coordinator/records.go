@@ -21,6 +21,11 @@ type Desired struct {
 	CommittedAt time.Time `json:"committed_at"`
 	Author      string    `json:"author,omitempty"`
 	Reason      string    `json:"reason,omitempty"` // why: "commit", "rollback to ..."
+	// AutoRollback marks a record written by failure_action=rollback (a
+	// failure's or the progress deadline's): it goes back to a SHA that
+	// converged on every node, which runs without a canary stage
+	// (GroupState.autoRollbackPromotion).
+	AutoRollback bool `json:"auto_rollback,omitempty"`
 }
 
 // HistoryEntry is a committed spec, kept so rollback and status can find it.
