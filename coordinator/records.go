@@ -129,6 +129,12 @@ type NodeState struct {
 	// It maps a host that goes down to the node even once the node's
 	// service left the catalog with a clean stop (Store.Down).
 	ConsulNode string `json:"consul_node,omitempty"`
+	// Domain is the node's topology domain under the desired spec's
+	// update.max_parallel_per ("key=value", Domain), as its agent last read
+	// its Consul agent's node meta; "" for none, or not read yet. Kept in
+	// the record because the catalog forgets: a down node whose Consul
+	// node was pruned from it still counts in its zone (Store.Domains).
+	Domain string `json:"domain,omitempty"`
 	// Fenced names the destructive step that the fence which wrote this
 	// record let the node take, and is written by such a fence alone: a
 	// "replacing" record without it (the grant's, a reclaim's, a check
