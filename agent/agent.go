@@ -183,6 +183,28 @@ func (a *Agent) learnConsulNode(ctx context.Context) {
 	a.noConsulNode = false
 }
 
+// learnDomain reads this node's topology domain once per spread key of
+// the desired spec (update.max_parallel_per), for the node's record
+// (NodeState.Domain), before the node ever contends: a node that goes
+// down and whose Consul node is then pruned from the catalog still counts
+// in its zone. withDomain reads it again at each contention, so a changed
+// meta reaches the record too. A read that fails is tried at the next
+// look; withDomain logs it when it matters.
+func (a *Agent) learnDomain(ctx context.Context, gs *coordinator.GroupState) {
+	if gs == nil || gs.Spec == nil || gs.Spec.Update.MaxParallelPer == nil {
+		return
+	}
+	key := gs.Spec.Update.MaxParallelPer.Key
+	if a.pub.knowsDomain(key) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	if d, err := a.cfg.Store.LocalDomain(ctx, key); err == nil {
+		a.pub.inDomain(key, d)
+	}
+}
+
 // Run converges until ctx ends. A replacement under way when ctx ends is
 // finished or undone first, each of its parts within its own bound; the
 // node's claim keeps its slot for a next look if it cannot be released.

@@ -52,6 +52,7 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 // it.
 func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report {
 	a.learnConsulNode(ctx)
+	a.learnDomain(ctx, gs)
 	a.pub.sync(gs)
 	if err := a.recordPending(ctx); err != nil {
 		return report{wait: jitter(retryPause)}
@@ -254,6 +255,7 @@ func (a *Agent) withDomain(ctx context.Context, gs *coordinator.GroupState, opts
 		return false
 	}
 	opts.Domain = d
+	a.pub.inDomain(key, d)
 	opts.Domains = func(ctx context.Context) (map[string]string, error) {
 		return a.cfg.Store.Domains(ctx, a.cfg.Group, key)
 	}

@@ -29,6 +29,10 @@ type nodeRecord struct {
 	// consulNode is the local Consul agent's node name, "" until learnt:
 	// every record carries it (NodeState.ConsulNode).
 	consulNode string
+	// domain is this node's topology domain under domainKey, the spread
+	// key of update.max_parallel_per it was read for ("" before any):
+	// every record carries it (NodeState.Domain).
+	domain, domainKey string
 	// imageID is the image the workload ran at the runtime's last
 	// inspection (observe): every record carries it.
 	imageID string
@@ -50,7 +54,7 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
-		ConsulNode: r.consulNode, ImageID: r.imageID, Drained: r.drained}
+		ConsulNode: r.consulNode, Domain: r.domain, ImageID: r.imageID, Drained: r.drained}
 	if state.Waits() {
 		n.Gate = r.gate
 	}
@@ -102,6 +106,21 @@ func (r *nodeRecord) learnt(consulNode string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.consulNode = consulNode
+}
+
+// knowsDomain says this node's domain under key is learnt.
+func (r *nodeRecord) knowsDomain(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return key != "" && r.domainKey == key
+}
+
+// inDomain notes this node's domain under key, for the records built from
+// then on.
+func (r *nodeRecord) inDomain(key, domain string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.domain, r.domainKey = domain, key
 }
 
 // current is what was published last.

@@ -198,6 +198,11 @@ func TestSpreadKeepsOneNodeDownPerZone(t *testing.T) {
 	v2 := commitSpread(t, st, group, "v2")
 	for _, n := range nodes {
 		waitNode(t, st, group, n, "converged on v2", converged(v2))
+		// Its zone is in its record, for when the catalog forgets its
+		// Consul node (Store.Domains).
+		if r := nodeState(t, st, group, n); r.Domain != "zone="+zoneOf[n] {
+			t.Errorf("%s's record: domain %q, want zone=%s", n, r.Domain, zoneOf[n])
+		}
 	}
 	cancel()
 	z.mu.Lock()

@@ -266,9 +266,17 @@ func (s *Store) canaryOps(ctx context.Context, k Keys, group, sha string, u hash
 	if err != nil {
 		registered = nil
 	}
-	pool := withoutLast(canaryPool(g.Nodes, registered), g.Nodes, s.lastNodes(ctx, u))
-	rec := Canaries{SHA: sha, Nodes: ChooseCanariesIn(sha, pool, n, s.canaryDomains(ctx, group, u)), At: s.clock().UTC()}
+	rec := Canaries{SHA: sha, Nodes: s.chooseCanaries(ctx, group, sha, u, g.Nodes, registered), At: s.clock().UTC()}
 	return append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Canaries(sha), Value: mustJSON(rec)}}), nil
+}
+
+// chooseCanaries are the u.Canary canaries of sha among nodes: those that
+// count (canaryPool), less the nodes that go last, spread over the
+// domains of update.max_parallel_per. One function for the commit and
+// for `rollagent plan`, so a plan names the canaries the commit would.
+func (s *Store) chooseCanaries(ctx context.Context, group, sha string, u hashspec.Update, nodes []NodeState, registered map[string]bool) []string {
+	pool := withoutLast(canaryPool(nodes, registered), nodes, s.lastNodes(ctx, u))
+	return ChooseCanariesIn(sha, pool, u.Canary, s.canaryDomains(ctx, group, u))
 }
 
 // lastNodes are the Consul nodes on which update.last's check passes: the

@@ -165,7 +165,7 @@ func (g *GroupState) deadlineAction(k Keys, sha, reason string) (Action, api.Txn
 		if to == "" {
 			return pause(reason + "; " + NoRollbackTarget)
 		}
-		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent",
+		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent", AutoRollback: true,
 			Reason: fmt.Sprintf("rollback to %s: %s of %s", ShortSHA(to), reason, ShortSHA(sha))}
 		ev := &Event{Kind: EventAutoRollback, At: d.CommittedAt, SHA: to, From: sha, Reason: d.Reason}
 		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d), ev

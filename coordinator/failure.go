@@ -229,7 +229,7 @@ func (g *GroupState) failureAction(k Keys, sha string, count int) (Action, api.T
 		if to == "" {
 			return pause(reached + "; " + NoRollbackTarget)
 		}
-		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent",
+		d := Desired{SHA: to, Previous: sha, CommittedAt: wallclock.Now().UTC(), Author: "rollagent", AutoRollback: true,
 			Reason: fmt.Sprintf("rollback to %s: %d failure(s) of %s reached max_failures", ShortSHA(to), count, ShortSHA(sha))}
 		ev := &Event{Kind: EventAutoRollback, At: d.CommittedAt, SHA: to, From: sha, Reason: d.Reason}
 		return ActionRollback, desiredOps(k, g.DesiredPair.ModifyIndex, d), ev

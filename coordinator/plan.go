@@ -18,8 +18,10 @@ import (
 // written.
 func (s *Store) Planned(ctx context.Context, g *GroupState, spec *hashspec.Spec, sha string, now time.Time) *GroupState {
 	p := g.plannedAs(spec, sha, now)
-	if p.Canaries != nil && spec.Update.MaxParallelPer != nil {
-		p.Canaries.Nodes = ChooseCanariesIn(sha, canaryPool(g.Nodes, g.Registered), spec.Update.Canary, s.canaryDomains(ctx, g.Group, spec.Update))
+	if p.Canaries != nil {
+		// As the commit chooses them: spread, and without the nodes
+		// that go last, which the records alone cannot tell.
+		p.Canaries.Nodes = s.chooseCanaries(ctx, g.Group, sha, spec.Update, g.Nodes, g.Registered)
 		p.CanaryNodes = nil
 		for _, n := range g.Nodes {
 			if p.Canaries.Has(n.Node) {

@@ -149,7 +149,7 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 // download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
 	record := lockstep.HoldersKey(k.Slot())
-	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
+	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha), k.Converged(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
 	trees := []string{k.FailuresPrefix(sha)}
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {

@@ -21,6 +21,11 @@ type Desired struct {
 	CommittedAt time.Time `json:"committed_at"`
 	Author      string    `json:"author,omitempty"`
 	Reason      string    `json:"reason,omitempty"` // why: "commit", "rollback to ..."
+	// AutoRollback marks a record written by failure_action=rollback (a
+	// failure's or the progress deadline's): it goes back to a SHA that
+	// converged on every node, which runs without a canary stage
+	// (GroupState.autoRollbackPromotion).
+	AutoRollback bool `json:"auto_rollback,omitempty"`
 }
 
 // HistoryEntry is a committed spec, kept so rollback and status can find it.
@@ -124,6 +129,12 @@ type NodeState struct {
 	// It maps a host that goes down to the node even once the node's
 	// service left the catalog with a clean stop (Store.Down).
 	ConsulNode string `json:"consul_node,omitempty"`
+	// Domain is the node's topology domain under the desired spec's
+	// update.max_parallel_per ("key=value", Domain), as its agent last read
+	// its Consul agent's node meta; "" for none, or not read yet. Kept in
+	// the record because the catalog forgets: a down node whose Consul
+	// node was pruned from it still counts in its zone (Store.Domains).
+	Domain string `json:"domain,omitempty"`
 	// Fenced names the destructive step that the fence which wrote this
 	// record let the node take, and is written by such a fence alone: a
 	// "replacing" record without it (the grant's, a reclaim's, a check

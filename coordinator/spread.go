@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/hashspec"
@@ -39,8 +40,11 @@ func (s *Store) LocalDomain(ctx context.Context, key string) (string, error) {
 
 // Domains gives the domain of each node of group whose record names its
 // Consul node (consul_node), by that node's meta in Consul's catalog: so
-// a node whose agent is gone still has one. A node it leaves out is a
-// domain of its own.
+// a node whose agent is gone still has one. A Consul node the catalog no
+// longer lists with the key (pruned: `consul force-leave -prune`, or
+// reaped) has the domain its record carries (NodeState.Domain), when it
+// is one of key's: a down node must not drop out of its zone's count when
+// the catalog forgets it. A node it leaves out is a domain of its own.
 func (s *Store) Domains(ctx context.Context, group, key string) (map[string]string, error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -69,7 +73,19 @@ func (s *Store) Domains(ctx context.Context, group, key string) (map[string]stri
 	}
 	out := map[string]string{}
 	for name, r := range recs {
-		if d := Domain(key, meta[r.ConsulNode]); r.ConsulNode != "" && d != "" {
+		d, listed := "", false
+		if r.ConsulNode != "" {
+			var m map[string]string
+			m, listed = meta[r.ConsulNode]
+			d = Domain(key, m)
+		}
+		if !listed && strings.HasPrefix(r.Domain, key+"=") {
+			// Also a node whose meta lost the key while its record still
+			// names a zone: it counts there until its agent writes its
+			// record again, the safe side.
+			d = r.Domain
+		}
+		if d != "" {
 			out[name] = d
 		}
 	}

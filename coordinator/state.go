@@ -311,6 +311,9 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 			g.Promoted = &pr
 		}
 	}
+	if g.Promoted == nil {
+		g.Promoted = g.autoRollbackPromotion()
+	}
 	for _, n := range g.Nodes {
 		if g.Canaries.Has(n.Node) {
 			g.CanaryNodes = append(g.CanaryNodes, n)
@@ -318,6 +321,35 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	}
 	g.Deadline = g.deadlineOf(k)
 }
+
+// autoRollbackPromotion is the promotion an automatic rollback carries,
+// nil when desired is none: a rollback returns to a known-good SHA and
+// must not wait on a canary stage. Without it, the rollout back waits on
+// the canaries the SHA's earlier commit chose (with auto_promote, for them
+// to stay healthy canary_healthy_time while the failed canaries sit on
+// the broken SHA), or stalls when that record names nodes gone since. An
+// agent's token may write neither canaries/ nor promoted/ (only an
+// operator chooses or promotes canaries), so the mark is in desired, which
+// it writes for the rollback; and it promotes only a SHA a commit found
+// converged on every node (converged/, the operator's), the only SHAs
+// failure_action=rollback goes back to: a stolen agent token that writes
+// the mark can skip no canary stage of a SHA that never converged. An
+// operator's `rollagent rollback` writes a promotion record instead.
+func (g *GroupState) autoRollbackPromotion() *Promotion {
+	d := g.Desired
+	if !d.AutoRollback {
+		return nil
+	}
+	if _, ok := g.convergedSHA[d.SHA]; !ok {
+		return nil
+	}
+	return &Promotion{SHA: d.SHA, Reason: "failure_action=rollback goes back to a SHA that converged on every node: " + d.Reason,
+		At: d.CommittedAt, By: AutoRollbackBy}
+}
+
+// AutoRollbackBy is who promotes an automatic rollback (a promotion no
+// record holds: autoRollbackPromotion).
+const AutoRollbackBy = "the automatic rollback"
 
 // cancelPair is sha's CANCEL as read, where it is now or, from before an
 // upgrade, where it was (Keys.LegacyCancel); nil when there is none.

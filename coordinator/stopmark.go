@@ -40,6 +40,6 @@ func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState,
 // their times.
 func SamePublished(a, b NodeState) bool {
 	return a.Node == b.Node && a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error &&
-		a.ConsulNode == b.ConsulNode && a.Fenced == b.Fenced && a.ImageID == b.ImageID && a.Gate == b.Gate &&
+		a.ConsulNode == b.ConsulNode && a.Domain == b.Domain && a.Fenced == b.Fenced && a.ImageID == b.ImageID && a.Gate == b.Gate &&
 		a.Drained.Equal(b.Drained)
 }

@@ -117,6 +117,10 @@ type moveJSON struct {
 	SHA   string                 `json:"sha"`
 	State coordinator.NodeStatus `json:"state"`
 	Down  coordinator.DownReason `json:"down,omitempty"`
+	// Canary: one of the canaries the commit would choose, which go first.
+	Canary bool `json:"canary,omitempty"`
+	// Last says why the node goes last (update.last), "" when it does not.
+	Last string `json:"last,omitempty"`
 }
 
 type refusedJSON struct {
@@ -157,8 +161,26 @@ type paceJSON struct {
 
 // planOrder is what a plan can say of the order: agents take a slot in the
 // order they join the line (FIFO), which is when each looks, and a node
-// whose workload is down claims its slot ahead of the line.
-const planOrder = "estimated order: by when each agent looks; nodes down first"
+// whose workload is down claims its slot ahead of the line. The canaries
+// (orderCanaries) and the nodes that go last (orderLast) are not an
+// estimate: the gate holds the others until them, and them until the rest.
+const (
+	planOrder     = "estimated order: by when each agent looks; nodes down first"
+	orderCanaries = "canaries first, then "
+	orderLast     = "; the nodes update.last's check passes on at the end, once every other node converged"
+)
+
+// orderOf says how moves are ordered.
+func orderOf(moves []moveJSON) string {
+	order := planOrder
+	if slices.ContainsFunc(moves, func(m moveJSON) bool { return m.Canary }) {
+		order = strings.Replace(order, "estimated order: ", "estimated order: "+orderCanaries, 1)
+	}
+	if slices.ContainsFunc(moves, func(m moveJSON) bool { return m.Last != "" }) {
+		order += orderLast
+	}
+	return order
+}
 
 func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha string, lostAfter time.Duration, now time.Time) (planJSON, error) {
 	p := planJSON{Schema: planSchema, Group: gs.Group, At: now, SHA: sha, Desired: gs.Desired,
@@ -190,6 +212,9 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	p.Nodes = planNodes(planned, sum)
 	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel.Of(planned.NodeCount()))
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
+	if l := planned.Last; l != nil && l.Err != "" {
+		p.Notes = append(p.Notes, fmt.Sprintf("cannot read Consul check %q for update.last (%s): the node to go last is not known, and the order does not show it", l.Check, l.Err))
+	}
 	if c := planned.Canaries; c != nil && len(c.Nodes) > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("canaries %s go first; the rest wait for `rollagent promote %s`%s",
 			strings.Join(c.Nodes, ", "), gs.Group, autoPromoteNote(spec)))
@@ -211,16 +236,43 @@ func planNodes(planned *coordinator.GroupState, sum coordinator.Summary) planNod
 		case failed[r.Node] != "":
 			n.Refused = append(n.Refused, refusedJSON{Node: r.Node, Error: failed[r.Node]})
 		case r.Record == nil:
-			n.Move = append(n.Move, moveJSON{Node: r.Node, State: coordinator.NodeStatus(coordinator.StandingInvalid), Down: planned.DownWhy[r.Node]})
+			n.Move = append(n.Move, moveJSON{Node: r.Node, State: coordinator.NodeStatus(coordinator.StandingInvalid), Down: planned.DownWhy[r.Node],
+				Canary: planned.Canaries.Has(r.Node)})
 		default:
-			n.Move = append(n.Move, moveJSON{Node: r.Node, SHA: r.Record.SHA, State: r.Record.State, Down: planned.DownWhy[r.Node]})
+			n.Move = append(n.Move, moveJSON{Node: r.Node, SHA: r.Record.SHA, State: r.Record.State, Down: planned.DownWhy[r.Node],
+				Canary: planned.Canaries.Has(r.Node), Last: goesLast(planned.Last, r.Record.ConsulNode)})
 		}
 	}
 	// Stable: by name within each kind, as Rows are.
 	slices.SortStableFunc(n.Move, func(a, b moveJSON) int {
+		if c := moveRank(a) - moveRank(b); c != 0 {
+			return c
+		}
 		return boolRank(a.Down == "") - boolRank(b.Down == "")
 	})
+	n.Order = orderOf(n.Move)
 	return n
+}
+
+// moveRank is a move's place as the gate sets it: the canaries before the
+// rest (canaryRule), the nodes that go last after them (lastRule).
+func moveRank(m moveJSON) int {
+	switch {
+	case m.Canary:
+		return 0
+	case m.Last != "":
+		return 2
+	}
+	return 1
+}
+
+// goesLast says why a node on Consul node consulNode goes last, as the
+// gate's lastRule judges it (LastState.GoesLast), or "".
+func goesLast(l *coordinator.LastState, consulNode string) string {
+	if !l.GoesLast(consulNode) {
+		return ""
+	}
+	return fmt.Sprintf("check %q passes on its Consul node %s", l.Check, consulNode)
 }
 
 func boolRank(b bool) int {

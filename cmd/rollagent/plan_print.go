@@ -59,6 +59,12 @@ func printPlanNodes(out io.Writer, n planNodesJSON) {
 		if m.Down != "" {
 			line += fmt.Sprintf("; down (%s)", downText(m.Down))
 		}
+		if m.Canary {
+			line += "; canary"
+		}
+		if m.Last != "" {
+			line += "; last: " + m.Last
+		}
 		fmt.Fprintln(out, line)
 	}
 	for _, r := range n.Refused {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
@@ -72,5 +73,42 @@ func TestStatusNodeWaitsForItsZone(t *testing.T) {
 	if w := doc.DomainWaits; len(w) != 1 || w[0].Node != "n4" || w[0].Domain != "zone=b" || w[0].Max != 1 ||
 		len(w[0].Used) != 1 || w[0].Used[0] != "n2" {
 		t.Fatalf("domain_waits = %+v, want n4 waiting on n2 in zone=b", w)
+	}
+}
+
+// A down node whose Consul node was pruned from the catalog still counts
+// in its zone, the one its record carries (NodeState.Domain): its zone's
+// next node waits for it, as it waited while the catalog had the node.
+func TestStatusPrunedNodeCountsInItsZone(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	for _, host := range []string{"host-b1", "host-b3"} {
+		reg := &api.CatalogRegistration{Node: host, Address: "192.0.2.1", NodeMeta: map[string]string{"zone": "b"}}
+		if _, err := c.Catalog().Register(reg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := "container { image = \"rollagent-demo/web:v1\" }\nupdate {\n  max_parallel = 2\n  max_parallel_per {\n    key = \"zone\"\n    max = 1\n  }\n}\n"
+	commitWebSpec(t, srv.HTTPAddr, "web.hcl", spec)
+	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	ctx := testkit.Context(t, time.Minute)
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, now := gs.Desired.SHA, time.Now()
+	// n3's agent stopped cleanly (its stop mark): down, with a workload.
+	putNode(t, st, coordinator.NodeState{Node: "n3", SHA: sha, Desired: sha, State: coordinator.StateConverged, ConsulNode: "host-b3",
+		Domain: "zone=b", Stopped: &now, Since: now})
+	putNode(t, st, coordinator.NodeState{Node: "n4", Desired: sha, State: coordinator.StateWaiting, ConsulNode: "host-b1", Since: now})
+	if _, err := c.Catalog().Deregister(&api.CatalogDeregistration{Node: "host-b3"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := st.Domains(ctx, "web", "zone"); err != nil || d["n3"] != "zone=b" {
+		t.Fatalf("domains %v, %v: want n3, pruned from the catalog, in zone=b by its record", d, err)
+	}
+	code, out, errs := runCLI(t, srv.HTTPAddr, "status", "web")
+	if want := "n4 waits: zone=b has 1 of max 1 unavailable (n3)\n"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("status: code %d, stderr %s; want %q in:\n%s", code, errs, want, out)
 	}
 }

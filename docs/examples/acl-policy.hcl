@@ -34,10 +34,12 @@
 # Consul's ACLs cannot tell one write of a key from another: stop its
 # group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
-# failure_action=rollback does), write failures in another node's name,
-# rewrite the slot's holders record, which every agent rewrites at each
-# grant and release (drop another node's claim from it, say, so that a
-# node that died mid-step no longer counts against max_parallel),
+# failure_action=rollback does; marked as its rollback, past the canaries
+# of a SHA that converged on every node, which converged/ records), write
+# failures in another node's name, rewrite the slot's holders record,
+# which every agent rewrites at each grant and release (drop another
+# node's claim from it, say, so that a node that died mid-step no longer
+# counts against max_parallel),
 # or write and delete events in its own part of the log (`rollagent
 # history` shows them as its claims); and, since write includes delete,
 # delete a failure pause or the failure records and touch desired, which
