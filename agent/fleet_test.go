@@ -51,10 +51,18 @@ func newFleet(t *testing.T, group string) *fleet {
 // tests that stop and restart either.
 func newFleetOn(t *testing.T, group string, srv *consultest.Server, cli *client.Client) *fleet {
 	t.Helper()
+	f := newInProcFleetOn(t, group, srv, cli)
+	f.bin = dockertest.BuildBinary(t, "./cmd/rollagent")
+	return f
+}
+
+// newInProcFleetOn is newFleetOn without the agent binary, for agents run
+// in this process on agent.NewDocker.
+func newInProcFleetOn(t *testing.T, group string, srv *consultest.Server, cli *client.Client) *fleet {
+	t.Helper()
 	dockertest.Cleanup(t, cli)
 	f := &fleet{t: t, srv: srv, store: coordinator.NewStore(srv.Client(), ""), docker: cli,
-		bin: dockertest.BuildBinary(t, "./cmd/rollagent"), group: fleettest.Group(group), logs: t.TempDir(),
-		procs: map[string]*exec.Cmd{}}
+		group: fleettest.Group(group), logs: t.TempDir(), procs: map[string]*exec.Cmd{}}
 	f.releases = fleettest.NewReleases(t, cli, "rollagent-test/demoapp")
 	t.Cleanup(f.stopAll)
 	return f

@@ -3,6 +3,6 @@
 // host, its health hook's own check) and the group's state from Consul's
 // own KV, never from what the agents report about themselves, and counts
 // every node of a group, a dead one too. Tests plug their judgements in:
-// a bound on the worst sample (at most K down, K holding), or a check of
-// each sample (the nemesis' invariants).
+// a bound on the worst sample (at most K down, at most M down in one zone,
+// K holding), or a check of each sample (the nemesis' invariants).
 package fleetwatch

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -33,6 +34,11 @@ type Options struct {
 	Probe Probe
 	// Probes overrides Probe for the groups it names (exec hosts). Optional.
 	Probes map[string]Probe
+	// Domains gives each group's nodes their topology domain (a zone, a
+	// rack: what update.max_parallel_per spreads over), by group and node,
+	// for a bound per domain (Bounds.DownInDomain). Optional: a group it
+	// leaves out is not counted by domain.
+	Domains map[string]map[string]string
 	// Down judges a node's workload. Optional, defaults to Unhealthy.
 	Down Judge
 	// State reads a group's state from Consul. Optional: with none, slot
@@ -104,6 +110,14 @@ func Start(o Options) *Monitor {
 	for g := range o.Groups {
 		m.groups = append(m.groups, g)
 		m.tally[g] = &Tally{MaxHolding: -1, MaxBusy: -1, probed: m.probe(g) != nil}
+		if dom, ok := o.Domains[g]; ok {
+			m.tally[g].domains = true
+			for _, n := range o.Groups[g] {
+				if dom[n] == "" {
+					m.tally[g].undomained = append(m.tally[g].undomained, n)
+				}
+			}
+		}
 	}
 	sort.Strings(m.groups)
 	go m.loop()
@@ -202,6 +216,28 @@ func DownOf(ws map[string]Workload, nodes []string, judge Judge) (down, why []st
 	return down, why
 }
 
+// ByDomain groups down by the domain domainOf gives each node; a node it
+// gives none is under "".
+func ByDomain(down []string, domainOf map[string]string) map[string][]string {
+	out := map[string][]string{}
+	for _, n := range down {
+		out[domainOf[n]] = append(out[domainOf[n]], n)
+	}
+	return out
+}
+
+// countDomains keeps the most down in one domain of s's group, and the
+// first sample that saw it. Domains are taken in order, so that which of
+// two equally bad domains a report names does not depend on map order.
+func (m *Monitor) countDomains(t *Tally, s *Sample, at time.Duration, why string) {
+	byDomain := ByDomain(s.Down, m.o.Domains[s.Group])
+	for _, d := range slices.Sorted(maps.Keys(byDomain)) {
+		if ns := byDomain[d]; len(ns) > t.MaxDownInDomain {
+			t.MaxDownInDomain, t.WorstDomain = len(ns), fmt.Sprintf("at +%s: %s has %v down: %s", at, d, ns, why)
+		}
+	}
+}
+
 // busy counts the records of a node in the middle of a step.
 func busy(gs *coordinator.GroupState) int {
 	n := 0
@@ -236,6 +272,9 @@ func (m *Monitor) count(s *Sample) {
 	at, why := s.At.Round(100*time.Millisecond), strings.Join(s.Why, "; ")
 	if len(s.Down) > t.MaxDown {
 		t.MaxDown, t.Worst = len(s.Down), fmt.Sprintf("at +%s: %v down: %s", at, s.Down, why)
+	}
+	if t.domains {
+		m.countDomains(t, s, at, why)
 	}
 	if line := fmt.Sprintf("%s down %v", s.Group, s.Down); line != m.last[s.Group] && len(t.Changes) < maxChanges {
 		m.last[s.Group] = line
