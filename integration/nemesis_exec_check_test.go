@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -25,12 +24,14 @@ const recordLag = 2 * time.Second
 //     outside) lands only while its node is in a step: holding a slot
 //     or a claim not reported lost, or recorded replacing or verifying.
 //     It is judged at the instant the install child wrote it (its
-//     Landed), against the two reads of Consul around that instant: both
-//     out of any step, with the node's record unchanged in between (a
-//     step ended meanwhile rewrites it), is a child that outlived its
-//     step. A sample alone cannot tell: its Docker and Consul reads are
-//     not one instant, and an install that lands between them, just
-//     before a quick verify and release, would look landed after.
+//     Landed), against the first read of Consul after that instant: out
+//     of any step there, with the node's record unchanged since before
+//     the landing (every step writes a record at its end, with a new
+//     since), the child outlived its step. A sample alone cannot tell:
+//     its Docker and Consul reads are not one instant, and an install
+//     that lands between them, just before a quick verify and release,
+//     would look landed after. Landed and since are the same host's
+//     clock: exec hosts run unskewed in containers of this kernel.
 //   - Out of a step, the install is what the node's record says runs,
 //     within recordLag.
 //   - A replace hook that died of the nemesis' SIGTERM, which reaches an
@@ -46,9 +47,14 @@ type execCheck struct {
 // instant between from and to.
 type stepLook struct {
 	from, to time.Time
-	in       bool   // in a step, or unknown: Consul out of reach
-	rec      string // the node's record's state, SHA and since
+	in       bool      // in a step, or unknown: Consul out of reach
+	since    time.Time // the node's record's, zero when it has none
+	index    uint64    // the read's Consul index
 }
+
+// landMargin is how far past a record's since an install must land to be
+// judged: a margin over the clock's reads, which are one host's.
+const landMargin = 100 * time.Millisecond
 
 // maxLooks bounds the reads kept per node: an install is seen at the
 // first sample after it lands, so the two around it are among the last.
@@ -70,7 +76,10 @@ func (ck *checker) checkHooks(g string, s *fleetwatch.Sample) {
 	for _, nd := range hookNodes {
 		in := gs == nil || steps[nd]
 		r := recs[nd]
-		look := stepLook{from: s.StateFrom, to: s.StateTo, in: in, rec: fmt.Sprintf("%s %s %s", r.State, r.SHA, r.Since.Format(time.RFC3339Nano))}
+		look := stepLook{from: s.StateFrom, to: s.StateTo, in: in, since: r.Since}
+		if gs != nil {
+			look.index = gs.Index
+		}
 		e.looks[nd] = append(e.looks[nd], look)
 		if l := len(e.looks[nd]); l > maxLooks {
 			e.looks[nd] = e.looks[nd][l-maxLooks:]
@@ -79,8 +88,8 @@ func (ck *checker) checkHooks(g string, s *fleetwatch.Sample) {
 		if prev, ok := e.install[nd]; ok && id != "" && id != prev {
 			landed, _ := execLanded(id)
 			if a, b, out := outOfStep(e.looks[nd], landed); out {
-				ck.n.violate("e install "+nd+" "+id, "(e) %s: install %s landed on %s at +%.3fs, out of any step: Consul read %.3fs before and %.3fs after (record %s %s, holding nothing, unchanged): a hook's child outlived its step",
-					g, id, nd, landed.Sub(ck.n.start).Seconds(), landed.Sub(a.to).Seconds(), b.from.Sub(landed).Seconds(), r.State, coordinator.ShortSHA(r.SHA))
+				ck.n.violate("e install "+nd+" "+id, "(e) %s: install %s landed on %s at +%.3fs, out of any step: %.3fs after its record's since (%s %s, holding nothing), read %.3fs later (the read before: %.3fs before it): a hook's child outlived its step",
+					g, id, nd, landed.Sub(ck.n.start).Seconds(), landed.Sub(b.since).Seconds(), r.State, coordinator.ShortSHA(r.SHA), b.from.Sub(landed).Seconds(), landed.Sub(a.to).Seconds())
 			}
 		}
 		if prev := e.install[nd]; id != "" && id != prev {
@@ -119,9 +128,11 @@ func stepsOf(gs *coordinator.GroupState) (map[string]bool, map[string]coordinato
 	return steps, recs
 }
 
-// outOfStep finds, in looks, the two consecutive reads around landed and
-// says whether both saw the node out of any step with its record the
-// same: no step was under way when it landed.
+// outOfStep finds, in looks, the first read of Consul after landed (b)
+// and the one before it (a), and says whether b saw the node out of any
+// step with a record written before the landing: no step was under way
+// when it landed. A read older by its index than the one before it (a
+// stale answer) gives no verdict.
 func outOfStep(looks []stepLook, landed time.Time) (a, b stepLook, out bool) {
 	if landed.IsZero() {
 		return a, b, false
@@ -129,7 +140,7 @@ func outOfStep(looks []stepLook, landed time.Time) (a, b stepLook, out bool) {
 	for i := 1; i < len(looks); i++ {
 		a, b = looks[i-1], looks[i]
 		if a.to.Before(landed) && landed.Before(b.from) {
-			return a, b, !a.in && !b.in && a.rec == b.rec
+			return a, b, !b.in && !b.since.IsZero() && b.index >= a.index && landed.After(b.since.Add(landMargin))
 		}
 	}
 	return a, b, false

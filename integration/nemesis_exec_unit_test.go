@@ -63,14 +63,14 @@ func TestOverruns(t *testing.T) {
 }
 
 // TestOutOfStep checks how invariant (e) places an install's landing
-// between two reads of Consul.
+// against the reads of Consul around it.
 func TestOutOfStep(t *testing.T) {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	look := func(from, to float64, in bool, rec string) stepLook {
-		return stepLook{from: at(from), to: at(to), in: in, rec: rec}
+	look := func(from float64, in bool, since float64, index uint64) stepLook {
+		return stepLook{from: at(from), to: at(from + 0.1), in: in, since: at(since), index: index}
 	}
-	out1, out2 := look(0, 0.1, false, "converged a 1"), look(1, 1.1, false, "converged a 1")
+	out1, out2 := look(0, false, -5, 10), look(1, false, -5, 10)
 	for _, tc := range []struct {
 		name   string
 		looks  []stepLook
@@ -80,9 +80,12 @@ func TestOutOfStep(t *testing.T) {
 		{"between two reads out of a step", []stepLook{out1, out2}, 0.5, true},
 		{"during the later read: the read may have seen it", []stepLook{out1, out2}, 1.05, false},
 		{"during the earlier read", []stepLook{out1, out2}, 0.05, false},
-		{"a step ended between the reads", []stepLook{out1, look(1, 1.1, false, "converged b 2")}, 0.5, false},
-		{"in a step at the earlier read", []stepLook{look(0, 0.1, true, "replacing b 1"), out2}, 0.5, false},
-		{"in a step at the later read", []stepLook{out1, look(1, 1.1, true, "verifying b 1")}, 0.5, false},
+		{"a step ended between the reads, after it landed", []stepLook{out1, look(1, false, 0.7, 12)}, 0.5, false},
+		{"a step ended between the reads, before it landed", []stepLook{look(0, true, -1, 10), look(1, false, 0.3, 12)}, 0.5, true},
+		{"within the margin of the step's end", []stepLook{look(0, true, -1, 10), look(1, false, 0.45, 12)}, 0.5, false},
+		{"in a step at the later read", []stepLook{out1, look(1, true, 0.2, 12)}, 0.5, false},
+		{"a stale later read", []stepLook{look(0, false, -5, 12), look(1, false, -5, 10)}, 0.5, false},
+		{"no record at the later read", []stepLook{out1, {from: at(1), to: at(1.1), index: 10}}, 0.5, false},
 		{"no read after it yet", []stepLook{out1, out2}, 2, false},
 		{"no landing time", []stepLook{out1, out2}, 0, false},
 	} {
