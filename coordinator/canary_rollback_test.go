@@ -128,19 +128,10 @@ func TestAutoRollbackKeepsCanaryStage(t *testing.T) {
 			return st, mover
 		}},
 		{"rollback to a SHA committed again", func(t *testing.T) (*Store, string) {
-			ctx := testCtx(t)
 			_, st, back, v1 := v1ConvergedThenV2(t)
 			commit(t, st, "web", canarySpec(t, "v1")) // back, on v2, keeps it from converging
-			v3 := commit(t, st, "web", canarySpec(t, "v3"))
-			if err := st.PutNode(ctx, "web", NodeState{Node: back, SHA: v3, Desired: v3, State: StateFailed, Since: time.Now()}); err != nil {
-				t.Fatal(err)
-			}
-			if a, err := st.RecordFailure(ctx, "web", back, v3, "unhealthy"); err != nil || a != ActionRollback {
-				t.Fatalf("failure of v3: %v, %v; want a rollback", a, err)
-			}
-			if d := read(t, st, "web").Desired; d.SHA != v1 || !d.AutoRollback {
-				t.Fatalf("desired %+v, want the automatic rollback to v1", d)
-			}
+			commit(t, st, "web", canarySpec(t, "v3"))
+			failBack(t, st, back, v1)
 			return st, back
 		}},
 		{"failure since it converged", func(t *testing.T) (*Store, string) {
@@ -174,5 +165,48 @@ func TestAutoRollbackKeepsCanaryStage(t *testing.T) {
 				t.Fatalf("%s: gate %s %q, canaries %+v: want it closed, waiting on the canaries", node, v.State, v.Reason, g.Canaries)
 			}
 		})
+	}
+}
+
+// failBack has node fail on the desired SHA, which rolls the group back
+// to sha by failure_action=rollback.
+func failBack(t *testing.T, st *Store, node, sha string) {
+	t.Helper()
+	ctx := testCtx(t)
+	failing := read(t, st, "web").Desired.SHA
+	if err := st.PutNode(ctx, "web", NodeState{Node: node, SHA: failing, Desired: failing, State: StateFailed, Since: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := st.RecordFailure(ctx, "web", node, failing, "unhealthy"); err != nil || a != ActionRollback {
+		t.Fatalf("failure of %s: %v, %v; want a rollback", ShortSHA(failing), a, err)
+	}
+	if d := read(t, st, "web").Desired; d.SHA != sha || !d.AutoRollback {
+		t.Fatalf("desired %+v, want the automatic rollback to %s", d, ShortSHA(sha))
+	}
+}
+
+// `rollagent promote` of a rollout the automatic rollback's mark promotes
+// writes promoted/<sha> all the same: agents from before the mark wait on
+// that record. Only the record makes it answer "promoted already".
+func TestPromoteRecordsAutoRollback(t *testing.T) {
+	ctx := testCtx(t)
+	c, st, mover, v1 := v1ConvergedThenV2(t)
+	failBack(t, st, mover, v1)
+	if g := read(t, st, "web"); g.Promoted == nil || g.Promoted.By != AutoRollbackBy {
+		t.Fatalf("promoted %+v, want by the automatic rollback", g.Promoted)
+	}
+	res, err := st.PromoteBy(ctx, "web", "for the older agents", "me")
+	if err != nil || res.Already {
+		t.Fatalf("promote: %+v, %v; want the record written", res, err)
+	}
+	k, _ := st.Keys("web")
+	if p, _, err := c.KV().Get(k.Promoted(v1), nil); err != nil || p == nil {
+		t.Fatalf("promoted/%s: %v, %v; want the record", ShortSHA(v1), p, err)
+	}
+	if g := read(t, st, "web"); g.Promoted == nil || g.Promoted.By != "me" {
+		t.Fatalf("promoted %+v, want the record's, by me", g.Promoted)
+	}
+	if res, err := st.PromoteBy(ctx, "web", "again", "me"); err != nil || !res.Already {
+		t.Fatalf("promote again: %+v, %v; want promoted already", res, err)
 	}
 }

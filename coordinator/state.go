@@ -65,9 +65,13 @@ type GroupState struct {
 	// (update.stagger), filled by Store.Read and ReadFor.
 	Released ReleaseSeen
 	// Canaries are the desired SHA's canaries (update.canary), nil when
-	// none were recorded; Promoted is an operator's promotion of it.
+	// none were recorded; Promoted is an operator's promotion of it, or
+	// the one an automatic rollback carries (autoRollbackPromotion).
 	Canaries *Canaries
 	Promoted *Promotion
+	// promotionRecorded says Promoted is the promoted/<sha> record's:
+	// agents from before the automatic rollback's mark wait on that alone.
+	promotionRecorded bool
 	// CanaryNodes are the records of the canaries, read with the group by
 	// Read, and by ReadFor while auto-promotion waits on them.
 	CanaryNodes []NodeState
@@ -308,7 +312,7 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	if p := byKey[k.Promoted(sha)]; p != nil {
 		var pr Promotion
 		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
-			g.Promoted = &pr
+			g.Promoted, g.promotionRecorded = &pr, true
 		}
 	}
 	if g.Promoted == nil {
