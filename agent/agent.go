@@ -183,25 +183,26 @@ func (a *Agent) learnConsulNode(ctx context.Context) {
 	a.noConsulNode = false
 }
 
-// learnDomain reads this node's topology domain once per spread key of
-// the desired spec (update.max_parallel_per), for the node's record
+// learnDomain reads this node's topology domain under the desired spec's
+// spread key (update.max_parallel_per) at each look, for the node's record
 // (NodeState.Domain), before the node ever contends: a node that goes
 // down and whose Consul node is then pruned from the catalog still counts
-// in its zone. withDomain reads it again at each contention, so a changed
-// meta reaches the record too. A read that fails is tried at the next
-// look; withDomain logs it when it matters.
+// in its zone. At each look, not once: a host moved to another zone while
+// its agent runs (its Consul agent restarted with new meta) must not,
+// once pruned, count in the old one; the record is written again when the
+// domain differs. The read goes to the local Consul agent alone, once a
+// look (an idle node looks every resync interval). A read that fails
+// keeps what was read before and is tried at the next look; withDomain
+// logs it when it matters.
 func (a *Agent) learnDomain(ctx context.Context, gs *coordinator.GroupState) {
 	if gs == nil || gs.Spec == nil || gs.Spec.Update.MaxParallelPer == nil {
 		return
 	}
 	key := gs.Spec.Update.MaxParallelPer.Key
-	if a.pub.knowsDomain(key) {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	if d, err := a.cfg.Store.LocalDomain(ctx, key); err == nil {
-		a.pub.inDomain(key, d)
+		a.pub.inDomain(d)
 	}
 }
 

@@ -255,7 +255,7 @@ func (a *Agent) withDomain(ctx context.Context, gs *coordinator.GroupState, opts
 		return false
 	}
 	opts.Domain = d
-	a.pub.inDomain(key, d)
+	a.pub.inDomain(d)
 	opts.Domains = func(ctx context.Context) (map[string]string, error) {
 		return a.cfg.Store.Domains(ctx, a.cfg.Group, key)
 	}

@@ -29,10 +29,10 @@ type nodeRecord struct {
 	// consulNode is the local Consul agent's node name, "" until learnt:
 	// every record carries it (NodeState.ConsulNode).
 	consulNode string
-	// domain is this node's topology domain under domainKey, the spread
-	// key of update.max_parallel_per it was read for ("" before any):
-	// every record carries it (NodeState.Domain).
-	domain, domainKey string
+	// domain is this node's topology domain under the spread key of
+	// update.max_parallel_per it was last read for ("" before any): every
+	// record carries it (NodeState.Domain).
+	domain string
 	// imageID is the image the workload ran at the runtime's last
 	// inspection (observe): every record carries it.
 	imageID string
@@ -108,19 +108,12 @@ func (r *nodeRecord) learnt(consulNode string) {
 	r.consulNode = consulNode
 }
 
-// knowsDomain says this node's domain under key is learnt.
-func (r *nodeRecord) knowsDomain(key string) bool {
+// inDomain notes this node's domain ("key=value"), for the records built
+// from then on.
+func (r *nodeRecord) inDomain(domain string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return key != "" && r.domainKey == key
-}
-
-// inDomain notes this node's domain under key, for the records built from
-// then on.
-func (r *nodeRecord) inDomain(key, domain string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.domain, r.domainKey = domain, key
+	r.domain = domain
 }
 
 // current is what was published last.

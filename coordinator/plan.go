@@ -41,7 +41,7 @@ func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *
 	}
 	p.Desired, p.Spec, p.Health, p.After, p.Last = &d, nil, nil, nil, nil
 	p.Cancel, p.Pause, p.OperatorPause, p.Failures = nil, nil, nil, nil
-	p.Canaries, p.Promoted, p.CanaryNodes, p.CanarySeen = nil, nil, nil, CanarySeen{}
+	p.Canaries, p.Promoted, p.promotionRecorded, p.CanaryNodes, p.CanarySeen = nil, nil, false, nil, CanarySeen{}
 	p.Problems = append([]string(nil), g.Problems...)
 	// The planned desired record is not in byKey: resolveDesired reads
 	// the records of sha from it and takes the spec from history, where
@@ -57,7 +57,7 @@ func (g *GroupState) plannedAs(spec *hashspec.Spec, sha string, now time.Time) *
 		// What the commit would write: its own choice, and no promotion
 		// (a commit deletes an earlier rollout's).
 		p.Canaries = &Canaries{SHA: sha, Nodes: ChooseCanaries(sha, canaryPool(g.Nodes, g.Registered), spec.Update.Canary)}
-		p.Promoted, p.CanaryNodes = nil, nil
+		p.Promoted, p.promotionRecorded, p.CanaryNodes = nil, false, nil
 		for _, n := range g.Nodes {
 			if p.Canaries.Has(n.Node) {
 				p.CanaryNodes = append(p.CanaryNodes, n)

@@ -22,7 +22,7 @@ var (
 // PromoteResult says what Promote did.
 type PromoteResult struct {
 	SHA     string
-	Already bool // the rollout was promoted already: nothing written
+	Already bool // promoted/<sha> was written already: nothing written
 	// Paused is the operator's pause that still holds the group: the
 	// promotion is recorded, and nothing moves before `rollagent resume`.
 	Paused *OperatorPause
@@ -57,7 +57,10 @@ func (s *Store) PromoteBy(ctx context.Context, group, reason, by string) (*Promo
 			return res, fmt.Errorf("group %s: desired SHA %s has no valid spec in history", group, ShortSHA(res.SHA))
 		case st.Spec.Update.Canary == 0:
 			return res, fmt.Errorf("group %s: %w", group, ErrNoCanaries)
-		case st.Promoted != nil:
+		case st.promotionRecorded:
+			// Only the record: a rollout the automatic rollback's mark
+			// promotes gets one still, as agents from before the mark
+			// wait on it.
 			res.Already = true
 			return res, nil
 		}

@@ -80,9 +80,10 @@ func (s *Store) Domains(ctx context.Context, group, key string) (map[string]stri
 			d = Domain(key, m)
 		}
 		if !listed && strings.HasPrefix(r.Domain, key+"=") {
-			// Also a node whose meta lost the key while its record still
-			// names a zone: it counts there until its agent writes its
-			// record again, the safe side.
+			// Also a node whose meta lost the key (the filter leaves it
+			// out) while its record still names a zone: it counts there,
+			// the safe side, until its agent's next look, which reads the
+			// meta each time, writes its record without one.
 			d = r.Domain
 		}
 		if d != "" {

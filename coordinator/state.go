@@ -65,9 +65,13 @@ type GroupState struct {
 	// (update.stagger), filled by Store.Read and ReadFor.
 	Released ReleaseSeen
 	// Canaries are the desired SHA's canaries (update.canary), nil when
-	// none were recorded; Promoted is an operator's promotion of it.
+	// none were recorded; Promoted is an operator's promotion of it, or
+	// the one an automatic rollback carries (autoRollbackPromotion).
 	Canaries *Canaries
 	Promoted *Promotion
+	// promotionRecorded says Promoted is the promoted/<sha> record's:
+	// agents from before the automatic rollback's mark wait on that alone.
+	promotionRecorded bool
 	// CanaryNodes are the records of the canaries, read with the group by
 	// Read, and by ReadFor while auto-promotion waits on them.
 	CanaryNodes []NodeState
@@ -308,11 +312,11 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 	if p := byKey[k.Promoted(sha)]; p != nil {
 		var pr Promotion
 		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
-			g.Promoted = &pr
+			g.Promoted, g.promotionRecorded = &pr, true
 		}
 	}
 	if g.Promoted == nil {
-		g.Promoted = g.autoRollbackPromotion()
+		g.Promoted = g.autoRollbackPromotion(k)
 	}
 	for _, n := range g.Nodes {
 		if g.Canaries.Has(n.Node) {
@@ -330,17 +334,27 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 // the broken SHA), or stalls when that record names nodes gone since. An
 // agent's token may write neither canaries/ nor promoted/ (only an
 // operator chooses or promotes canaries), so the mark is in desired, which
-// it writes for the rollback; and it promotes only a SHA a commit found
-// converged on every node (converged/, the operator's), the only SHAs
-// failure_action=rollback goes back to: a stolen agent token that writes
-// the mark can skip no canary stage of a SHA that never converged. An
-// operator's `rollagent rollback` writes a promotion record instead.
-func (g *GroupState) autoRollbackPromotion() *Promotion {
+// it writes for the rollback. Desired is writable by every agent's token,
+// so the mark is believed only as far as the operator's records bear it
+// out: the SHA converged on every node (converged/) after its latest canary
+// stage began (canaries/, rewritten by each commit or rollback with
+// canaries, so a SHA the operator committed again for canaries keeps that
+// stage however it is rolled back to), and no pause or failure of it came
+// since, as rollbackTarget requires. An operator's `rollagent rollback`
+// writes a promotion record instead.
+func (g *GroupState) autoRollbackPromotion(k Keys) *Promotion {
 	d := g.Desired
 	if !d.AutoRollback {
 		return nil
 	}
-	if _, ok := g.convergedSHA[d.SHA]; !ok {
+	conv := g.byKey[k.Converged(d.SHA)]
+	if _, ok := g.convergedSHA[d.SHA]; !ok || conv == nil {
+		return nil
+	}
+	if c := g.byKey[k.Canaries(d.SHA)]; c != nil && c.ModifyIndex >= conv.ModifyIndex {
+		return nil // committed again for canaries since it converged
+	}
+	if g.troubledSince(k, d.SHA, conv.ModifyIndex) {
 		return nil
 	}
 	return &Promotion{SHA: d.SHA, Reason: "failure_action=rollback goes back to a SHA that converged on every node: " + d.Reason,

@@ -35,8 +35,10 @@
 # group (write a failure pause and touch desired, or set desired to
 # garbage), make desired an earlier SHA already in history (what
 # failure_action=rollback does; marked as its rollback, past the canaries
-# of a SHA that converged on every node, which converged/ records), write
-# failures in another node's name, rewrite the slot's holders record,
+# of a SHA that converged on every node since its latest canary stage
+# began, which converged/ records newer than canaries/, with no pause or
+# failure of it since), write failures in another node's name, write any
+# domain into its own node's record, rewrite the slot's holders record,
 # which every agent rewrites at each grant and release (drop another
 # node's claim from it, say, so that a node that died mid-step no longer
 # counts against max_parallel),
