@@ -26,3 +26,10 @@ func BenchmarkFleet(b *testing.B) {
 func BenchmarkFleetTimed(b *testing.B) {
 	fleetbench.Timed(b, fleetbench.Options{NoMirror: agent.WithoutStateMirror})
 }
+
+// BenchmarkFleetCancel cancels a rollout with 1,000 nodes in line at K=10
+// (issue 30, item 3): the time to an empty line, and no grant after the
+// CANCEL's index.
+func BenchmarkFleetCancel(b *testing.B) {
+	fleetbench.Cancel(b, fleetbench.Options{NoMirror: agent.WithoutStateMirror})
+}

@@ -102,9 +102,9 @@ func (r *instantRuntime) WaitHealthy(ctx context.Context, s *hashspec.Spec) erro
 	return sleepCtx(ctx, s.Update.MinHealthyTime.Std())
 }
 
-func (r *instantRuntime) Finish(context.Context) error                      { return nil }
-func (r *instantRuntime) Restore(context.Context, string) error             { return nil }
-func (r *instantRuntime) Healthy(context.Context) (bool, string)            { return true, "" }
+func (r *instantRuntime) Finish(context.Context) error           { return nil }
+func (r *instantRuntime) Restore(context.Context, string) error  { return nil }
+func (r *instantRuntime) Healthy(context.Context) (bool, string) { return true, "" }
 
 // fleetMetrics reports each agent's turns to the fleet: SlotWait comes
 // when Acquire returns, Replacement once the slot is released. One agent
