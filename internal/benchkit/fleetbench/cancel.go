@@ -1,10 +1,13 @@
 package fleetbench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +50,14 @@ type cancelRun struct {
 	released    uint64        // slots released from the CANCEL to the end
 	steps       int64         // fenced steps passed after the CANCEL
 	late        []string      // violations: grants, fences after the CANCEL
+	// prevRead is when the watch's last read that still found a waiter
+	// returned, after Cancel returned: empty is no finer than empty - prevRead.
+	prevRead time.Duration
+	// endpoints counts the agents' requests from Cancel's start to the
+	// empty line, raft the Raft writes, busy the cores kept busy.
+	endpoints map[string]int64
+	raft      uint64
+	busy      float64
 }
 
 // Cancel runs the cancel case FLEET_BENCH_RUNS times and publishes it.
@@ -102,7 +113,13 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	w := watchSlot(b, c, keys.Slot())
 	defer w.stop()
 	before := w.last()
+	raft0, err := raftIndex(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agents0, consul0 := f.fleetCPU()
 	start := time.Now()
+	f.traffic.record(start)
 	if _, err := f.store.Cancel(context.Background(), f.group, v2, "bench", "bench"); err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +128,17 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	steps0 := f.pace.steps.Load()
 	holders := before.holderNodes()
 	fleettest.WaitFor(b, time.Minute, "every waiter out of line", func() bool { return w.firstWhere(emptyLine(holders)) != nil })
-	cr.empty = w.firstWhere(emptyLine(holders)).at.Sub(returned)
+	empty := w.firstWhere(emptyLine(holders))
+	_, cr.endpoints = f.traffic.stop()
+	agents1, consul1 := f.fleetCPU()
+	raft1, err := raftIndex(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr.raft = raft1 - raft0
+	cr.empty = empty.at.Sub(returned)
+	cr.busy = ((agents1 - agents0) + (consul1 - consul0)).Seconds() / time.Since(start).Seconds()
+	cr.prevRead = w.lastBefore(empty.index).at.Sub(returned)
 	release()
 	awaitReleased(b, c, keys)
 	w.stop()
@@ -244,6 +271,19 @@ func (w *slotWatch) firstWhere(ok func(slotSnap) bool) *slotSnap {
 	return nil
 }
 
+// lastBefore is the last state read before index.
+func (w *slotWatch) lastBefore(index uint64) slotSnap {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev := w.all[0]
+	for _, s := range w.all {
+		if s.index < index {
+			prev = s
+		}
+	}
+	return prev
+}
+
 func (w *slotWatch) snaps() []slotSnap {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -342,26 +382,64 @@ func cancelReport(runs []cancelRun, n int, started time.Time) string {
 		"%d hold their slot, kept in their replacement's step, and %d wait in line; then the coordinator's Cancel, which "+
 		"`rollagent cancel` calls; %s, GOMAXPROCS=%d. %d run(s).\n\n",
 		consultest.Version, runs[0].waiters+cancelK, cancelK, cancelK, runs[0].waiters, benchkit.Platform(), runtime.GOMAXPROCS(0), len(runs))
-	sb.WriteString("| Run | Waiters | Cancel call (ms) | **Cancel returned → last waiter out of line (ms)** | Target < 2 s | CANCEL's index | Latest holder key's CreateIndex | " +
+	sb.WriteString("| Run | Waiters | Cancel call (ms) | **Cancel returned → last waiter out of line (ms)** | Target < 2 s | Previous read, still waiters (ms) | " +
+		"Requests per waiter, Cancel → empty line (top 4) | Raft writes | Cores busy | CANCEL's index | Latest holder key's CreateIndex | " +
 		"Holders record's latest grant (contender CreateIndex) | Slots released after it | Fenced steps after it | Slot states read | Late grants or fences |\n")
-	sb.WriteString("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
+	sb.WriteString("|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, r := range runs {
-		verdict := "met"
-		if r.empty >= cancelTarget {
-			verdict = "**missed**"
-		}
-		late := "none"
-		if len(r.late) > 0 {
-			late = strings.Join(r.late, "; ")
-		}
-		fmt.Fprintf(&sb, "| %d | %d | %.1f | %.1f | %s | %d | %d | %d | %d | %d | %d | %s |\n", i+1, r.waiters, benchkit.Ms(r.cancelCall),
-			benchkit.Ms(r.empty), verdict, r.cancelIndex, r.maxGrant, r.lastJoined, r.released, r.steps, r.snaps, late)
+		fmt.Fprintf(&sb, "| %d | %d | %.1f | %.1f | %s | %.1f | %s | %d | %.2f | %d | %d | %d | %d | %d | %d | %s |\n", i+1, r.waiters,
+			benchkit.Ms(r.cancelCall), benchkit.Ms(r.empty), r.verdict(), benchkit.Ms(r.prevRead), r.topRequests(4), r.raft, r.busy,
+			r.cancelIndex, r.maxGrant, r.lastJoined, r.released, r.steps, r.snaps, r.lateText())
 	}
+	med := medianRun(runs)
+	fmt.Fprintf(&sb, "\nMedian of %d run(s), Cancel returned → last waiter out of line: **%.0f ms** (%s); every run: %s.\n",
+		len(runs), benchkit.Ms(med.empty), med.verdict(), everyEmpty(runs))
 	sb.WriteString("\nOut of line: the first state of the slot's keys, followed with blocking reads from before the Cancel, in which no " +
 		"contender key (`slot/c/<node>/<session>`) is left but the holders'; the time is when that read returned. Checked from the records: " +
 		"every holder key (`slot/.holders/<node>/<session>`, created by its grant) any read saw has a CreateIndex at or below the CANCEL's " +
 		"ModifyIndex; the holders record's latest grant (`last`) is the same before the Cancel and at the end; the slots released from " +
 		"the Cancel to the end (the record's `released`) are the holders' at the Cancel, no more, so no grant came and went between two reads; " +
-		"no node record written after the CANCEL names a fenced step; and no runtime passed a fenced step after it.\n")
+		"no node record written after the CANCEL names a fenced step; and no runtime passed a fenced step after it. " +
+		"Requests (counted at each agent's client), Raft writes (the leader's last_log_index) and cores busy (agents + Consul, from /proc) " +
+		"run from the Cancel's start until the empty line was seen.\n")
 	return sb.String()
+}
+
+func (r cancelRun) verdict() string {
+	if r.empty >= cancelTarget {
+		return "**missed**"
+	}
+	return "met"
+}
+
+func (r cancelRun) lateText() string {
+	if len(r.late) == 0 {
+		return "none"
+	}
+	return strings.Join(r.late, "; ")
+}
+
+// topRequests is the n commonest requests, per waiter.
+func (r cancelRun) topRequests(n int) string {
+	names := slices.SortedFunc(maps.Keys(r.endpoints), func(a, b string) int { return cmp.Compare(r.endpoints[b], r.endpoints[a]) })
+	var parts []string
+	for _, name := range names[:min(n, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(r.endpoints[name])/float64(max(r.waiters, 1))))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// medianRun is the run with the median time to an empty line (the slower
+// of the middle two for an even count).
+func medianRun(runs []cancelRun) cancelRun {
+	sorted := slices.SortedFunc(slices.Values(runs), func(a, b cancelRun) int { return cmp.Compare(a.empty, b.empty) })
+	return sorted[len(sorted)/2]
+}
+
+func everyEmpty(runs []cancelRun) string {
+	var ms []string
+	for _, r := range slices.SortedFunc(slices.Values(runs), func(a, b cancelRun) int { return cmp.Compare(a.empty, b.empty) }) {
+		ms = append(ms, fmt.Sprintf("%.0f ms", benchkit.Ms(r.empty)))
+	}
+	return strings.Join(ms, ", ")
 }
