@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -383,12 +384,12 @@ func cancelReport(runs []cancelRun, n int, started time.Time) string {
 		"`rollagent cancel` calls; %s, GOMAXPROCS=%d. %d run(s).\n\n",
 		consultest.Version, runs[0].waiters+cancelK, cancelK, cancelK, runs[0].waiters, benchkit.Platform(), runtime.GOMAXPROCS(0), len(runs))
 	sb.WriteString("| Run | Waiters | Cancel call (ms) | **Cancel returned → last waiter out of line (ms)** | Target < 2 s | Previous read, still waiters (ms) | " +
-		"Requests per waiter, Cancel → empty line (top 4) | Raft writes | Cores busy | CANCEL's index | Latest holder key's CreateIndex | " +
+		"Requests per waiter, Cancel → empty line (top 6) | Raft writes | Cores busy | CANCEL's index | Latest holder key's CreateIndex | " +
 		"Holders record's latest grant (contender CreateIndex) | Slots released after it | Fenced steps after it | Slot states read | Late grants or fences |\n")
 	sb.WriteString("|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, r := range runs {
 		fmt.Fprintf(&sb, "| %d | %d | %.1f | %.1f | %s | %.1f | %s | %d | %.2f | %d | %d | %d | %d | %d | %d | %s |\n", i+1, r.waiters,
-			benchkit.Ms(r.cancelCall), benchkit.Ms(r.empty), r.verdict(), benchkit.Ms(r.prevRead), r.topRequests(4), r.raft, r.busy,
+			benchkit.Ms(r.cancelCall), benchkit.Ms(r.empty), r.verdict(), benchkit.Ms(r.prevRead), r.topRequests(6), r.raft, r.busy,
 			r.cancelIndex, r.maxGrant, r.lastJoined, r.released, r.steps, r.snaps, r.lateText())
 	}
 	med := medianRun(runs)
@@ -419,12 +420,16 @@ func (r cancelRun) lateText() string {
 	return strings.Join(r.late, "; ")
 }
 
+// shaInPath is a SHA in a request's path, left out of the table.
+var shaInPath = regexp.MustCompile(`[0-9a-f]{64}`)
+
 // topRequests is the n commonest requests, per waiter.
 func (r cancelRun) topRequests(n int) string {
 	names := slices.SortedFunc(maps.Keys(r.endpoints), func(a, b string) int { return cmp.Compare(r.endpoints[b], r.endpoints[a]) })
 	var parts []string
 	for _, name := range names[:min(n, len(names))] {
-		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(r.endpoints[name])/float64(max(r.waiters, 1))))
+		short := shaInPath.ReplaceAllString(name, "<sha>")
+		parts = append(parts, fmt.Sprintf("%s %.2f", short, float64(r.endpoints[name])/float64(max(r.waiters, 1))))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -213,6 +213,9 @@ func (r *fleetResult) consulName(full bool) string {
 	if r.noMirror {
 		name += pick(", no state mirror (diagnostic)", " no mirror")
 	}
+	if r.paced() && !full {
+		name += " T=" + r.replace.String()
+	}
 	return name
 }
 

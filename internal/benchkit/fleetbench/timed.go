@@ -185,8 +185,8 @@ func (rep *fleetReport) timedMarkdown(cases []fleetCase) string {
 		consultest.Version, benchkit.Platform(), runtime.GOMAXPROCS(0), runtime.NumCPU(), rep.runs)
 	rows, every := rep.timedMedians()
 	sb.WriteString("| N | K | T | min_healthy_time | Ideal (s) | Wall (s) | Wall / ideal | Every run | Target ≤ 1.2× | Over ideal (s): first grant + holds beyond T+mht + slots idle | " +
-		"Hold p50 (ms) | Freed slot idle p50 / p90 (ms) | Slot use | Grant txns/node | Holders reads/node | Cores busy: agents + Consul | Note |\n")
-	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+		"Hold p50 (ms) | Freed slot idle p50 / p90 (ms) | JSON read/node, KB: group tree / slot / other | Slot use | Grant txns/node | Holders reads/node | Cores busy: agents + Consul | Note |\n")
+	sb.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		sb.WriteString(r.timedRow(every[r.fleetCase]))
 	}
@@ -199,7 +199,9 @@ func (rep *fleetReport) timedMarkdown(cases []fleetCase) string {
 		"(mean hold − T − min_healthy_time) × ceil(N/K), the grant, fence and release of each turn on a slot's path; " +
 		"and the rest, slots left free while nodes waited. Freed slot idle: the j-th release to the (K+j)-th grant. " +
 		"Slot use: the time nodes held slots over K × (first grant → last release). Grant txns and holders reads per node " +
-		"count the agents' requests (a grant that loses its CAS to another is tried again).\n")
+		"count the agents' requests (a grant that loses its CAS to another is tried again). JSON read: response bodies, as in the fleet bench.\n")
+	sb.WriteString("\nRequests per node, by what they are for (each one's count over N, from the commit until the fleet is quiet):\n\n")
+	sb.WriteString(endpointTable(rows))
 	return sb.String()
 }
 
@@ -211,9 +213,9 @@ func (r *fleetResult) timedRow(every []float64) string {
 	s := r.split()
 	p50, p90 := refills(r.turnList, r.k)
 	holdReads := r.endpoints["head: read the holders"] + r.endpoints["head: wait on the holders (blocking)"]
-	return fmt.Sprintf("| %d | %d | %s | %s | %.2f | %.2f | %.3f× | %s | %s | %.2f = %.2f + %.2f + %.2f | %.1f | %.1f / %.1f | %.1f%% | %.2f | %.2f | %.2f + %.2f | %s |\n",
+	return fmt.Sprintf("| %d | %d | %s | %s | %.2f | %.2f | %.3f× | %s | %s | %.2f = %.2f + %.2f + %.2f | %.1f | %.1f / %.1f | %.0f / %.1f / %.1f | %.1f%% | %.2f | %.2f | %.2f + %.2f | %s |\n",
 		r.n, r.k, r.replace, r.healthy, r.ideal().Seconds(), r.wall.Seconds(), r.idealRatio(), everyRun(every), verdict,
-		s.over.Seconds(), s.first.Seconds(), s.hold.Seconds(), s.idle.Seconds(), benchkit.Ms(r.hold), benchkit.Ms(p50), benchkit.Ms(p90),
+		s.over.Seconds(), s.first.Seconds(), s.hold.Seconds(), s.idle.Seconds(), benchkit.Ms(r.hold), benchkit.Ms(p50), benchkit.Ms(p90), r.kb[bytesGroup], r.kb[bytesSlot], r.kb[bytesOther],
 		100*r.slotUse(), r.perNode(r.endpoints["txn: grant (and write replacing)"]), r.perNode(holdReads),
 		r.busyAgents, r.busyConsul, r.note)
 }
