@@ -18,3 +18,18 @@ import (
 func BenchmarkFleet(b *testing.B) {
 	fleetbench.Benchmark(b, fleetbench.Options{NoMirror: agent.WithoutStateMirror})
 }
+
+// BenchmarkFleetTimed rolls fleets whose replacements take time (issue 30,
+// item 2) and reports wall time against ceil(N/K) × (T +
+// min_healthy_time); FLEET_BENCH_MIN_HEALTHY sets min_healthy_time and
+// FLEET_BENCH_MAX_N caps N for a quick try.
+func BenchmarkFleetTimed(b *testing.B) {
+	fleetbench.Timed(b, fleetbench.Options{NoMirror: agent.WithoutStateMirror})
+}
+
+// BenchmarkFleetCancel cancels a rollout with 1,000 nodes in line at K=10
+// (issue 30, item 3): the time to an empty line, and no grant after the
+// CANCEL's index.
+func BenchmarkFleetCancel(b *testing.B) {
+	fleetbench.Cancel(b, fleetbench.Options{NoMirror: agent.WithoutStateMirror})
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +20,23 @@ import (
 )
 
 // instantRuntime replaces at once and is always healthy: the benchmark
-// measures coordination, not workloads.
+// measures coordination, not workloads. With a pace it is the timed
+// runtime of BenchmarkFleetTimed and BenchmarkFleetCancel instead.
 type instantRuntime struct {
-	mu  sync.Mutex
-	sha string
+	pace *runtimePace // nil: instant
+	mu   sync.Mutex
+	sha  string
+}
+
+// runtimePace makes a fleet's runtimes take time: a replacement takes
+// replace after its fenced step, and the new workload reports healthy
+// after the spec's min_healthy_time. While hold is open every replacement
+// waits in its step, under its slot. steps counts the fenced steps that
+// passed, which a CANCEL must stop.
+type runtimePace struct {
+	replace time.Duration
+	hold    chan struct{}
+	steps   atomic.Int64
 }
 
 func (r *instantRuntime) Inspect(context.Context) (agent.Observed, error) {
@@ -37,16 +51,60 @@ func (r *instantRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha stri
 	if err := step(ctx, "replace"); err != nil {
 		return err
 	}
+	if r.pace != nil {
+		r.pace.steps.Add(1)
+		if err := r.pace.wait(ctx); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sha = sha
 	return nil
 }
 
-func (r *instantRuntime) WaitHealthy(context.Context, *hashspec.Spec) error { return nil }
-func (r *instantRuntime) Finish(context.Context) error                      { return nil }
-func (r *instantRuntime) Restore(context.Context, string) error             { return nil }
-func (r *instantRuntime) Healthy(context.Context) (bool, string)            { return true, "" }
+// wait takes the replacement's time, and waits for hold if it is set.
+func (p *runtimePace) wait(ctx context.Context) error {
+	if err := sleepCtx(ctx, p.replace); err != nil {
+		return err
+	}
+	if p.hold == nil {
+		return nil
+	}
+	select {
+	case <-p.hold:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitHealthy reports healthy after min_healthy_time when paced, at once
+// when not.
+func (r *instantRuntime) WaitHealthy(ctx context.Context, s *hashspec.Spec) error {
+	if r.pace == nil || s == nil {
+		return nil
+	}
+	return sleepCtx(ctx, s.Update.MinHealthyTime.Std())
+}
+
+func (r *instantRuntime) Finish(context.Context) error           { return nil }
+func (r *instantRuntime) Restore(context.Context, string) error  { return nil }
+func (r *instantRuntime) Healthy(context.Context) (bool, string) { return true, "" }
 
 // fleetMetrics reports each agent's turns to the fleet: SlotWait comes
 // when Acquire returns, Replacement once the slot is released. One agent
@@ -79,6 +137,9 @@ type benchFleet struct {
 	cancel  context.CancelFunc
 	running sync.WaitGroup
 
+	// pace, when set, makes every agent's runtime take time (fc.paced).
+	pace *runtimePace
+
 	mu     sync.Mutex
 	start  time.Time
 	turns  []fleetTurn   // successful ones
@@ -106,7 +167,11 @@ func (f *benchFleet) turnDone(granted time.Time, result string) {
 
 func (f *benchFleet) commit(release string) string {
 	f.b.Helper()
-	update := fmt.Sprintf(`{"max_parallel":%d,"min_healthy_time":"1s"}`, f.fc.k)
+	healthy := time.Second // never waited for by the instant runtime
+	if f.fc.paced() {
+		healthy = f.fc.healthy
+	}
+	update := fmt.Sprintf(`{"max_parallel":%d,"min_healthy_time":%q}`, f.fc.k, healthy.String())
 	return agentbench.Commit(f.b, f.store, f.group, "fleet-bench:"+release, update)
 }
 
@@ -125,7 +190,7 @@ func (f *benchFleet) startAgents(sha string) {
 	}
 	for i := range f.fc.n {
 		node := fmt.Sprintf("n%04d", i)
-		rt := &instantRuntime{sha: sha}
+		rt := &instantRuntime{sha: sha, pace: f.pace}
 		cfg := agent.Config{Group: f.group, Node: node, Store: nil,
 			Runtime: rt, Metrics: &fleetMetrics{f: f}, Logger: f.log, SessionTTL: fleetSessionTTL}
 		if checks != nil {

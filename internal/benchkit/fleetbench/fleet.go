@@ -37,10 +37,17 @@ import (
 // a session per rollout. A noMirror case keeps each node's state out of its
 // Consul service (agent.WithoutStateMirror), which `rollagent run` never
 // does: it shows what that mirror, which the Consul UI shows, costs.
+//
+// A paced case (healthy set) runs the timed runtime: each replacement
+// takes replace and the new workload reports healthy after healthy, its
+// min_healthy_time (BenchmarkFleetTimed).
 type fleetCase struct {
-	n, k, clients int
-	ttl, noMirror bool
+	n, k, clients    int
+	ttl, noMirror    bool
+	replace, healthy time.Duration
 }
+
+func (fc fleetCase) paced() bool { return fc.healthy > 0 }
 
 // FLEET_BENCH_RUNS is how many times each case runs (default 1). The runs go
 // round the whole list of cases, so that a slow spell of a noisy machine
@@ -78,6 +85,9 @@ func (fc fleetCase) name() string {
 	}
 	if fc.noMirror {
 		name += "/no-mirror"
+	}
+	if fc.paced() {
+		name += fmt.Sprintf("/T=%s/mht=%s", fc.replace, fc.healthy)
 	}
 	return name
 }

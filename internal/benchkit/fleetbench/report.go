@@ -34,6 +34,11 @@ type fleetReport struct {
 // of the middle two for an even count), in the order the cases first ran,
 // and gives every case's ratios, sorted.
 func (rep *fleetReport) medians() (rows []*fleetResult, every map[fleetCase][]float64) {
+	return rep.mediansBy((*fleetResult).ratio)
+}
+
+// mediansBy is medians by the ratio key gives.
+func (rep *fleetReport) mediansBy(key func(*fleetResult) float64) (rows []*fleetResult, every map[fleetCase][]float64) {
 	byCase := map[fleetCase][]*fleetResult{}
 	var order []fleetCase
 	for _, r := range rep.rows {
@@ -44,10 +49,10 @@ func (rep *fleetReport) medians() (rows []*fleetResult, every map[fleetCase][]fl
 	}
 	every = make(map[fleetCase][]float64, len(order))
 	for _, fc := range order {
-		runs := slices.SortedFunc(slices.Values(byCase[fc]), func(a, b *fleetResult) int { return cmp.Compare(a.ratio(), b.ratio()) })
+		runs := slices.SortedFunc(slices.Values(byCase[fc]), func(a, b *fleetResult) int { return cmp.Compare(key(a), key(b)) })
 		rows = append(rows, runs[len(runs)/2])
 		for _, r := range runs {
-			every[fc] = append(every[fc], r.ratio())
+			every[fc] = append(every[fc], key(r))
 		}
 	}
 	return rows, every
@@ -207,6 +212,9 @@ func (r *fleetResult) consulName(full bool) string {
 	}
 	if r.noMirror {
 		name += pick(", no state mirror (diagnostic)", " no mirror")
+	}
+	if r.paced() && !full {
+		name += " T=" + r.replace.String()
 	}
 	return name
 }

@@ -44,6 +44,8 @@ type fleetResult struct {
 	busyAgents, busyConsul float64
 	// endpoints counts the requests by what they are for (endpointOf).
 	endpoints map[string]int64
+	// turnList is every successful turn, in grant order.
+	turnList []fleetTurn
 }
 
 // turnTimes returns the median hold and, in grant order, the median time
@@ -71,9 +73,7 @@ func median(ds []time.Duration) time.Duration {
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
 func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int, opts Options) *fleetResult {
-	f := &benchFleet{b: b, opts: opts, srv: srv, clients: clients, fc: fc, group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-nm%t-r%d", fc.n, fc.k, fc.clients, fc.ttl, fc.noMirror, run+1),
-		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
-		log: fleetLogger(b)}
+	f := newBenchFleet(b, srv, clients, fc, run, opts)
 	r := &fleetResult{fleetCase: fc}
 	r.bound = casBound(b, srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
 	if len(clients) > 0 {
@@ -88,6 +88,19 @@ func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Se
 	}
 	f.roll(r)
 	return r
+}
+
+// newBenchFleet is the fleet of one case's run, its agents not started.
+func newBenchFleet(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int, opts Options) *benchFleet {
+	f := &benchFleet{b: b, opts: opts, srv: srv, clients: clients, fc: fc,
+		group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-nm%t-t%d-h%d-r%d", fc.n, fc.k, fc.clients, fc.ttl, fc.noMirror,
+			fc.replace.Milliseconds(), fc.healthy.Milliseconds(), run+1),
+		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
+		log: fleetLogger(b)}
+	if fc.paced() {
+		f.pace = &runtimePace{replace: fc.replace}
+	}
+	return f
 }
 
 // roll commits v2 and counts every request and raft write from the commit
@@ -148,4 +161,5 @@ func (r *fleetResult) fill(turns []fleetTurn, evs []fleetEvent) {
 	r.span = lineSpan(evs, turns)
 	r.perRelease = readsPerRelease(evs, r.span)
 	r.handoff, r.hold = turnTimes(turns)
+	r.turnList = turns
 }
