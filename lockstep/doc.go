@@ -18,7 +18,8 @@
 // so that the joiner heads the line, or left without a grant; only then is
 // the line listed. From then on it watches just the last waiter ahead of
 // it (whose grant marks its key "holding"), and once it heads the line,
-// just the holders (the record and their holder keys, O(K) bytes). So a
+// just the holders (the record, the slot keys and the holder keys, O(K)
+// bytes). So a
 // release wakes one waiter, not all of them, and no wake reads the whole
 // line.
 //
@@ -31,28 +32,69 @@
 // write of its own.
 //
 // A slot belongs to a name (a node), not to a session. With Gate.Lease set,
-// a grant writes a Claim for the contender's Name into the holders record,
-// which outlives the session: a holder killed mid-step, a dead host, a
-// partition, a lost release all leave it, and it keeps counting against K
-// until it is released or reported lost, whatever any clock says. The
-// name's next process takes it back with Reclaim, ahead of the line and
-// whatever the gate, which renews it, and releases it when its step is
-// resolved. A waiter at the head of the line that has itself watched a
-// claim be orphaned (its session gone) and unchanged for the claim's whole
-// lease, on its own monotonic clock, gets a *LostError, reports it (a
-// failure of that node's, say) and calls MarkLost: only then does the
-// claim stop counting. The lease is judged on that one clock: the skew
-// between hosts cannot shorten it, and a waiter that starts again starts
-// its watch again, later, never sooner. ClaimDown claims a slot, whatever
-// the count, for a name that is down already, so that it is served first.
+// a grant writes a Claim for the contender's Name into the slot key it
+// takes (see "Slot keys" below), which outlives the session: a holder
+// killed mid-step, a dead host, a partition, a lost release all leave it,
+// and it keeps counting against K until it is released or reported lost,
+// whatever any clock says. The name's next process takes it back with
+// Reclaim, ahead of the line and whatever the gate, which renews it, and
+// releases it when its step is resolved. A waiter at the head of the line
+// that has itself watched a claim be orphaned (its session gone) and
+// unchanged for the claim's whole lease, on its own monotonic clock, gets
+// a *LostError, reports it (a failure of that node's, say) and calls
+// MarkLost: only then does the claim stop counting. The lease is judged on
+// that one clock: the skew between hosts cannot shorten it, and a waiter
+// that starts again starts its watch again, later, never sooner. ClaimDown
+// claims a slot, whatever the count, for a name that is down already, so
+// that it is served first.
+//
+// # Slot keys: why a release touches its own slot alone
+//
+// Each grant takes one slot key, P/.holders/.slots/<i>, and its release
+// frees that key alone: K holders never write the same key, so releases do
+// not race each other or the grant. The holders record P/.holders is still
+// written by every grant, but by nothing a holder does: it is the grant
+// record, and only what can raise the count writes it (a grant, ClaimDown,
+// a Reclaim of a claim reported lost or kept in the record by an older
+// version), each by CAS at the index of the read it counted from. The
+// line gives the grant to one waiter at a time (its head), so those CASes
+// follow one another instead of racing.
+//
+// "Never more than K" holds without checking every slot key in the grant:
+// the head counts from one List of P/.holders (the record, the slot keys
+// and the holder keys: one snapshot), and its grant CASes the record at
+// that snapshot's index of it. Whatever raised the count since writes the
+// record, so the CAS fails and the head counts again; whatever changes a
+// slot without the record (a release, a session's end, a lost mark) only
+// lowers the count, so the count the head judged is at least the count
+// when its transaction applies. Two grants of different slots conflict
+// only when one of them counted from a stale view, which is when they
+// must. The same holds for Gate.PerDomain, judged from the same snapshot,
+// and for names down outside the line (Options.Unavailable,
+// Gate.GrantChecks), counted as before. The gate's keys are checked in
+// the grant's transaction as before, and a shrink of K waits for holders
+// above it to release: nothing is revoked, as the count, not a slot's
+// number, is what a grant is judged on (a slot's number is only where its
+// record is kept; a claim kept by ClaimDown may take a number past K).
+//
+// A slot key is free when it names no one, or names a holder without a
+// claim (Gate.Lease 0) whose session no longer locks its holder key. A
+// grant takes the slot its name already has (its own claim, kept or lost:
+// taking it over adds no node, or one that the count allows), else the
+// lowest free one, else a new one; a claim reported lost keeps its slot,
+// so that its node's process finds it when it returns. A name has one
+// slot at most: only writers of the record make one.
 //
 // With Gate.Stagger set, a grant waits that long after a slot was freed.
-// Each release and each MarkLost adds one to a count in the holders
-// record; the head of the line measures the stagger on its own monotonic
-// clock from the moment it first saw the count move (ReleaseClock), which
-// for a waiter already in the blocking query is the wake-up the release
-// caused. The grant's CAS on the record then proves no release came after
-// the read it judged. No clock of another host is read.
+// Each slot key counts the releases and lost marks of its own slot
+// ("released"); the record keeps a count of its own, moved by releases
+// of older versions, and the total is Holders.Released. The head of the
+// line measures the stagger on its own monotonic clock from the moment it
+// first saw the total move (ReleaseClock), which for a waiter already in
+// the blocking query is the wake-up the release caused. Under a stagger
+// a release also rewrites the record (its "seq"), so that the grant's CAS
+// still proves no release came after the read it judged; without one a
+// release touches its own slot alone. No clock of another host is read.
 //
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of
@@ -64,22 +106,30 @@
 // it too: the head of the line takes a free slot only while fewer than
 // PerDomain names of its domain, itself apart, hold, claim or are down
 // (Options.Unavailable, placed by Options.Domains). Each grant writes the
-// domain into its holder entry and claim, so the head judges it from the
-// record its grant's CAS checks, and a claim counts in its domain after
-// its process died. The line stays FIFO: a head whose domain is full
+// domain into its holder entry, slot key and claim, so the head judges it
+// from the snapshot its grant's CAS of the record checks (see "Slot
+// keys"), and a claim counts in its domain after its process died. The line stays FIFO: a head whose domain is full
 // waits, and the line with it. A name of domain "" shares it with no one.
 //
 // KV layout under the semaphore prefix P:
 //
-//	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},
-//	                      "claims": {"<name>": {...}}, "released": n}, CAS on every
-//	                      change; last names the latest grant, claims the slots
-//	                      held by name, released counts the slots freed
+//	P/.holders            JSON {"last": {...}, "seq": n, "released": n,
+//	                      "holders": {...}, "claims": {...}}: the grant record,
+//	                      CAS by every grant, ClaimDown and Reclaim of a lost
+//	                      or kept claim, and by releases under a stagger; last
+//	                      names the latest grant, seq moves with every write;
+//	                      holders, claims and released are what versions before
+//	                      slot keys wrote there, still read and counted
+//	P/.holders/.slots/<i> JSON {"name", "session", "domain", "claim": {...},
+//	                      "released": n}: slot i, taken by a grant or ClaimDown,
+//	                      renewed by Reclaim, freed by its own release (name
+//	                      gone, released+1), marked lost by the head of the
+//	                      line; each by CAS at its own index
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next
-//	                      grant or release
+//	                      grant
 //	P/.tail               the key of the contender that joined last, swapped
 //	                      in by each join (a plain set after a read, in one
 //	                      transaction: Consul applies them one at a time)
@@ -88,10 +138,18 @@
 //
 // A contender's own keys are filed under its Name, so that an ACL policy can
 // let each name write its own (key_prefix "P/c/<name>/" and
-// "P/.holders/<name>/") and no other's; the holders record and the tail are
-// the only keys all share. The name a holder key is filed under is the
+// "P/.holders/<name>/") and no other's; the holders record, the tail and
+// the slot keys (key_prefix "P/.holders/.slots/") are the only keys all
+// share, which is why ".slots" is no Name. The name a holder key is filed under is the
 // holder's name, whatever the record says. Keys named by session alone
 // (P/c/<session>, P/.holders/<session>), as versions before wrote them, are
 // still read: such a holder counts and such a waiter keeps its place, so a
 // contender of this version never grants past one of an older version.
+// So are the claims and holders an older version kept in the record: they
+// count, and the first grant, reclaim or release of the name moves its
+// claim into a slot key, in a transaction that CASes the record. An older
+// version, during an upgrade, counts holders of this one by their holder
+// keys and CASes the same record to grant, so grants of both still follow
+// one another; it does not see claims in slot keys (a node of this version
+// that died mid-step), nor their releases for its stagger.
 package lockstep
