@@ -2,7 +2,6 @@ package lockstep
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -73,27 +72,25 @@ type change struct {
 	holders  map[string]bool // by name
 }
 
-// watchHolders records every change of the holders record at prefix that
-// a blocking query sees, until ctx ends.
+// watchHolders records every change of the holders (the record, the slot
+// keys and the holder keys) at prefix that a blocking query sees, until
+// ctx ends.
 func watchHolders(ctx context.Context, c *api.Client, prefix string) func() []change {
 	var mu sync.Mutex
 	var seen []change
 	go func() {
 		var index uint64
 		for ctx.Err() == nil {
-			p, meta, err := c.KV().Get(HoldersKey(prefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
+			ps, meta, err := c.KV().List(HoldersKey(prefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
 			now := time.Now()
 			if err != nil {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
 			index = meta.LastIndex
-			var rec holders
-			if p == nil || json.Unmarshal(p.Value, &rec) != nil {
-				continue
-			}
-			ch := change{at: now, released: rec.Released, holders: map[string]bool{}}
-			for _, e := range rec.Holders {
+			h := ParseHolders(prefix, ps)
+			ch := change{at: now, released: h.Released, holders: map[string]bool{}}
+			for _, e := range h.Holding {
 				ch.holders[e.Name] = true
 			}
 			mu.Lock()
