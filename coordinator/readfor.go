@@ -143,8 +143,8 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 //
 // Every node's token may write under its own slot/.holders/<node>/, so the answer is
 // bounded (lookLimit, on a client made by NewClient): past it the look is
-// made again with the holders record alone, read as the one key it is (the
-// node's claim is in it), and the keys under slot/.holders/ are named in
+// made again with the holders record and the slot keys alone (the node's
+// claim is in one of them), and the other keys under slot/.holders/ are named in
 // the problem, from a listing of their names. No node can make every look
 // download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
@@ -161,13 +161,18 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 	problem := ""
 	var tl *TooLargeError
 	if errors.As(err, &tl) {
+		// The slot keys are shared, not a node's: read them with the
+		// record, as the claims are kept there (lockstep/doc.go).
+		slots := lockstep.SlotsPrefix(k.Slot())
 		problem = s.holderKeysProblem(ctx, record)
-		withRecord := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}})
+		withRecord := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: slots}})
 		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), withRecord)
 		if err != nil && !moved && failedOn(resp, len(ops)) {
 			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), ops) // no record: no grant yet
 		}
 		exact = append(exact, record)
+		trees = append(trees, slots)
 	} else {
 		trees = append(trees, record)
 	}

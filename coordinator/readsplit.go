@@ -38,6 +38,8 @@ func classifySlotKey(rel string) slotKeyKind {
 		return slotTail
 	case lockstep.KeyLegacyEntry:
 		return slotLegacy
+	case lockstep.KeySlot:
+		return slotEntry // read one by one as an entry is: a claim each
 	case lockstep.KeyEntry:
 		_, rest, _ := strings.Cut(rel, "/")
 		if name, _, _ := strings.Cut(rest, "/"); hashspec.ValidateName(name) == nil {
