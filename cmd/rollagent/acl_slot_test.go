@@ -28,6 +28,7 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 		{slot + ".holders", true},
 		{slot + ".tail", true},
 		{slot + ".holders/n1/some-session", true},
+		{slot + ".holders/.slots/0", true},
 		{slot + "c/n1/some-session", true},
 		{slot + ".holders/x", false},
 		{slot + "c/x", false},
