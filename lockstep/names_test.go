@@ -20,6 +20,10 @@ func TestClassifyKey(t *testing.T) {
 		{".holders/n1/s1", KeyEntry},
 		{"c/n1/s1", KeyEntry},
 		{".holders/s1", KeyLegacyEntry},
+		{".holders/.slots/0", KeySlot},
+		{".holders/.slots/12", KeySlot},
+		{".holders/.slots/012", KeyEntry}, // no slot: filed under ".slots", no node's name
+		{".holders/.slots/x", KeyEntry},
 		{"c/s1", KeyLegacyEntry},
 		{"c/", KeyUnexpected},
 		{"c/n1/", KeyUnexpected},
