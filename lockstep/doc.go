@@ -94,7 +94,11 @@
 // the blocking query is the wake-up the release caused. Under a stagger
 // a release also rewrites the record (its "seq"), so that the grant's CAS
 // still proves no release came after the read it judged; without one a
-// release touches its own slot alone. No clock of another host is read.
+// release touches its own slot alone. (A holder decides by its own gate:
+// one granted under a gate without a stagger, released after a commit
+// that adds one, does not move the record, and a grant in the round trip
+// after such a release is not held back by that release.) No clock of
+// another host is read.
 //
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of
