@@ -217,9 +217,7 @@ func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
 			return m.casAll(ctx, api.TxnOps{casSlot(m.opts.Prefix, r, sr)}, nil)
 		}
-		rec := snap.record
-		rec.Claims = maps.Clone(rec.Claims)
-		rec.Claims[name] = c
+		rec := withClaim(snap.baseRecord(name), name, &c)
 		rec.Released++
 		return m.casAll(ctx, api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
 	})
@@ -248,7 +246,8 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 		r := snap.pick(m.opts.Name)
 		c := m.claim(g, note, now)
 		sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
-		ops := api.TxnOps{casRecord(m.opts.Prefix, snap.baseRecord(m.opts.Name), snap.holdersIndex), casSlot(m.opts.Prefix, r, sr)}
+		rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
+		ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex), casSlot(m.opts.Prefix, r, sr)}
 		return m.casAll(ctx, ops, g.checkOps())
 	})
 	var te *TxnError
@@ -309,9 +308,10 @@ func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*ap
 	return h, nil
 }
 
-// reclaimOnce writes the renewed claim into the name's slot key. A claim
-// that had stopped counting raises the count, and one an older version
-// kept in the record moves out of it: both write the record too.
+// reclaimOnce writes the renewed claim into the name's slot key and its
+// copy into the record, by CAS as a grant does: a claim that had stopped
+// counting raises the count, and the copy names the grant a release of it
+// will free (doc.go, "Slot keys: older versions").
 func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra api.TxnOps) (*Hold, error) {
 	snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 	if err != nil {
@@ -331,10 +331,10 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	r := snap.pick(m.opts.Name)
 	c = m.claim(g, note, m.now())
 	sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
-	ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr)}
-	if _, kept := snap.record.Claims[m.opts.Name]; lapsed || kept {
-		ops = append(ops, casRecord(m.opts.Prefix, snap.baseRecord(m.opts.Name), snap.holdersIndex))
-	}
+	// The renewed claim is a new grant of it: its copy in the record
+	// moves with it, or a release of it would leave the old copy counting.
+	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
+	ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
 	lock := len(ops)
 	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}})
 	ok, resp, _, err := m.c.Txn().Txn(append(ops, extra...), (&api.QueryOptions{}).WithContext(ctx))

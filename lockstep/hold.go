@@ -236,7 +236,7 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 	// Deleting our holder key wakes the head of the line.
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
 	if first && h.slot.index != 0 && h.g.Stagger <= 0 {
-		ops = append(ops, casSlot(m.opts.Prefix, h.slot, slotRec{Released: h.slot.rec.Released + 1}))
+		ops = append(ops, casSlot(m.opts.Prefix, h.slot, freed(h.slot.rec)))
 	} else {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 		if err != nil {
@@ -265,17 +265,22 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 }
 
 // releaseOps free our name's slot key, as read in snap, and write the
-// record when it must change: it keeps a claim of ours (an older
-// version's), a stagger is in force, or we have no slot key whose count
-// the release can move.
+// record when it must change: it keeps a claim of our name that is no
+// copy of our slot's (an older version's), a stagger is in force, or we
+// have no slot key whose count the release can move. A copy of our
+// slot's claim stays in the record: the freed slot names its grant, so
+// it counts no more, and the next writer of the record prunes it.
 func (m *Semaphore) releaseOps(snap *snapshot, stagger bool) api.TxnOps {
 	var ops api.TxnOps
 	r, inSlot := snap.slotOf(m.opts.Name)
 	if inSlot {
-		ops = append(ops, casSlot(m.opts.Prefix, r, slotRec{Released: r.rec.Released + 1}))
+		ops = append(ops, casSlot(m.opts.Prefix, r, freed(r.rec)))
 	}
-	_, kept := snap.record.Claims[m.opts.Name]
-	if kept || stagger || !inSlot {
+	kept, ok := snap.record.Claims[m.opts.Name]
+	if ok && inSlot && r.rec.Claim != nil && r.rec.Claim.sameGrant(kept) {
+		ok = false
+	}
+	if ok || stagger || !inSlot {
 		rec := snap.baseRecord(m.opts.Name)
 		if !inSlot {
 			rec.Released++
@@ -283,6 +288,18 @@ func (m *Semaphore) releaseOps(snap *snapshot, stagger bool) api.TxnOps {
 		ops = append(ops, casRecord(m.opts.Prefix, rec, snap.holdersIndex))
 	}
 	return ops
+}
+
+// freed is slot key sr as its release leaves it: no one's, its count one
+// more, and naming the grant released, for the copy of its claim in the
+// record.
+func freed(sr slotRec) slotRec {
+	out := slotRec{Released: sr.Released + 1}
+	if sr.Claim != nil {
+		id := sr.Claim.id()
+		out.Freed = &id
+	}
+	return out
 }
 
 // Drop lets go of the hold in this process without releasing it: the

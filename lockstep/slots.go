@@ -3,9 +3,11 @@ package lockstep
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -50,6 +52,35 @@ type slotRec struct {
 	Claim *Claim `json:"claim,omitempty"`
 	// Released counts this slot's releases and lost marks.
 	Released uint64 `json:"released,omitempty"`
+	// Freed names the grant whose release freed the slot last: its
+	// copy in the record (see "Slot keys: older versions") no longer
+	// counts, and the next writer of the record prunes it.
+	Freed *grantID `json:"freed,omitempty"`
+}
+
+// grantID names one grant, ClaimDown or reclaim of a claim by the
+// session that wrote it and the claim's Since: fields that every
+// version's claim carries, so that an older version, which rewrites the
+// record's claims in its own shape, keeps them.
+type grantID struct {
+	Session string    `json:"session"`
+	Since   time.Time `json:"since"`
+}
+
+func (c Claim) id() grantID { return grantID{Session: c.Session, Since: c.Since} }
+
+// sameGrant says c and o were written by one grant (or reclaim): one is
+// the other's copy, the slot key's or the record's.
+func (c Claim) sameGrant(o Claim) bool { return c.Session == o.Session && c.Since.Equal(o.Since) }
+
+// freedBy says a slot key names c's grant as released.
+func (s *snapshot) freedBy(c Claim) bool {
+	for _, r := range s.slots {
+		if f := r.rec.Freed; f != nil && f.Session == c.Session && f.Since.Equal(c.Since) {
+			return true
+		}
+	}
+	return false
 }
 
 // slotRef is one slot key as read.
@@ -75,13 +106,21 @@ func (s *snapshot) parseSlot(p *api.KVPair, rest string) {
 }
 
 // mergeSlots makes the view the rest of the package reads: the claims of
-// the record (an older version's) and of the slot keys by name, and the
-// count of slots freed in all.
+// the record and of the slot keys by name, each name once, and the count
+// of slots freed in all. The record keeps a copy of each claim of this
+// version, for older versions to count (doc.go, "Slot keys: older
+// versions"): a copy whose grant a slot key says was released counts no
+// more, and where the slot key holds the same grant, the slot key is the
+// claim, lost if either copy says so (a head of either version marked
+// it). A claim in the record from another grant of the name (an older
+// version's, since) and one in its slot key count if either does.
 func (s *snapshot) mergeSlots() {
 	s.record = s.holders
 	claims := make(map[string]Claim, len(s.record.Claims)+len(s.slots))
 	for name, c := range s.record.Claims {
-		claims[name] = c
+		if !s.freedBy(c) {
+			claims[name] = c
+		}
 	}
 	released := s.record.Released
 	for _, r := range s.slots {
@@ -90,12 +129,16 @@ func (s *snapshot) mergeSlots() {
 		if c == nil || r.rec.Name == "" {
 			continue
 		}
-		// A name with a claim in both (an older version granted it since)
-		// counts if either does.
-		if old, ok := claims[r.rec.Name]; ok && old.counts() && !c.counts() {
-			continue
+		merged := *c
+		if old, ok := claims[r.rec.Name]; ok {
+			switch {
+			case old.sameGrant(merged):
+				merged.Lost = merged.Lost || old.Lost
+			case old.counts() && !merged.counts():
+				continue
+			}
 		}
-		claims[r.rec.Name] = *c
+		claims[r.rec.Name] = merged
 	}
 	if len(claims) == 0 {
 		claims = nil
@@ -159,9 +202,13 @@ func casRecord(prefix string, rec holders, index uint64) *api.TxnOp {
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: prefix + holdersKey, Value: b, Index: index}}
 }
 
-// baseRecord is the record as read, to be written again by a writer of
-// it: its holders that still hold (the others are stale), its claims but
-// name's (which moves into a slot key, or ends), its count.
+// baseRecord is the record to be written again by a writer of it: its
+// holders that still hold (the others are stale), the claims as this
+// version counts them (mergeSlots) but name's, which the writer sets or
+// ends, and its count. So each write prunes the copies of released
+// grants, brings a lost mark from a slot key into the copy, and lets
+// older versions see every claim that counts (doc.go, "Slot keys: older
+// versions").
 func (s *snapshot) baseRecord(name string) holders {
 	rec := holders{Holders: map[string]Entry{}, Last: s.record.Last, Claims: map[string]Claim{},
 		Released: s.record.Released, Seq: s.record.Seq}
@@ -170,13 +217,26 @@ func (s *snapshot) baseRecord(name string) holders {
 			rec.Holders[id] = e
 		}
 	}
-	for n, c := range s.record.Claims {
+	for n, c := range s.holders.Claims {
 		if n != name {
 			rec.Claims[n] = c
 		}
 	}
 	if len(rec.Claims) == 0 {
 		rec.Claims = nil
+	}
+	return rec
+}
+
+// withClaim is rec with c as name's claim (nil: none), for the record a
+// grant, ClaimDown or reclaim of name writes.
+func withClaim(rec holders, name string, c *Claim) holders {
+	if c != nil {
+		rec.Claims = maps.Clone(rec.Claims)
+		if rec.Claims == nil {
+			rec.Claims = map[string]Claim{}
+		}
+		rec.Claims[name] = *c
 	}
 	return rec
 }

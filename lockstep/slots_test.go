@@ -68,8 +68,9 @@ func TestReleaseTouchesItsOwnSlotAlone(t *testing.T) {
 }
 
 // A claim an older version kept in the holders record counts, and its
-// node's reclaim moves it into a slot key, out of the record; its
-// release then frees the slot for the next.
+// node's reclaim moves it into a slot key, leaving in the record a copy
+// of the renewed claim for older versions; its release then frees the
+// slot for the next.
 func TestRecordClaimMovesIntoASlot(t *testing.T) {
 	c, g, ctx := committed(t, "sha-legacy", 1, time.Minute)
 	g.Lease = time.Minute
@@ -92,8 +93,8 @@ func TestRecordClaimMovesIntoASlot(t *testing.T) {
 	}
 	p, _, _ := c.KV().Get(HoldersKey(testPrefix), nil)
 	var rec holders
-	if p == nil || json.Unmarshal(p.Value, &rec) != nil || len(rec.Claims) != 0 || len(slotsOf(t, c)) != 1 {
-		t.Fatalf("the reclaim left the claim in the record: %s, slots %v", p.Value, slotsOf(t, c))
+	if p == nil || json.Unmarshal(p.Value, &rec) != nil || len(rec.Claims) != 1 || rec.Claims["n1"].Session != h.m.s.ID() || len(slotsOf(t, c)) != 1 {
+		t.Fatalf("the record does not copy the reclaimed claim alone: %s, slots %v", p.Value, slotsOf(t, c))
 	}
 	if c, ok := hs.ClaimOf("n1"); !ok || c.Session != h.m.s.ID() || hs.Released != 4 {
 		t.Fatalf("n1's claim after the reclaim: %+v (released %d)", c, hs.Released)

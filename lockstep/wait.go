@@ -303,7 +303,7 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	}
 	r := snap.pick(m.opts.Name)
 	sr := m.grantedSlot(r, g, m.note, m.now())
-	rec := snap.baseRecord(m.opts.Name)
+	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, sr.Claim)
 	rec.Last = &grant{Session: m.s.ID(), Joined: m.joined}
 	ops := g.checkOps()
 	gate := len(ops)
