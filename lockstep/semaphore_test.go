@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -45,13 +46,21 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	}
 }
 
+// watched is what watchCounted saw: the most names counted at once, and
+// the first read in which an older agent (olderCounted) would not have
+// counted a name this version counted, "" for none.
+type watched struct {
+	most   int
+	missed string
+}
+
 // watchCounted follows the holders at testPrefix with blocking queries
-// until ctx ends, and then sends the most names it saw counted at once.
-func watchCounted(ctx context.Context, c *api.Client) <-chan int {
-	most := make(chan int, 1)
+// until ctx ends, and then sends what it saw.
+func watchCounted(ctx context.Context, t testing.TB, c *api.Client) <-chan watched {
+	out := make(chan watched, 1)
 	go func() {
 		var index uint64
-		best := 0
+		var w watched
 		for ctx.Err() == nil {
 			ps, meta, err := c.KV().List(HoldersKey(testPrefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
 			if err != nil {
@@ -59,11 +68,18 @@ func watchCounted(ctx context.Context, c *api.Client) <-chan int {
 				continue
 			}
 			index = meta.LastIndex
-			best = max(best, len(ParseHolders(testPrefix, ps).Counted(time.Now())))
+			now := ParseHolders(testPrefix, ps).Counted(time.Now())
+			w.most = max(w.most, len(now))
+			older := olderCounted(t, ps)
+			for _, n := range now {
+				if !slices.Contains(older, n) && w.missed == "" {
+					w.missed = fmt.Sprintf("at index %d this version counted %v, an older agent %v", index, now, older)
+				}
+			}
 		}
-		most <- best
+		out <- w
 	}()
-	return most
+	return out
 }
 
 type interval struct {
@@ -116,7 +132,7 @@ func TestStressNeverMoreThanK(t *testing.T) {
 func stress(t *testing.T, c *api.Client, g Gate, n int) {
 	ctx := ctxFor(t, 2*time.Minute)
 	wctx, stop := context.WithCancel(ctx)
-	most := watchCounted(wctx, c)
+	seen := watchCounted(wctx, t, c)
 	var mu sync.Mutex
 	var log []interval
 	var wg sync.WaitGroup
@@ -149,8 +165,12 @@ func stress(t *testing.T, c *api.Client, g Gate, n int) {
 		t.Fatalf("%d held at once, K=%d", got, g.Limit)
 	}
 	stop()
-	if got := <-most; got > g.Limit {
-		t.Fatalf("Consul's records counted %d at once, K=%d", got, g.Limit)
+	w := <-seen
+	if w.most > g.Limit {
+		t.Fatalf("Consul's records counted %d at once, K=%d", w.most, g.Limit)
+	}
+	if w.missed != "" {
+		t.Fatalf("an older agent would not count every claim: %s", w.missed)
 	}
 	h, err := ReadHolders(c, testPrefix, nil)
 	if err != nil || len(h.Holding) != 0 || len(h.Counted(time.Now())) != 0 {
