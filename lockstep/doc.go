@@ -54,9 +54,10 @@
 // frees that key alone: K holders never write the same key, so releases do
 // not race each other or the grant. The holders record P/.holders is still
 // written by every grant, but by nothing a holder does: it is the grant
-// record, and only what can raise the count writes it (a grant, ClaimDown,
-// a Reclaim of a claim reported lost or kept in the record by an older
-// version), each by CAS at the index of the read it counted from. The
+// record, and only what can raise the count or renews a claim writes it (a
+// grant, ClaimDown, a Reclaim), each by CAS at the index of the read it
+// counted from, with a copy of the claims for older versions (see "Slot
+// keys: older versions"). The
 // line gives the grant to one waiter at a time (its head), so those CASes
 // follow one another instead of racing.
 //
@@ -100,6 +101,45 @@
 // after such a release is not held back by that release.) No clock of
 // another host is read.
 //
+// # Slot keys: older versions
+//
+// Agents of versions before slot keys count the record's claims and the
+// holder keys their sessions lock; they never read a slot key. So each
+// write of the record by this version (a grant, ClaimDown, any Reclaim,
+// a lost mark of a claim kept in the record, a release under a stagger)
+// writes into it, in the transaction that writes the slot key, a copy of
+// every claim this version counts, its own new claim included. A
+// release still writes its own slot key alone: it frees it naming the
+// grant it releases ("freed": the claim's session and since, which every
+// version's claim carries and an older version's rewrite of the record
+// keeps). A lost mark by the head of the line writes the slot key alone
+// too. While both versions run:
+//
+//   - This version counts each name once. A claim in the record whose
+//     grant a slot key names as freed counts no more; a claim in the
+//     record and one in a slot key of the same grant are one claim, lost
+//     if either copy says so (a head of either version marked it); of two
+//     grants of one name (an older process of the node took it since),
+//     the name counts if either does.
+//   - An older agent counts, by the copies, every claim that this version
+//     counted at the record's last write by this version, and every claim
+//     an older agent wrote since. A copy whose grant was released or
+//     marked lost since still counts for it, until the next write of the
+//     record by this version prunes it (or copies the mark): it may wait
+//     longer, never take a slot beside a claim that counts. Its stagger
+//     does not see this version's releases.
+//   - An older agent's grants, reclaims, releases and lost marks write the
+//     record as before, and this version reads and counts them; rewriting
+//     the record, it keeps the copies of other names' claims (dropping only
+//     what its shape lacks, such as seq). Grants of both versions CAS the
+//     record, so they follow one another.
+//
+// A node whose agent goes back to an older version while its claim is in
+// a slot key, and whose older process then takes and releases that claim
+// in the record, leaves the slot key's grant counting for this version
+// (and copied into the record again) until a head reports it lost after
+// its lease: the safe side, at the cost of a wait and a lost report.
+//
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of
 // it): the grant's transaction alone checks them, never a fence, as a
@@ -119,16 +159,18 @@
 //
 //	P/.holders            JSON {"last": {...}, "seq": n, "released": n,
 //	                      "holders": {...}, "claims": {...}}: the grant record,
-//	                      CAS by every grant, ClaimDown and Reclaim of a lost
-//	                      or kept claim, and by releases under a stagger; last
-//	                      names the latest grant, seq moves with every write;
-//	                      holders, claims and released are what versions before
-//	                      slot keys wrote there, still read and counted
+//	                      CAS by every grant, ClaimDown and Reclaim, and by
+//	                      releases under a stagger; last names the latest
+//	                      grant, seq moves with every write; claims holds a
+//	                      copy of every claim that counts, for older versions,
+//	                      and their own; holders and released are what
+//	                      versions before slot keys wrote there, still read
 //	P/.holders/.slots/<i> JSON {"name", "session", "domain", "claim": {...},
-//	                      "released": n}: slot i, taken by a grant or ClaimDown,
-//	                      renewed by Reclaim, freed by its own release (name
-//	                      gone, released+1), marked lost by the head of the
-//	                      line; each by CAS at its own index
+//	                      "released": n, "freed": {"session", "since"}}: slot
+//	                      i, taken by a grant or ClaimDown, renewed by Reclaim,
+//	                      freed by its own release (name gone, released+1,
+//	                      freed naming the grant released), marked lost by the
+//	                      head of the line; each by CAS at its own index
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
@@ -153,7 +195,6 @@
 // count, and the first grant, reclaim or release of the name moves its
 // claim into a slot key, in a transaction that CASes the record. An older
 // version, during an upgrade, counts holders of this one by their holder
-// keys and CASes the same record to grant, so grants of both still follow
-// one another; it does not see claims in slot keys (a node of this version
-// that died mid-step), nor their releases for its stagger.
+// keys and their claims by the record's copies (see "Slot keys: older
+// versions").
 package lockstep
