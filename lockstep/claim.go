@@ -198,9 +198,12 @@ func (h *Holders) Live(session string) bool {
 // MarkLost records that name's claim, taken by session, was reported lost
 // (see LostError), so that it stops counting. It is a no-op if the claim
 // is gone or was taken over since, or if session holds a slot again. It
-// writes the claim's slot key alone (or the record, for a claim an older
-// version kept there). Consul errors are retried, up to releaseAttempts
-// times, until ctx ends.
+// writes the record too, by CAS at the index it read, with the claim's
+// slot key (if it has one): the mark frees a slot, and a head that counted
+// before it must count again, or it would grant under Gate.Stagger with
+// no wait after that freed slot. Marks are rare; releases, which write
+// their slot key alone, are not. Consul errors are retried, up to
+// releaseAttempts times, until ctx ends.
 func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 	return m.attempts(ctx, "mark lost", func() error {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
@@ -212,12 +215,12 @@ func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 			return nil
 		}
 		c.Lost = true
+		rec := withClaim(snap.baseRecord(name), name, &c)
 		if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
 			sr := r.rec
 			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
-			return m.casAll(ctx, api.TxnOps{casSlot(m.opts.Prefix, r, sr)}, nil)
+			return m.casAll(ctx, api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
 		}
-		rec := withClaim(snap.baseRecord(name), name, &c)
 		rec.Released++
 		return m.casAll(ctx, api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
 	})

@@ -56,9 +56,10 @@
 // written by every grant, but by nothing a holder does: it is the grant
 // record, and only what can raise the count or renews a claim writes it (a
 // grant, ClaimDown, a Reclaim), each by CAS at the index of the read it
-// counted from, with a copy of the claims for older versions (see "Slot
-// keys: older versions"). The
-// line gives the grant to one waiter at a time (its head), so those CASes
+// counted from, and a lost mark (rare), so that a grant counted before the
+// mark fails and waits Gate.Stagger from it; each with a copy of the
+// claims for older versions (see "Slot keys: older versions"). The line
+// gives the grant to one waiter at a time (its head), so those CASes
 // follow one another instead of racing.
 //
 // "Never more than K" holds without checking every slot key in the grant:
@@ -66,8 +67,8 @@
 // and the holder keys: one snapshot), and its grant CASes the record at
 // that snapshot's index of it. Whatever raised the count since writes the
 // record, so the CAS fails and the head counts again; whatever changes a
-// slot without the record (a release, a session's end, a lost mark) only
-// lowers the count, so the count the head judged is at least the count
+// slot without the record (a release, a session's end) only lowers the
+// count, so the count the head judged is at least the count
 // when its transaction applies. Two grants of different slots conflict
 // only when one of them counted from a stale view, which is when they
 // must. The same holds for Gate.PerDomain, judged from the same snapshot,
@@ -106,14 +107,13 @@
 // Agents of versions before slot keys count the record's claims and the
 // holder keys their sessions lock; they never read a slot key. So each
 // write of the record by this version (a grant, ClaimDown, any Reclaim,
-// a lost mark of a claim kept in the record, a release under a stagger)
+// any lost mark, a release under a stagger)
 // writes into it, in the transaction that writes the slot key, a copy of
 // every claim this version counts, its own new claim included. A
 // release still writes its own slot key alone: it frees it naming the
 // grant it releases ("freed": the claim's session and since, which every
 // version's claim carries and an older version's rewrite of the record
-// keeps). A lost mark by the head of the line writes the slot key alone
-// too. While both versions run:
+// keeps). While both versions run:
 //
 //   - This version counts each name once. A claim in the record whose
 //     grant a slot key names as freed counts no more; a claim in the
@@ -170,7 +170,8 @@
 //	                      i, taken by a grant or ClaimDown, renewed by Reclaim,
 //	                      freed by its own release (name gone, released+1,
 //	                      freed naming the grant released), marked lost by the
-//	                      head of the line; each by CAS at its own index
+//	                      head of the line (with the record); each by CAS at
+//	                      its own index
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
