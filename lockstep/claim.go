@@ -195,23 +195,25 @@ func (h *Holders) Live(session string) bool {
 	return ok
 }
 
-// MarkLost records that name's claim, taken by session, was reported lost
-// (see LostError), so that it stops counting. It is a no-op if the claim
-// is gone or was taken over since, or if session holds a slot again. It
+// MarkLost records that name's claim, the one judged lost (LostError's
+// Claim), was reported lost, so that it stops counting. It is a no-op if
+// the claim is gone or is another grant's since (a reclaim or a new
+// down-claim, even by the same session: the judged claim's session and
+// Since both), or if its session holds a slot again. It
 // writes the record too, by CAS at the index it read, with the claim's
 // slot key (if it has one): the mark frees a slot, and a head that counted
 // before it must count again, or it would grant under Gate.Stagger with
 // no wait after that freed slot. Marks are rare; releases, which write
 // their slot key alone, are not. Consul errors are retried, up to
 // releaseAttempts times, until ctx ends.
-func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
+func (m *Semaphore) MarkLost(ctx context.Context, name string, judged Claim) error {
 	return m.attempts(ctx, "mark lost", func() error {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 		if err != nil {
 			return err
 		}
 		c, ok := snap.holders.Claims[name]
-		if _, live := snap.live[session]; !ok || c.Session != session || c.Lost || live {
+		if _, live := snap.live[c.Session]; !ok || !c.sameGrant(judged) || c.Lost || live {
 			return nil
 		}
 		c.Lost = true

@@ -144,7 +144,7 @@ func TestPerDomainCountsADeadHoldersClaim(t *testing.T) {
 	if d := holdingDomains(t, c); len(d) != 2 || d["a2"] != "" {
 		t.Fatalf("while a1's claim counted: %v, want a1 and b1 alone", d)
 	}
-	if err := a2.MarkLost(ctx, lost.Name, lost.Claim.Session); err != nil {
+	if err := a2.MarkLost(ctx, lost.Name, lost.Claim); err != nil {
 		t.Fatal(err)
 	}
 	h2, err := a2.Acquire(ctx, g)

@@ -194,7 +194,7 @@ func TestLostMarkOnASlotKeyHolds(t *testing.T) {
 	if !errors.As(err, &lost) {
 		t.Fatalf("Acquire = %v, want a *LostError", err)
 	}
-	if err := next.MarkLost(ctx, lost.Name, lost.Claim.Session); err != nil {
+	if err := next.MarkLost(ctx, lost.Name, lost.Claim); err != nil {
 		t.Fatal(err)
 	}
 	if older, now := views(t, c); len(older) != 0 || len(now) != 0 {

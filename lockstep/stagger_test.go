@@ -177,7 +177,7 @@ func TestLostMarkFailsGrantUnderStagger(t *testing.T) {
 	if wait, _, err := h.headWait(ctx, g, snap); wait != 0 || err != nil {
 		t.Fatalf("h, the head with a slot free and nothing released, would wait %v (%v)", wait, err)
 	}
-	if err := newSem(t, c, "o").MarkLost(ctx, "x", judged.Session); err != nil {
+	if err := newSem(t, c, "o").MarkLost(ctx, "x", *judged); err != nil {
 		t.Fatal(err)
 	}
 	if hh, err := h.take(ctx, g, snap, nil); !errors.Is(err, errRace) {
