@@ -248,7 +248,10 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 		if _, ok := snap.holders.Claims[m.opts.Name]; ok {
 			return nil
 		}
-		r := snap.pick(m.opts.Name)
+		r, err := snap.pick(m.opts.Name)
+		if err != nil {
+			return err
+		}
 		c := m.claim(g, note, now)
 		sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
 		rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
@@ -333,7 +336,10 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 		return nil, errors.New("lockstep: this contender already holds a slot; release it first")
 	}
 	lapsed := !c.counts()
-	r := snap.pick(m.opts.Name)
+	r, err := snap.pick(m.opts.Name)
+	if err != nil {
+		return nil, err
+	}
 	c = m.claim(g, note, m.now())
 	sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
 	// The renewed claim is a new grant of it: its copy in the record

@@ -83,7 +83,10 @@
 // claim (Gate.Lease 0) whose session no longer locks its holder key. A
 // grant takes the slot its name already has (its own claim, kept or lost:
 // taking it over adds no node, or one that the count allows), else the
-// lowest free one, else a new one; a claim reported lost keeps its slot,
+// lowest free one, else a new one, numbered below 65536 (no reader counts
+// a key past it: with every number taken, by keys a token that may write
+// the shared folder wrote, the grant fails with ErrNoSlotNumber); a claim
+// reported lost keeps its slot,
 // so that its node's process finds it when it returns. A name has one
 // slot at most: only writers of the record make one.
 //

@@ -169,15 +169,17 @@ func (s *snapshot) slotOf(name string) (slotRef, bool) {
 
 // pick is the slot a grant, down-claim or reclaim for name writes: the
 // one that names it, else the lowest free one, else the lowest number no
-// key has (index 0: created by the CAS).
-func (s *snapshot) pick(name string) slotRef {
+// key has (index 0: created by the CAS). A number past maxSlot would be
+// one no reader counts (slotNumber), so with every number below it taken
+// nothing is picked: the grant is refused, never left uncounted.
+func (s *snapshot) pick(name string) (slotRef, error) {
 	if r, ok := s.slotOf(name); ok {
-		return r
+		return r, nil
 	}
 	used := map[int]bool{}
 	for _, r := range s.slots {
 		if !s.taken(r) {
-			return r
+			return r, nil
 		}
 		used[r.n] = true
 	}
@@ -185,7 +187,10 @@ func (s *snapshot) pick(name string) slotRef {
 	for used[n] {
 		n++
 	}
-	return slotRef{n: n}
+	if n >= maxSlot {
+		return slotRef{}, fmt.Errorf("%w: %d keys under %s name a holder (a token that may write there wrote them?); remove the ones no node holds", ErrNoSlotNumber, len(used), slotsPrefix)
+	}
+	return slotRef{n: n}, nil
 }
 
 // casSlot is the op that writes rec into slot r at the index it was read.

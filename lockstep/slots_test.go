@@ -2,6 +2,7 @@ package lockstep
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -119,4 +120,36 @@ func TestRecordClaimMovesIntoASlot(t *testing.T) {
 	if hs, err := ReadHolders(c, testPrefix, nil); err != nil || hs.Released != 6 || len(hs.Claims) != 0 {
 		t.Fatalf("after both released: released %d, claims %v (%v)", hs.Released, hs.Claims, err)
 	}
+}
+
+// With every slot number a reader counts taken (by keys a token that may
+// write .slots/ wrote, naming claims marked lost, which count for no one),
+// a grant is refused with ErrNoSlotNumber: the next number would be one
+// no reader counts, and a claim kept there would count for no one.
+func TestGrantRefusedPastTheLastSlotNumber(t *testing.T) {
+	c, g, ctx := committed(t, "sha-slot-numbers", 1, 2*time.Minute)
+	g.Lease = time.Minute
+	b, _ := json.Marshal(slotRec{Name: "flood", Claim: &Claim{Session: "gone", Lost: true}})
+	for first := 0; first < maxSlot; first += 64 {
+		var ops api.TxnOps
+		for n := first; n < first+64; n++ {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: SlotKey(testPrefix, n), Value: b}})
+		}
+		if ok, _, _, err := c.Txn().Txn(ops, nil); err != nil || !ok {
+			t.Fatalf("write slot keys from %d: ok=%v %v", first, ok, err)
+		}
+	}
+	h, err := newSem(t, c, "x").Acquire(ctx, g)
+	if h != nil {
+		defer func() { _ = h.Release(ctx) }()
+		hs, _ := ReadHolders(c, testPrefix, nil)
+		t.Fatalf("granted with every slot number taken; counted now: %v", hs.Counted(time.Now()))
+	}
+	if !errors.Is(err, ErrNoSlotNumber) {
+		t.Fatalf("Acquire = %v, want ErrNoSlotNumber", err)
+	}
+	if p, _, err := c.KV().Get(SlotKey(testPrefix, maxSlot), nil); err != nil || p != nil {
+		t.Fatalf("slot %d, which no reader counts: %v (%v)", maxSlot, p, err)
+	}
+	t.Log(err)
 }

@@ -301,7 +301,10 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	if snap.bad != nil {
 		m.log.Warn("overwriting the holders record or a slot key", "error", snap.bad)
 	}
-	r := snap.pick(m.opts.Name)
+	r, err := snap.pick(m.opts.Name)
+	if err != nil {
+		return nil, err
+	}
 	sr := m.grantedSlot(r, g, m.note, m.now())
 	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, sr.Claim)
 	rec.Last = &grant{Session: m.s.ID(), Joined: m.joined}
