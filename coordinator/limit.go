@@ -37,6 +37,10 @@ const (
 	// maxSlotKeys bounds how many contender and holder keys a split read
 	// reads one by one.
 	maxSlotKeys = 1024
+	// maxSlotNumbers bounds how many slot keys (slot/.holders/.slots/<i>,
+	// one per node that holds or claims) a split read reads one by one,
+	// apart from maxSlotKeys: they sort before the holder keys.
+	maxSlotNumbers = 1024
 )
 
 // TooLargeError is an answer from Consul cut off at the reader's limit.

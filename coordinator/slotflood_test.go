@@ -1,0 +1,70 @@
+package coordinator
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// floodSlotKeys writes n slot keys of size bytes each under k's slot, as
+// a node's token may (the .slots/ folder is shared by every node).
+func floodSlotKeys(t *testing.T, srv *consultest.Server, k Keys, n, size int) {
+	t.Helper()
+	v := fmt.Appendf(nil, `{"name":"flood","claim":{"session":"gone","lost":true},"pad":%q}`, strings.Repeat("x", size))
+	for first := 0; first < n; first += 64 {
+		var ops api.TxnOps
+		for i := first; i < min(first+64, n); i++ {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: lockstep.SlotKey(k.Slot(), i), Value: v}})
+		}
+		if ok, _, _, err := srv.Client().Txn().Txn(ops, nil); err != nil || !ok {
+			t.Fatalf("write slot keys from %d: ok=%v %v", first, ok, err)
+		}
+	}
+}
+
+// lockHolderKey makes node's holder key under k's slot, locked by a new
+// session, as a grant does, and returns the session.
+func lockHolderKey(t *testing.T, srv *consultest.Server, k Keys, node string) string {
+	t.Helper()
+	c := srv.Client()
+	sess, _, err := c.Session().Create(&api.SessionEntry{Name: "holder " + node}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lockstep.HolderKey(k.Slot(), node, sess)
+	v := fmt.Appendf(nil, `{"name":%q,"state":"holding"}`, node)
+	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: key, Value: v, Session: sess}, nil); err != nil || !ok {
+		t.Fatalf("lock %s: ok=%v %v", key, ok, err)
+	}
+	return sess
+}
+
+// A split read reads slot keys under a cap of their own: more of them
+// than a split read takes (any node's token may write the shared
+// .slots/ folder, and its keys sort first) never push the holder keys
+// out of the read, and the ones left unread are named.
+func TestSplitReadSlotKeysDoNotCrowdOutHolders(t *testing.T) {
+	ctx := testCtx(t)
+	srv := consultest.NewDev(t)
+	st := limitedStore(t, srv, 32<<10)
+	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 1, 1), "me", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := st.Keys("web")
+	floodSlotKeys(t, srv, k, maxSlotNumbers+maxSlotKeys+10, 0)
+	sess := lockHolderKey(t, srv, k, "n1")
+	gs, err := st.Read(ctx, "web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gs.Holders.Live(sess) {
+		t.Errorf("n1's holder key was not read: holding %v", gs.Holders.Holding)
+	}
+	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, "more slot keys than") {
+		t.Errorf("the problems do not name the slot keys left unread: %q", gs.Problems)
+	}
+}
