@@ -161,16 +161,9 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 	problem := ""
 	var tl *TooLargeError
 	if errors.As(err, &tl) {
-		// The slot keys are shared, not a node's: read them with the
-		// record, as the claims are kept there (lockstep/doc.go).
 		slots := lockstep.SlotsPrefix(k.Slot())
 		problem = s.holderKeysProblem(ctx, record)
-		withRecord := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: slots}})
-		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), withRecord)
-		if err != nil && !moved && failedOn(resp, len(ops)) {
-			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), ops) // no record: no grant yet
-		}
+		resp, moved, err = s.readRecordAndSlots(ctx, ops, record, slots)
 		exact = append(exact, record)
 		trees = append(trees, slots)
 	} else {
@@ -201,6 +194,22 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 		}
 	}
 	return pairs, false, problem, nil
+}
+
+// readRecordAndSlots is a look's read when the keys under the holders
+// record are over lookLimit: the record and the slot keys, without the
+// holder keys a node's token may add under its own name. The slot keys
+// are shared, not a node's, and hold the claims (lockstep/doc.go), so
+// they are read even when the record is absent.
+func (s *Store) readRecordAndSlots(ctx context.Context, ops api.TxnOps, record, slots string) (*api.TxnResponse, bool, error) {
+	get := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}}
+	tree := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: slots}}
+	resp, moved, err := s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), get, tree))
+	if err != nil && !moved && failedOn(resp, len(ops)) {
+		// A get of an absent key fails the transaction: no record.
+		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), tree))
+	}
+	return resp, moved, err
 }
 
 // holderKeysProblem names the keys under the holders record's prefix, for

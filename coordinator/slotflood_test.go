@@ -68,3 +68,22 @@ func TestSplitReadSlotKeysDoNotCrowdOutHolders(t *testing.T) {
 		t.Errorf("the problems do not name the slot keys left unread: %q", gs.Problems)
 	}
 }
+
+// A look whose holder keys are over what it accepts reads the slot keys
+// even when the holders record is absent (written by no grant, or
+// removed): the node's own claim, kept in its slot key, is still seen.
+func TestLookWithoutRecordReadsSlotKeys(t *testing.T) {
+	srv, k := flooded(t)
+	claim := []byte(`{"name":"n1","session":"s1","claim":{"session":"s1","since":"2020-01-01T00:00:00Z","until":"2020-01-01T00:01:00Z"}}`)
+	if _, err := srv.Client().KV().Put(&api.KVPair{Key: lockstep.SlotKey(k.Slot(), 0), Value: claim}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := countedClient(t, srv)
+	gs, err := NewStore(c, "").ReadFor(testCtx(t), "web", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gs.Holders.ClaimOf("n1"); !ok {
+		t.Errorf("the look missed n1's claim in its slot key: claims %v, problems %q", gs.Holders.Claims, gs.Problems)
+	}
+}
