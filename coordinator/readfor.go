@@ -163,7 +163,11 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 	if errors.As(err, &tl) {
 		slots := lockstep.SlotsPrefix(k.Slot())
 		problem = s.holderKeysProblem(ctx, record)
-		resp, moved, err = s.readRecordAndSlots(ctx, ops, record, slots)
+		var slotsProblem string
+		resp, moved, slotsProblem, err = s.readRecordAndSlots(ctx, ops, record, slots)
+		if slotsProblem != "" {
+			problem += "; " + slotsProblem
+		}
 		exact = append(exact, record)
 		trees = append(trees, slots)
 	} else {
@@ -200,16 +204,26 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 // record are over lookLimit: the record and the slot keys, without the
 // holder keys a node's token may add under its own name. The slot keys
 // are shared, not a node's, and hold the claims (lockstep/doc.go), so
-// they are read even when the record is absent.
-func (s *Store) readRecordAndSlots(ctx context.Context, ops api.TxnOps, record, slots string) (*api.TxnResponse, bool, error) {
+// they are read even when the record is absent. Every node's token may
+// write them too: past lookLimit the look reads the record alone, which
+// keeps a copy of every claim that counted at its last write, and
+// problem says so, rather than every look failing.
+func (s *Store) readRecordAndSlots(ctx context.Context, ops api.TxnOps, record, slots string) (resp *api.TxnResponse, moved bool, problem string, err error) {
 	get := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}}
 	tree := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: slots}}
-	resp, moved, err := s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), get, tree))
-	if err != nil && !moved && failedOn(resp, len(ops)) {
-		// A get of an absent key fails the transaction: no record.
-		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), tree))
+	for _, extra := range []api.TxnOps{{get, tree}, {get}} {
+		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), extra...))
+		if err != nil && !moved && failedOn(resp, len(ops)) {
+			// A get of an absent key fails the transaction: no record.
+			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), extra[1:]...))
+		}
+		var tl *TooLargeError
+		if !errors.As(err, &tl) || len(extra) == 1 {
+			return resp, moved, problem, err
+		}
+		problem = fmt.Sprintf("%s: the slot keys are over the %d bytes a look accepts (any node's token may write there); the look read the holders record without them, whose copies of the claims are as of its last write", slots, lookLimit)
 	}
-	return resp, moved, err
+	return resp, moved, problem, err
 }
 
 // holderKeysProblem names the keys under the holders record's prefix, for

@@ -15,9 +15,16 @@ import (
 func floodSlotKeys(t *testing.T, srv *consultest.Server, k Keys, n, size int) {
 	t.Helper()
 	v := fmt.Appendf(nil, `{"name":"flood","claim":{"session":"gone","lost":true},"pad":%q}`, strings.Repeat("x", size))
-	for first := 0; first < n; first += 64 {
+	batch := max(1, min(64, (128<<10)/len(v))) // a transaction's body is bounded too
+	for first := 0; first < n; first += batch {
+		if batch == 1 {
+			if _, err := srv.Client().KV().Put(&api.KVPair{Key: lockstep.SlotKey(k.Slot(), first), Value: v}, nil); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		var ops api.TxnOps
-		for i := first; i < min(first+64, n); i++ {
+		for i := first; i < min(first+batch, n); i++ {
 			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: lockstep.SlotKey(k.Slot(), i), Value: v}})
 		}
 		if ok, _, _, err := srv.Client().Txn().Txn(ops, nil); err != nil || !ok {
@@ -85,5 +92,31 @@ func TestLookWithoutRecordReadsSlotKeys(t *testing.T) {
 	}
 	if _, ok := gs.Holders.ClaimOf("n1"); !ok {
 		t.Errorf("the look missed n1's claim in its slot key: claims %v, problems %q", gs.Holders.Claims, gs.Problems)
+	}
+}
+
+// A look whose slot keys are over what it accepts (any node's token may
+// write the shared .slots/ folder) reads the holders record without them
+// and names them in a problem, rather than failing every look.
+func TestLookBoundsSlotKeyFlood(t *testing.T) {
+	srv, k := flooded(t)
+	record := []byte(`{"holders":{},"claims":{"n1":{"session":"s1","since":"2020-01-01T00:00:00Z","until":"2020-01-01T00:01:00Z"}}}`)
+	if _, err := srv.Client().KV().Put(&api.KVPair{Key: lockstep.HoldersKey(k.Slot()), Value: record}, nil); err != nil {
+		t.Fatal(err)
+	}
+	floodSlotKeys(t, srv, k, 8, 400<<10)
+	c, counter := countedClient(t, srv)
+	gs, err := NewStore(c, "").ReadFor(testCtx(t), "web", "n1")
+	if err != nil {
+		t.Fatalf("a flood of slot keys failed the look: %v", err)
+	}
+	if n := counter.Bytes(); n > 3*lookLimit+(64<<10) {
+		t.Fatalf("one look downloaded %d bytes, over thrice the %d each of its reads accepts", n, lookLimit)
+	}
+	if _, ok := gs.Holders.ClaimOf("n1"); !ok {
+		t.Errorf("the look missed n1's claim in the record: %v", gs.Holders.Claims)
+	}
+	if all := strings.Join(gs.Problems, "\n"); !strings.Contains(all, "the slot keys are over") {
+		t.Errorf("the look's problems do not name the slot keys: %q", gs.Problems)
 	}
 }
