@@ -41,7 +41,7 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 }
 
 // An agent's look accepts at most lookLimit: past it, it reads the holders
-// record alone (the node's claim is in it) and names the keys under
+// record and the slot keys (the node's claim is in them) and names the keys under
 // slot/.holders/ (a node's token may write its own), so one node cannot make
 // every look download what it wrote there. It read all of it (8.7 MB).
 func TestLookBoundsSlotFlood(t *testing.T) {

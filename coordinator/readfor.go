@@ -138,15 +138,15 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 
 // readDesiredRecords reads, in one transaction checked against desired's
 // index, the records of sha and of node, and the slot's holders (the
-// record and the holder keys). moved reports that desired moved since it
-// was read; problem says what was left unread, or is "".
+// record, the slot keys and the holder keys). moved reports that desired
+// moved since it was read; problem says what was left unread, or is "".
 //
-// Every node's token may write under its own slot/.holders/<node>/, so the answer is
-// bounded (lookLimit, on a client made by NewClient): past it the look is
+// Every node's token may write under its own slot/.holders/<node>/, and
+// every node's under .slots/, so the answer is bounded (lookLimit, on a client made by NewClient): past it the look is
 // made again with the holders record and the slot keys alone (the node's
-// claim is in one of them), and the other keys under slot/.holders/ are named in
-// the problem, from a listing of their names. No node can make every look
-// download what it wrote there.
+// claim is in one of them; readRecordAndSlots), and the other keys under
+// slot/.holders/ are named in the problem, from a listing of their names.
+// No node can make every look download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
 	record := lockstep.HoldersKey(k.Slot())
 	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha), k.Converged(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
@@ -229,7 +229,7 @@ func (s *Store) readRecordAndSlots(ctx context.Context, ops api.TxnOps, record, 
 // holderKeysProblem names the keys under the holders record's prefix, for
 // a look that could not read them: from a bounded listing of their names.
 func (s *Store) holderKeysProblem(ctx context.Context, record string) string {
-	msg := fmt.Sprintf("%s/: the slot's holder keys are over the %d bytes a look accepts (a node's token may have written them); the look read the holders record alone", record, lookLimit)
+	msg := fmt.Sprintf("%s/: the slot's holder keys are over the %d bytes a look accepts (a node's token may have written them); the look read the holders record and the slot keys without them", record, lookLimit)
 	names, _, err := s.c.KV().Keys(record+"/", "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
 	if err != nil {
 		return msg

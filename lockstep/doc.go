@@ -173,8 +173,9 @@
 //	                      i, taken by a grant or ClaimDown, renewed by Reclaim,
 //	                      freed by its own release (name gone, released+1,
 //	                      freed naming the grant released), marked lost by the
-//	                      head of the line (with the record); each by CAS at
-//	                      its own index
+//	                      head of the line; each by CAS at its own index, and
+//	                      all but a release without Gate.Stagger CAS the
+//	                      record in the same transaction
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
