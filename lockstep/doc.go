@@ -86,8 +86,8 @@
 // lowest free one, else a new one, numbered below 65536 (no reader counts
 // a key past it: with every number taken, by keys a token that may write
 // the shared folder wrote, the grant fails with ErrNoSlotNumber); a claim
-// reported lost keeps its slot,
-// so that its node's process finds it when it returns. A name has one
+// reported lost keeps its slot, so that its node's process finds it when
+// it returns. A name has one
 // slot at most: only writers of the record make one.
 //
 // With Gate.Stagger set, a grant waits that long after a slot was freed.
