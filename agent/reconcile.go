@@ -432,7 +432,7 @@ func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *loc
 			return false
 		}
 	}
-	if err := m.MarkLost(ctx, lost.Name, c.Session); err != nil {
+	if err := m.MarkLost(ctx, lost.Name, c); err != nil {
 		a.log.Warn("cannot mark the lost node's claim", "error", err)
 		return false
 	}

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -108,7 +107,7 @@ func watchZones(ctx context.Context, t *testing.T, c *api.Client, group string, 
 	go func() {
 		var index uint64
 		for ctx.Err() == nil {
-			p, meta, err := c.KV().Get(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
+			ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
 			if index == 0 {
 				close(ready)
 			}
@@ -118,27 +117,19 @@ func watchZones(ctx context.Context, t *testing.T, c *api.Client, group string, 
 				continue
 			}
 			index = meta.LastIndex
-			if p != nil {
-				w.judge(p.Value, zoneOf)
-			}
+			w.judge(lockstep.ParseHolders(k.Slot(), ps), zoneOf)
 		}
 	}()
 	<-ready
 	return w
 }
 
-func (w *zonesWatch) judge(value []byte, zoneOf map[string]string) {
-	var rec struct {
-		Holders map[string]struct{ Name string } `json:"holders"`
-		Claims  map[string]struct{ Lost bool }   `json:"claims"`
-	}
-	_ = json.Unmarshal(value, &rec)
+// judge records the zones that h, the holders as one read saw them (the
+// record, the slot keys and the holder keys), counts two nodes in.
+func (w *zonesWatch) judge(h *lockstep.Holders, zoneOf map[string]string) {
 	used := map[string]bool{}
-	for _, e := range rec.Holders {
-		used[e.Name] = true
-	}
-	for n, c := range rec.Claims {
-		used[n] = used[n] || !c.Lost
+	for _, n := range h.Counted(time.Now()) {
+		used[n] = true
 	}
 	byZone := map[string][]string{}
 	for n, u := range used {

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -46,7 +45,7 @@ func watchHolders(ctx context.Context, t *testing.T, c *api.Client, group string
 		var index, released uint64
 		held := map[string]bool{}
 		for ctx.Err() == nil {
-			p, meta, err := c.KV().Get(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
+			ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
 			now := time.Now()
 			if index == 0 {
 				close(ready)
@@ -58,15 +57,9 @@ func watchHolders(ctx context.Context, t *testing.T, c *api.Client, group string
 			}
 			first := index == 0
 			index = meta.LastIndex
-			var rec struct {
-				Holders  map[string]struct{ Name string } `json:"holders"`
-				Released uint64                           `json:"released"`
-			}
-			if p != nil {
-				_ = json.Unmarshal(p.Value, &rec)
-			}
+			rec := lockstep.ParseHolders(k.Slot(), ps)
 			names := map[string]bool{}
-			for _, e := range rec.Holders {
+			for _, e := range rec.Holding {
 				names[e.Name] = true
 			}
 			w.mu.Lock()

@@ -41,7 +41,7 @@ func flooded(t *testing.T) (*consultest.Server, Keys) {
 }
 
 // An agent's look accepts at most lookLimit: past it, it reads the holders
-// record alone (the node's claim is in it) and names the keys under
+// record and the slot keys (the node's claim is in them) and names the keys under
 // slot/.holders/ (a node's token may write its own), so one node cannot make
 // every look download what it wrote there. It read all of it (8.7 MB).
 func TestLookBoundsSlotFlood(t *testing.T) {
@@ -93,12 +93,12 @@ func TestPlanSplit(t *testing.T) {
 	r, s := k.Root(), k.Slot()
 	names := []string{r + "desired", r + "history/a", r + "history/b", r + "nodes/n1", r + "ops/x/y",
 		s + "c/s2", s + ".holders/s1", s + ".holders", s + ".tail", s + ".holders/n1/s1", s + "junk", s + "c/",
-		s + "c/n1/s3", s + "c/no name/s4", s + "c/n1/s1/x"}
+		s + "c/n1/s3", s + "c/no name/s4", s + "c/n1/s1/x", s + ".holders/.slots/3"}
 	got := planSplit(k, names)
 	want := splitPlan{
 		gets:       []string{r + "desired"},
 		lists:      []string{r + "history/", r + "nodes/", r + "ops/"},
-		slot:       []string{s + ".holders", s + "c/s2", s + ".holders/s1", s + ".holders/n1/s1", s + "c/n1/s3"},
+		slot:       []string{s + ".holders", s + ".holders/.slots/3", s + "c/s2", s + ".holders/s1", s + ".holders/n1/s1", s + "c/n1/s3"},
 		unexpected: []string{s + "junk", s + "c/", s + "c/no name/s4", s + "c/n1/s1/x"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -109,7 +109,7 @@ func TestPlanSplit(t *testing.T) {
 		want slotKeyKind
 	}{
 		{".holders", slotRecord}, {".tail", slotTail}, {".holders/n1/abc", slotEntry}, {"c/n1/abc", slotEntry},
-		{".holders/abc", slotLegacy}, {"c/abc", slotLegacy}, {"c/a/b/c", slotUnexpected}, {"c/no name/b", slotUnexpected},
+		{".holders/.slots/3", slotNumbered}, {".holders/abc", slotLegacy}, {"c/abc", slotLegacy}, {"c/a/b/c", slotUnexpected}, {"c/no name/b", slotUnexpected},
 		{".holdersx", slotUnexpected}, {".holders/", slotUnexpected}, {"c/n1/", slotUnexpected}, {"x", slotUnexpected},
 	} {
 		t.Run(tc.rel, func(t *testing.T) {

@@ -24,7 +24,8 @@ const (
 	// desired spec (256 KiB at most, base64 in the answer), the failures of
 	// the desired SHA and the holders record, a record per node at most
 	// each, and the holder keys, one per holder. Past it the look reads the
-	// holders record alone.
+	// holders record and the slot keys, or the record alone if the slot
+	// keys are over it too.
 	lookLimit = 2 << 20
 	// keyNamesLimit bounds a listing of key names alone.
 	keyNamesLimit = 4 << 20
@@ -37,6 +38,10 @@ const (
 	// maxSlotKeys bounds how many contender and holder keys a split read
 	// reads one by one.
 	maxSlotKeys = 1024
+	// maxSlotNumbers bounds how many slot keys (slot/.holders/.slots/<i>,
+	// one per node that holds or claims) a split read reads one by one,
+	// apart from maxSlotKeys: they sort before the holder keys.
+	maxSlotNumbers = 1024
 )
 
 // TooLargeError is an answer from Consul cut off at the reader's limit.

@@ -138,15 +138,15 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 
 // readDesiredRecords reads, in one transaction checked against desired's
 // index, the records of sha and of node, and the slot's holders (the
-// record and the holder keys). moved reports that desired moved since it
-// was read; problem says what was left unread, or is "".
+// record, the slot keys and the holder keys). moved reports that desired
+// moved since it was read; problem says what was left unread, or is "".
 //
-// Every node's token may write under its own slot/.holders/<node>/, so the answer is
-// bounded (lookLimit, on a client made by NewClient): past it the look is
-// made again with the holders record alone, read as the one key it is (the
-// node's claim is in it), and the keys under slot/.holders/ are named in
-// the problem, from a listing of their names. No node can make every look
-// download what it wrote there.
+// Every node's token may write under its own slot/.holders/<node>/, and
+// every node's under .slots/, so the answer is bounded (lookLimit, on a client made by NewClient): past it the look is
+// made again with the holders record and the slot keys alone (the node's
+// claim is in one of them; readRecordAndSlots), and the other keys under
+// slot/.holders/ are named in the problem, from a listing of their names.
+// No node can make every look download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
 	record := lockstep.HoldersKey(k.Slot())
 	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha), k.Converged(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
@@ -161,13 +161,15 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 	problem := ""
 	var tl *TooLargeError
 	if errors.As(err, &tl) {
+		slots := lockstep.SlotsPrefix(k.Slot())
 		problem = s.holderKeysProblem(ctx, record)
-		withRecord := append(slices.Clone(ops), &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}})
-		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), withRecord)
-		if err != nil && !moved && failedOn(resp, len(ops)) {
-			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), ops) // no record: no grant yet
+		var slotsProblem string
+		resp, moved, slotsProblem, err = s.readRecordAndSlots(ctx, ops, record, slots)
+		if slotsProblem != "" {
+			problem += "; " + slotsProblem
 		}
 		exact = append(exact, record)
+		trees = append(trees, slots)
 	} else {
 		trees = append(trees, record)
 	}
@@ -198,10 +200,36 @@ func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVP
 	return pairs, false, problem, nil
 }
 
+// readRecordAndSlots is a look's read when the keys under the holders
+// record are over lookLimit: the record and the slot keys, without the
+// holder keys a node's token may add under its own name. The slot keys
+// are shared, not a node's, and hold the claims (lockstep/doc.go), so
+// they are read even when the record is absent. Every node's token may
+// write them too: past lookLimit the look reads the record alone, which
+// keeps a copy of every claim that counted at its last write, and
+// problem says so, rather than every look failing.
+func (s *Store) readRecordAndSlots(ctx context.Context, ops api.TxnOps, record, slots string) (resp *api.TxnResponse, moved bool, problem string, err error) {
+	get := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: record}}
+	tree := &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: slots}}
+	for _, extra := range []api.TxnOps{{get, tree}, {get}} {
+		resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), extra...))
+		if err != nil && !moved && failedOn(resp, len(ops)) {
+			// A get of an absent key fails the transaction: no record.
+			resp, moved, err = s.txn(withReadLimit(ctx, lookLimit), append(slices.Clone(ops), extra[1:]...))
+		}
+		var tl *TooLargeError
+		if !errors.As(err, &tl) || len(extra) == 1 {
+			return resp, moved, problem, err
+		}
+		problem = fmt.Sprintf("%s: the slot keys are over the %d bytes a look accepts (any node's token may write there); the look read the holders record without them, whose copies of the claims are as of its last write", slots, lookLimit)
+	}
+	return resp, moved, problem, err
+}
+
 // holderKeysProblem names the keys under the holders record's prefix, for
 // a look that could not read them: from a bounded listing of their names.
 func (s *Store) holderKeysProblem(ctx context.Context, record string) string {
-	msg := fmt.Sprintf("%s/: the slot's holder keys are over the %d bytes a look accepts (a node's token may have written them); the look read the holders record alone", record, lookLimit)
+	msg := fmt.Sprintf("%s/: the slot's holder keys are over the %d bytes a look accepts (a node's token may have written them); the look read the holders record and the slot keys without them", record, lookLimit)
 	names, _, err := s.c.KV().Keys(record+"/", "", (&api.QueryOptions{}).WithContext(withReadLimit(ctx, keyNamesLimit)))
 	if err != nil {
 		return msg

@@ -24,6 +24,10 @@ const (
 	// agents wrote them before their keys were filed under their node:
 	// read and counted as lockstep counts it, and named as a problem.
 	slotLegacy
+	// slotNumbered is a slot key (.holders/.slots/<i>): a claim each,
+	// read one by one as an entry is, under a cap of its own, as every
+	// node's token may write the shared folder.
+	slotNumbered
 )
 
 // classifySlotKey says what rel, a key relative to the slot's prefix, is
@@ -38,6 +42,8 @@ func classifySlotKey(rel string) slotKeyKind {
 		return slotTail
 	case lockstep.KeyLegacyEntry:
 		return slotLegacy
+	case lockstep.KeySlot:
+		return slotNumbered
 	case lockstep.KeyEntry:
 		_, rest, _ := strings.Cut(rel, "/")
 		if name, _, _ := strings.Cut(rest, "/"); hashspec.ValidateName(name) == nil {
@@ -53,18 +59,24 @@ func classifySlotKey(rel string) slotKeyKind {
 // under the bound its kind has; the other keys under slot/ are named, not
 // read.
 type splitPlan struct {
-	gets       []string // top-level keys
-	lists      []string // top-level folders, with their "/"
-	slot       []string // the record first, then entries, at most maxSlotKeys
+	gets  []string // top-level keys
+	lists []string // top-level folders, with their "/"
+	// slot is the record first, then at most maxSlotNumbers slot keys,
+	// then at most maxSlotKeys entries: each kind under a cap of its own,
+	// so that slot keys, which sort first and any node's token may write,
+	// never push the holder and contender keys out of the read.
+	slot       []string
 	unexpected []string // keys under slot/ no lockstep writes
 	skipped    int      // entries beyond maxSlotKeys, not read
+	// skippedSlots are slot keys beyond maxSlotNumbers, not read.
+	skippedSlots int
 }
 
 // planSplit makes the plan from the names of every key of the group.
 func planSplit(k Keys, names []string) splitPlan {
 	var p splitPlan
 	lists := map[string]bool{}
-	var entries []string
+	var entries, numbered []string
 	for _, name := range names {
 		rel := strings.TrimPrefix(name, k.Root())
 		if srel, ok := strings.CutPrefix(name, k.Slot()); ok {
@@ -73,6 +85,8 @@ func planSplit(k Keys, names []string) splitPlan {
 				p.slot = append([]string{name}, p.slot...)
 			case slotEntry, slotLegacy:
 				entries = append(entries, name)
+			case slotNumbered:
+				numbered = append(numbered, name)
 			case slotUnexpected:
 				p.unexpected = append(p.unexpected, name)
 			}
@@ -88,11 +102,15 @@ func planSplit(k Keys, names []string) splitPlan {
 			p.gets = append(p.gets, name)
 		}
 	}
+	if len(numbered) > maxSlotNumbers {
+		p.skippedSlots = len(numbered) - maxSlotNumbers
+		numbered = numbered[:maxSlotNumbers]
+	}
 	if len(entries) > maxSlotKeys {
 		p.skipped = len(entries) - maxSlotKeys
 		entries = entries[:maxSlotKeys]
 	}
-	p.slot = append(p.slot, entries...)
+	p.slot = append(append(p.slot, numbered...), entries...)
 	for dir := range lists {
 		p.lists = append(p.lists, dir)
 	}
@@ -245,6 +263,9 @@ func splitProblems(p splitPlan, tooLarge []string) []string {
 	}
 	if p.skipped > 0 {
 		out = append(out, fmt.Sprintf("slot/ has %d more contender or holder keys than the %d read", p.skipped, maxSlotKeys))
+	}
+	if p.skippedSlots > 0 {
+		out = append(out, fmt.Sprintf("slot/.holders/.slots/ has %d more slot keys than the %d read (any node's token may write there; the claims in those left unread are not shown)", p.skippedSlots, maxSlotNumbers))
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package lockstep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -156,24 +155,17 @@ func (m *Semaphore) judge(orphans map[string]Claim) (lost *LostError, wake time.
 	return lost, wake
 }
 
-// granted is the holders record after a grant to this contender: the live
-// holders and every claim, with ours (new, or taken over from a dead
-// session of our name) in it.
-func (m *Semaphore) granted(snap *snapshot, g Gate, note string, now time.Time) holders {
-	rec := holders{Holders: maps.Clone(snap.live), Last: &grant{Session: m.s.ID(), Joined: m.joined},
-		Claims: maps.Clone(snap.holders.Claims), Released: snap.holders.Released}
-	if rec.Claims == nil {
-		rec.Claims = map[string]Claim{}
+// grantedSlot is what a grant to this contender writes into slot r: its
+// name and session, and its claim (with Gate.Lease), which takes over a
+// claim of our name left by a session of ours that died; without a lease
+// that claim ends with this grant, as the slot is the session's alone.
+func (m *Semaphore) grantedSlot(r slotRef, g Gate, note string, now time.Time) slotRec {
+	sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Released: r.rec.Released}
+	if g.Lease > 0 {
+		c := m.claim(g, note, now)
+		sr.Claim = &c
 	}
-	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC(), Domain: m.opts.Domain}
-	if g.Lease <= 0 {
-		// The slot is the session's alone: a claim over our name, left by
-		// a session of ours that died, ends with this grant.
-		delete(rec.Claims, m.opts.Name)
-		return rec
-	}
-	rec.Claims[m.opts.Name] = m.claim(g, note, now)
-	return rec
+	return sr
 }
 
 // claim is the claim a grant, reclaim or ClaimDown of this contender
@@ -203,21 +195,37 @@ func (h *Holders) Live(session string) bool {
 	return ok
 }
 
-// MarkLost records that name's claim, taken by session, was reported lost
-// (see LostError), so that it stops counting. It is a no-op if the claim
-// is gone or was taken over since, or if session holds a slot again. Consul errors are retried, up to
+// MarkLost records that name's claim, the one judged lost (LostError's
+// Claim), was reported lost, so that it stops counting. It is a no-op if
+// the claim is gone or is another grant's since (a reclaim or a new
+// down-claim, even by the same session: the judged claim's session and
+// Since both), or if its session holds a slot again. It
+// writes the record too, by CAS at the index it read, with the claim's
+// slot key (if it has one): the mark frees a slot, and a head that counted
+// before it must count again, or it would grant under Gate.Stagger with
+// no wait after that freed slot. Marks are rare; releases, which write
+// their slot key alone, are not. Consul errors are retried, up to
 // releaseAttempts times, until ctx ends.
-func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
-	return m.editClaims(ctx, func(rec *holders) bool {
-		c, ok := rec.Claims[name]
-		if _, live := rec.Holders[session]; !ok || c.Session != session || c.Lost || live {
-			return false
+func (m *Semaphore) MarkLost(ctx context.Context, name string, judged Claim) error {
+	return m.attempts(ctx, "mark lost", func() error {
+		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
+		if err != nil {
+			return err
+		}
+		c, ok := snap.holders.Claims[name]
+		if _, live := snap.live[c.Session]; !ok || !c.sameGrant(judged) || c.Lost || live {
+			return nil
 		}
 		c.Lost = true
-		rec.Claims[name] = c
-		rec.Released++ // its slot is free again: a stagger counts from here
-		return true
-	}, nil)
+		rec := withClaim(snap.baseRecord(name), name, &c)
+		if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
+			sr := r.rec
+			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
+			return m.casAll(ctx, api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
+		}
+		rec.Released++
+		return m.casAll(ctx, api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
+	})
 }
 
 // ClaimDown writes a claim for this contender's Name, whatever the count,
@@ -226,19 +234,30 @@ func (m *Semaphore) MarkLost(ctx context.Context, name, session string) error {
 // the rollout from taking another node down beside it. Reclaim then takes
 // it ahead of the line, so that a rollout heals the nodes that are down
 // first. The gate is checked in the same transaction: nothing is claimed
-// for a closed one.
+// for a closed one. It raises the count, so it writes the record too.
 func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 	if err := g.validate(); err != nil {
 		return err
 	}
 	now := m.now()
-	err := m.editClaims(ctx, func(rec *holders) bool {
-		if _, ok := rec.Claims[m.opts.Name]; ok {
-			return false
+	err := m.attempts(ctx, "claim down", func() error {
+		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
+		if err != nil {
+			return err
 		}
-		rec.Claims[m.opts.Name] = m.claim(g, note, now)
-		return true
-	}, g.checkOps())
+		if _, ok := snap.holders.Claims[m.opts.Name]; ok {
+			return nil
+		}
+		r, err := snap.pick(m.opts.Name)
+		if err != nil {
+			return err
+		}
+		c := m.claim(g, note, now)
+		sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
+		rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
+		ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex), casSlot(m.opts.Prefix, r, sr)}
+		return m.casAll(ctx, ops, g.checkOps())
+	})
 	var te *TxnError
 	if errors.As(err, &te) && te.Op >= 0 && !isDenied(te.What) {
 		return m.gateError(ctx, g, te.Op)
@@ -246,34 +265,11 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 	return err
 }
 
-// editClaims applies edit to the holders record and writes it by CAS,
-// with extra ops in the same transaction, reading it again after a race.
-// edit returns false when there is nothing to write.
-func (m *Semaphore) editClaims(ctx context.Context, edit func(*holders) bool, extra api.TxnOps) error {
-	return m.attempts(ctx, "edit claims", func() error {
-		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
-		if err != nil {
-			return err
-		}
-		rec := holders{Holders: snap.live, Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims),
-			Released: snap.holders.Released}
-		if rec.Claims == nil {
-			rec.Claims = map[string]Claim{}
-		}
-		if !edit(&rec) {
-			return nil
-		}
-		return m.casHolders(ctx, rec, snap.holdersIndex, extra)
-	})
-}
-
-func (m *Semaphore) casHolders(ctx context.Context, rec holders, index uint64, extra api.TxnOps) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	ops := append(api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: m.opts.Prefix + holdersKey, Value: b, Index: index}}}, extra...)
-	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+// casAll runs cas, CASes of lockstep's keys, and extra in one
+// transaction: a failed CAS is a race, to read again; a failed op of
+// extra a *TxnError that names it.
+func (m *Semaphore) casAll(ctx context.Context, cas, extra api.TxnOps) error {
+	ok, resp, _, err := m.c.Txn().Txn(append(slices.Clone(cas), extra...), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return consulErr{err}
 	}
@@ -281,10 +277,13 @@ func (m *Semaphore) casHolders(ctx context.Context, rec holders, index uint64, e
 		return nil
 	}
 	op, what := firstTxnError(resp)
-	if op == 0 && !isDenied(what) {
+	if op >= 0 && op < len(cas) && !isDenied(what) {
 		return errRace
 	}
-	return &TxnError{Op: op - 1, What: what}
+	if op >= len(cas) {
+		op -= len(cas)
+	}
+	return &TxnError{Op: op, What: what}
 }
 
 // Reclaim takes over the slot that this contender's Name claims, left by a
@@ -317,6 +316,10 @@ func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*ap
 	return h, nil
 }
 
+// reclaimOnce writes the renewed claim into the name's slot key and its
+// copy into the record, by CAS as a grant does: a claim that had stopped
+// counting raises the count, and the copy names the grant a release of it
+// will free (doc.go, "Slot keys: older versions").
 func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra api.TxnOps) (*Hold, error) {
 	snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 	if err != nil {
@@ -332,29 +335,26 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	if busy {
 		return nil, errors.New("lockstep: this contender already holds a slot; release it first")
 	}
-	now := m.now()
 	lapsed := !c.counts()
-	rec := holders{Holders: maps.Clone(snap.live), Last: snap.holders.Last, Claims: maps.Clone(snap.holders.Claims),
-		Released: snap.holders.Released}
-	rec.Holders[m.s.ID()] = Entry{Name: m.opts.Name, State: "holding", Since: now.UTC(), Domain: m.opts.Domain}
-	c = m.claim(g, note, now)
-	rec.Claims[m.opts.Name] = c
-	b, err := json.Marshal(rec)
+	r, err := snap.pick(m.opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: m.opts.Prefix + holdersKey, Value: b, Index: snap.holdersIndex}},
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}},
-	}
-	base := len(ops)
+	c = m.claim(g, note, m.now())
+	sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
+	// The renewed claim is a new grant of it: its copy in the record
+	// moves with it, or a release of it would leave the old copy counting.
+	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
+	ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+	lock := len(ops)
+	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}})
 	ok, resp, _, err := m.c.Txn().Txn(append(ops, extra...), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, consulErr{err}
 	}
 	if ok {
 		m.log.Info("reclaimed the slot this node's claim holds", "lapsed", lapsed, "until", c.Until)
-		h := m.newHold(g, resp, rec)
+		h := m.newHold(g, resp, slotRef{n: r.n, rec: sr})
 		h.lapsed = lapsed
 		return h, nil
 	}
@@ -362,11 +362,11 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	switch {
 	case op < 0 || isDenied(what):
 		return nil, &TxnError{Op: op, What: what}
-	case op == 0:
+	case op < lock:
 		return nil, errRace
-	case op == 1:
+	case op == lock:
 		m.s.lost("session cannot lock its holder key", errors.New(what))
 		return nil, ErrSessionLost
 	}
-	return nil, &TxnError{Op: op - base, What: what}
+	return nil, &TxnError{Op: op - lock - 1, What: what}
 }

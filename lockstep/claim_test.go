@@ -46,7 +46,7 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 	if lost.Name != "n1" || lost.Claim.Note != "sha-claim" || lost.Claim.Session != dead.s.ID() {
 		t.Fatalf("lost claim = %+v", lost)
 	}
-	if err := next.MarkLost(ctx, lost.Name, lost.Claim.Session); err != nil {
+	if err := next.MarkLost(ctx, lost.Name, lost.Claim); err != nil {
 		t.Fatal(err)
 	}
 	h, err := next.Acquire(ctx, g)
@@ -264,5 +264,47 @@ func TestUnavailableCountsAgainstK(t *testing.T) {
 		_ = h.Release(ctx)
 	case <-time.After(10 * time.Second):
 		t.Fatal("not granted once n9 was back")
+	}
+}
+
+// MarkLost marks the claim that was judged lost, not a newer one of the
+// same name and session: a node's process that down-claimed, reclaimed,
+// released and down-claimed again keeps its new claim counting.
+func TestMarkLostSparesANewerClaimOfTheSameSession(t *testing.T) {
+	c, g, ctx := committed(t, "sha-marklost-newer", 2, time.Minute)
+	g.Lease = time.Minute
+	x := newSem(t, c, "x")
+	if err := x.ClaimDown(ctx, g, "first"); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := ReadHolders(c, testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged, ok := hs.ClaimOf("x")
+	if !ok {
+		t.Fatal("no claim after ClaimDown")
+	}
+	h, err := x.Reclaim(ctx, g, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	later := judged.Since.Add(time.Second)
+	x.now = func() time.Time { return later }
+	if err := x.ClaimDown(ctx, g, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := newSem(t, c, "o").MarkLost(ctx, "x", judged); err != nil {
+		t.Fatal(err)
+	}
+	hs, err = ReadHolders(c, testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl, _ := hs.ClaimOf("x"); cl.Lost || cl.Note != "second" {
+		t.Fatalf("x's claim after a mark of its earlier one: %+v, want the second, counting", cl)
 	}
 }

@@ -18,7 +18,8 @@
 // so that the joiner heads the line, or left without a grant; only then is
 // the line listed. From then on it watches just the last waiter ahead of
 // it (whose grant marks its key "holding"), and once it heads the line,
-// just the holders (the record and their holder keys, O(K) bytes). So a
+// just the holders (the record, the slot keys and the holder keys, O(K)
+// bytes). So a
 // release wakes one waiter, not all of them, and no wake reads the whole
 // line.
 //
@@ -31,28 +32,116 @@
 // write of its own.
 //
 // A slot belongs to a name (a node), not to a session. With Gate.Lease set,
-// a grant writes a Claim for the contender's Name into the holders record,
-// which outlives the session: a holder killed mid-step, a dead host, a
-// partition, a lost release all leave it, and it keeps counting against K
-// until it is released or reported lost, whatever any clock says. The
-// name's next process takes it back with Reclaim, ahead of the line and
-// whatever the gate, which renews it, and releases it when its step is
-// resolved. A waiter at the head of the line that has itself watched a
-// claim be orphaned (its session gone) and unchanged for the claim's whole
-// lease, on its own monotonic clock, gets a *LostError, reports it (a
-// failure of that node's, say) and calls MarkLost: only then does the
-// claim stop counting. The lease is judged on that one clock: the skew
-// between hosts cannot shorten it, and a waiter that starts again starts
-// its watch again, later, never sooner. ClaimDown claims a slot, whatever
-// the count, for a name that is down already, so that it is served first.
+// a grant writes a Claim for the contender's Name into the slot key it
+// takes (see "Slot keys" below), which outlives the session: a holder
+// killed mid-step, a dead host, a partition, a lost release all leave it,
+// and it keeps counting against K until it is released or reported lost,
+// whatever any clock says. The name's next process takes it back with
+// Reclaim, ahead of the line and whatever the gate, which renews it, and
+// releases it when its step is resolved. A waiter at the head of the line
+// that has itself watched a claim be orphaned (its session gone) and
+// unchanged for the claim's whole lease, on its own monotonic clock, gets
+// a *LostError, reports it (a failure of that node's, say) and calls
+// MarkLost: only then does the claim stop counting. The lease is judged on
+// that one clock: the skew between hosts cannot shorten it, and a waiter
+// that starts again starts its watch again, later, never sooner. ClaimDown
+// claims a slot, whatever the count, for a name that is down already, so
+// that it is served first.
+//
+// # Slot keys: why a release touches its own slot alone
+//
+// Each grant takes one slot key, P/.holders/.slots/<i>, and its release
+// frees that key alone: K holders never write the same key, so releases do
+// not race each other or the grant. The holders record P/.holders is still
+// written by every grant, but by nothing a holder does: it is the grant
+// record, and only what can raise the count or renews a claim writes it (a
+// grant, ClaimDown, a Reclaim), each by CAS at the index of the read it
+// counted from, and a lost mark (rare), so that a grant counted before the
+// mark fails and waits Gate.Stagger from it; each with a copy of the
+// claims for older versions (see "Slot keys: older versions"). The line
+// gives the grant to one waiter at a time (its head), so those CASes
+// follow one another instead of racing.
+//
+// "Never more than K" holds without checking every slot key in the grant:
+// the head counts from one List of P/.holders (the record, the slot keys
+// and the holder keys: one snapshot), and its grant CASes the record at
+// that snapshot's index of it. Whatever raised the count since writes the
+// record, so the CAS fails and the head counts again; whatever changes a
+// slot without the record (a release, a session's end) only lowers the
+// count, so the count the head judged is at least the count
+// when its transaction applies. Two grants of different slots conflict
+// only when one of them counted from a stale view, which is when they
+// must. The same holds for Gate.PerDomain, judged from the same snapshot,
+// and for names down outside the line (Options.Unavailable,
+// Gate.GrantChecks), counted as before. The gate's keys are checked in
+// the grant's transaction as before, and a shrink of K waits for holders
+// above it to release: nothing is revoked, as the count, not a slot's
+// number, is what a grant is judged on (a slot's number is only where its
+// record is kept; a claim kept by ClaimDown may take a number past K).
+//
+// A slot key is free when it names no one, or names a holder without a
+// claim (Gate.Lease 0) whose session no longer locks its holder key. A
+// grant takes the slot its name already has (its own claim, kept or lost:
+// taking it over adds no node, or one that the count allows), else the
+// lowest free one, else a new one, numbered below 65536 (no reader counts
+// a key past it: with every number taken, by keys a token that may write
+// the shared folder wrote, the grant fails with ErrNoSlotNumber); a claim
+// reported lost keeps its slot, so that its node's process finds it when
+// it returns. A name has one
+// slot at most: only writers of the record make one.
 //
 // With Gate.Stagger set, a grant waits that long after a slot was freed.
-// Each release and each MarkLost adds one to a count in the holders
-// record; the head of the line measures the stagger on its own monotonic
-// clock from the moment it first saw the count move (ReleaseClock), which
-// for a waiter already in the blocking query is the wake-up the release
-// caused. The grant's CAS on the record then proves no release came after
-// the read it judged. No clock of another host is read.
+// Each slot key counts the releases and lost marks of its own slot
+// ("released"); the record keeps a count of its own, moved by releases
+// of older versions, and the total is Holders.Released. The head of the
+// line measures the stagger on its own monotonic clock from the moment it
+// first saw the total move (ReleaseClock), which for a waiter already in
+// the blocking query is the wake-up the release caused. Under a stagger
+// a release also rewrites the record (its "seq"), so that the grant's CAS
+// still proves no release came after the read it judged; without one a
+// release touches its own slot alone. (A holder decides by its own gate:
+// one granted under a gate without a stagger, released after a commit
+// that adds one, does not move the record, and a grant in the round trip
+// after such a release is not held back by that release.) No clock of
+// another host is read.
+//
+// # Slot keys: older versions
+//
+// Agents of versions before slot keys count the record's claims and the
+// holder keys their sessions lock; they never read a slot key. So each
+// write of the record by this version (a grant, ClaimDown, any Reclaim,
+// any lost mark, a release under a stagger)
+// writes into it, in the transaction that writes the slot key, a copy of
+// every claim this version counts, its own new claim included. A
+// release still writes its own slot key alone: it frees it naming the
+// grant it releases ("freed": the claim's session and since, which every
+// version's claim carries and an older version's rewrite of the record
+// keeps). While both versions run:
+//
+//   - This version counts each name once. A claim in the record whose
+//     grant a slot key names as freed counts no more; a claim in the
+//     record and one in a slot key of the same grant are one claim, lost
+//     if either copy says so (a head of either version marked it); of two
+//     grants of one name (an older process of the node took it since),
+//     the name counts if either does.
+//   - An older agent counts, by the copies, every claim that this version
+//     counted at the record's last write by this version, and every claim
+//     an older agent wrote since. A copy whose grant was released or
+//     marked lost since still counts for it, until the next write of the
+//     record by this version prunes it (or copies the mark): it may wait
+//     longer, never take a slot beside a claim that counts. Its stagger
+//     does not see this version's releases.
+//   - An older agent's grants, reclaims, releases and lost marks write the
+//     record as before, and this version reads and counts them; rewriting
+//     the record, it keeps the copies of other names' claims (dropping only
+//     what its shape lacks, such as seq). Grants of both versions CAS the
+//     record, so they follow one another.
+//
+// A node whose agent goes back to an older version while its claim is in
+// a slot key, and whose older process then takes and releases that claim
+// in the record, leaves the slot key's grant counting for this version
+// (and copied into the record again) until a head reports it lost after
+// its lease: the safe side, at the cost of a wait and a lost report.
 //
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of
@@ -64,22 +153,34 @@
 // it too: the head of the line takes a free slot only while fewer than
 // PerDomain names of its domain, itself apart, hold, claim or are down
 // (Options.Unavailable, placed by Options.Domains). Each grant writes the
-// domain into its holder entry and claim, so the head judges it from the
-// record its grant's CAS checks, and a claim counts in its domain after
-// its process died. The line stays FIFO: a head whose domain is full
+// domain into its holder entry, slot key and claim, so the head judges it
+// from the snapshot its grant's CAS of the record checks (see "Slot
+// keys"), and a claim counts in its domain after its process died. The line stays FIFO: a head whose domain is full
 // waits, and the line with it. A name of domain "" shares it with no one.
 //
 // KV layout under the semaphore prefix P:
 //
-//	P/.holders            JSON {"holders": {"<session>": {...}}, "last": {...},
-//	                      "claims": {"<name>": {...}}, "released": n}, CAS on every
-//	                      change; last names the latest grant, claims the slots
-//	                      held by name, released counts the slots freed
+//	P/.holders            JSON {"last": {...}, "seq": n, "released": n,
+//	                      "holders": {...}, "claims": {...}}: the grant record,
+//	                      CAS by every grant, ClaimDown and Reclaim, and by
+//	                      releases under a stagger; last names the latest
+//	                      grant, seq moves with every write; claims holds a
+//	                      copy of every claim that counts, for older versions,
+//	                      and their own; holders and released are what
+//	                      versions before slot keys wrote there, still read
+//	P/.holders/.slots/<i> JSON {"name", "session", "domain", "claim": {...},
+//	                      "released": n, "freed": {"session", "since"}}: slot
+//	                      i, taken by a grant or ClaimDown, renewed by Reclaim,
+//	                      freed by its own release (name gone, released+1,
+//	                      freed naming the grant released), marked lost by the
+//	                      head of the line; each by CAS at its own index, and
+//	                      all but a release without Gate.Stagger CAS the
+//	                      record in the same transaction
 //	P/.holders/<name>/<session>
 //	                      one holder key per holder, locked by its session: the
 //	                      holders that count; a record that disagrees (a dead
 //	                      holder, or not JSON at all) is rewritten at the next
-//	                      grant or release
+//	                      grant
 //	P/.tail               the key of the contender that joined last, swapped
 //	                      in by each join (a plain set after a read, in one
 //	                      transaction: Consul applies them one at a time)
@@ -88,10 +189,17 @@
 //
 // A contender's own keys are filed under its Name, so that an ACL policy can
 // let each name write its own (key_prefix "P/c/<name>/" and
-// "P/.holders/<name>/") and no other's; the holders record and the tail are
-// the only keys all share. The name a holder key is filed under is the
+// "P/.holders/<name>/") and no other's; the holders record, the tail and
+// the slot keys (key_prefix "P/.holders/.slots/") are the only keys all
+// share, which is why ".slots" is no Name. The name a holder key is filed under is the
 // holder's name, whatever the record says. Keys named by session alone
 // (P/c/<session>, P/.holders/<session>), as versions before wrote them, are
 // still read: such a holder counts and such a waiter keeps its place, so a
 // contender of this version never grants past one of an older version.
+// So are the claims and holders an older version kept in the record: they
+// count, and the first grant, reclaim or release of the name moves its
+// claim into a slot key, in a transaction that CASes the record. An older
+// version, during an upgrade, counts holders of this one by their holder
+// keys and their claims by the record's copies (see "Slot keys: older
+// versions").
 package lockstep

@@ -144,7 +144,7 @@ func TestPerDomainCountsADeadHoldersClaim(t *testing.T) {
 	if d := holdingDomains(t, c); len(d) != 2 || d["a2"] != "" {
 		t.Fatalf("while a1's claim counted: %v, want a1 and b1 alone", d)
 	}
-	if err := a2.MarkLost(ctx, lost.Name, lost.Claim.Session); err != nil {
+	if err := a2.MarkLost(ctx, lost.Name, lost.Claim); err != nil {
 		t.Fatal(err)
 	}
 	h2, err := a2.Acquire(ctx, g)
@@ -193,4 +193,43 @@ func TestPerDomainCountsNodesDownOutsideTheLine(t *testing.T) {
 		t.FailNow()
 	}
 	_ = h.Release(ctx)
+}
+
+// A reclaim that moves a counting claim to another domain writes the
+// record (doc.go, "Slot keys"): a head that counted that domain before it
+// is refused its grant and counts again, so the domain never holds two.
+func TestReclaimIntoAnotherDomainFailsStaleGrant(t *testing.T) {
+	c, g, ctx := committed(t, "sha-reclaim-domain", 3, time.Minute)
+	g.PerDomain, g.Lease = 1, time.Minute
+	x, _ := domainSem(t, c, "x", "zone=a", Options{})
+	if _, err := x.Acquire(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	endSession(t, x.s)
+	h, _ := domainSem(t, c, "h", "zone=b", Options{})
+	if _, err := h.enqueue(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := h.read(ctx, h.opts.Prefix+holdersKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait, _, err := h.headWait(ctx, g, snap); wait != 0 || err != nil {
+		t.Fatalf("h, the head of zone=b with x in zone=a, would wait %v (%v)", wait, err)
+	}
+	// x's next process, its host now in zone=b, reclaims.
+	x2, _ := domainSem(t, c, "x", "zone=b", Options{})
+	hx, err := x2.Reclaim(ctx, g, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hx.Release(ctx) }()
+	hh, err := h.take(ctx, g, snap, nil)
+	if !errors.Is(err, errRace) {
+		if hh != nil {
+			defer func() { _ = hh.Release(ctx) }()
+		}
+		d := holdingDomains(t, c)
+		t.Fatalf("grant on the read before the reclaim = %v, want a race; domains now %v (%v)", err, d, perDomain(d, 1))
+	}
 }

@@ -30,6 +30,10 @@ var (
 	// ErrClaimLost is what a *LostError is: another contender's claim ran
 	// out of lease with its session gone, and must be reported (MarkLost).
 	ErrClaimLost = errors.New("lockstep: a claim was lost")
+	// ErrNoSlotNumber means every slot number a reader counts is taken, by
+	// keys under the shared .slots/ folder that no grant made (a token
+	// that may write there wrote them): nothing is granted until they go.
+	ErrNoSlotNumber = errors.New("lockstep: every slot number is taken")
 )
 
 // ClosedError says which closing key shut the gate.

@@ -2,7 +2,6 @@ package lockstep
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,11 +19,10 @@ type Hold struct {
 	g     Gate
 	index uint64 // ModifyIndex of our holder key when granted
 	since time.Time
-	// rec and recIndex are the holders record as the grant wrote it, so
-	// that Release can CAS it without reading it first. recIndex is 0 when
+	// slot is the slot key as the grant or reclaim wrote it, so that
+	// Release can CAS it without reading it first. Its index is 0 when
 	// unknown (an adopted hold).
-	rec       holders
-	recIndex  uint64
+	slot      slotRef
 	releasing atomic.Bool // our own release deletes our holder key: not a loss
 	// lapsed says a reclaimed claim had stopped counting (see Reclaim).
 	lapsed bool
@@ -37,21 +35,18 @@ type Hold struct {
 	released bool
 }
 
-func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse, rec holders) *Hold {
-	var index, recIndex uint64
+func (m *Semaphore) newHold(g Gate, resp *api.TxnResponse, slot slotRef) *Hold {
+	var index uint64
 	for _, r := range resp.Results {
-		switch {
-		case r.KV == nil:
-		case r.KV.Key == m.hkey:
+		if r.KV != nil && r.KV.Key == m.hkey {
 			index = r.KV.ModifyIndex
-		case r.KV.Key == m.opts.Prefix+holdersKey:
-			recIndex = r.KV.ModifyIndex
 		}
 	}
+	slot.index = slotResult(m.opts.Prefix, resp, slot.n)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.active = startHold(m, g, index)
-	m.active.rec, m.active.recIndex = rec, recIndex
+	m.active.slot = slot
 	return m.active
 }
 
@@ -231,40 +226,27 @@ func (m *Semaphore) forget(h *Hold) {
 	}
 }
 
-// releaseOnce tries one release transaction. The first try uses the
-// holders record as our grant left it; a CAS race means it moved, and later
-// tries read it.
+// releaseOnce tries one release transaction. The first try frees our
+// slot key as our grant left it, which no one else writes while we hold:
+// one transaction, on keys of our own. Later tries, an adopted hold, and
+// a release under a stagger (which must move the record: doc.go, "Slot
+// keys") read first.
 func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) error {
 	m := h.m
-	hk := m.opts.Prefix + holdersKey
-	rec, index := h.rec, h.recIndex
-	if !first || index == 0 {
+	// Deleting our holder key wakes the head of the line.
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
+	if first && h.slot.index != 0 && h.g.Stagger <= 0 {
+		ops = append(ops, casSlot(m.opts.Prefix, h.slot, freed(h.slot.rec)))
+	} else {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
 		if err != nil {
 			return err
 		}
-		rec, index = holders{Holders: snap.live, Last: snap.holders.Last, Claims: snap.holders.Claims,
-			Released: snap.holders.Released}, snap.holdersIndex
-	}
-	// Deleting our holder key wakes the head of the line.
-	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.hkey}}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: m.key}}}
-	if index != 0 {
-		others := holders{Holders: map[string]Entry{}, Last: rec.Last, Claims: map[string]Claim{}, Released: rec.Released + 1}
-		for id, e := range rec.Holders {
-			if id != m.s.ID() {
-				others.Holders[id] = e
-			}
-		}
-		for name, c := range rec.Claims {
-			if name != m.opts.Name {
-				others.Claims[name] = c
-			}
-		}
-		b, _ := json.Marshal(others)
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: hk, Value: b, Index: index}})
+		ops = append(ops, m.releaseOps(snap, h.g.Stagger > 0)...)
 	}
 	base := len(ops)
 	ops = append(ops, extra...)
+	txnCount.releases.Add(1)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return consulErr{err}
@@ -280,6 +262,44 @@ func (h *Hold) releaseOnce(ctx context.Context, first bool, extra api.TxnOps) er
 		return errRace
 	}
 	return nil
+}
+
+// releaseOps free our name's slot key, as read in snap, and write the
+// record when it must change: it keeps a claim of our name that is no
+// copy of our slot's (an older version's), a stagger is in force, or we
+// have no slot key whose count the release can move. A copy of our
+// slot's claim stays in the record: the freed slot names its grant, so
+// it counts no more, and the next writer of the record prunes it.
+func (m *Semaphore) releaseOps(snap *snapshot, stagger bool) api.TxnOps {
+	var ops api.TxnOps
+	r, inSlot := snap.slotOf(m.opts.Name)
+	if inSlot {
+		ops = append(ops, casSlot(m.opts.Prefix, r, freed(r.rec)))
+	}
+	kept, ok := snap.record.Claims[m.opts.Name]
+	if ok && inSlot && r.rec.Claim != nil && r.rec.Claim.sameGrant(kept) {
+		ok = false
+	}
+	if ok || stagger || !inSlot {
+		rec := snap.baseRecord(m.opts.Name)
+		if !inSlot {
+			rec.Released++
+		}
+		ops = append(ops, casRecord(m.opts.Prefix, rec, snap.holdersIndex))
+	}
+	return ops
+}
+
+// freed is slot key sr as its release leaves it: no one's, its count one
+// more, and naming the grant released, for the copy of its claim in the
+// record.
+func freed(sr slotRec) slotRec {
+	out := slotRec{Released: sr.Released + 1}
+	if sr.Claim != nil {
+		id := sr.Claim.id()
+		out.Freed = &id
+	}
+	return out
 }
 
 // Drop lets go of the hold in this process without releasing it: the

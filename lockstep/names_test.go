@@ -20,6 +20,10 @@ func TestClassifyKey(t *testing.T) {
 		{".holders/n1/s1", KeyEntry},
 		{"c/n1/s1", KeyEntry},
 		{".holders/s1", KeyLegacyEntry},
+		{".holders/.slots/0", KeySlot},
+		{".holders/.slots/12", KeySlot},
+		{".holders/.slots/012", KeyEntry}, // no slot: filed under ".slots", no node's name
+		{".holders/.slots/x", KeyEntry},
 		{"c/s1", KeyLegacyEntry},
 		{"c/", KeyUnexpected},
 		{"c/n1/", KeyUnexpected},
@@ -129,8 +133,8 @@ func TestKeysAreFiledUnderTheName(t *testing.T) {
 		}
 		for _, k := range keys {
 			rel := strings.TrimPrefix(k, testPrefix+"/")
-			if rel == ".holders" || rel == ".tail" {
-				continue
+			if rel == ".holders" || rel == ".tail" || ClassifyKey(rel) == KeySlot {
+				continue // shared by every name
 			}
 			if !strings.HasPrefix(rel, "c/n1/") && !strings.HasPrefix(rel, ".holders/n1/") &&
 				!strings.HasPrefix(rel, "c/n2/") && !strings.HasPrefix(rel, ".holders/n2/") {

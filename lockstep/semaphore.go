@@ -100,8 +100,8 @@ func New(c *api.Client, s *Session, opts Options) (*Semaphore, error) {
 	if opts.Name == "" {
 		opts.Name = s.ID()
 	}
-	if !validName(opts.Name) {
-		return nil, fmt.Errorf("%w: %.80q must be one segment of a key: no \"/\", and neither \".\" nor \"..\"", ErrBadName, opts.Name)
+	if !validName(opts.Name) || opts.Name == slotsName {
+		return nil, fmt.Errorf("%w: %.80q must be one segment of a key: no \"/\", and neither \".\", \"..\" nor \""+slotsName+"\"", ErrBadName, opts.Name)
 	}
 	if opts.WaitTime <= 0 {
 		opts.WaitTime = DefaultWaitTime

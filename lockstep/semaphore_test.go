@@ -1,8 +1,11 @@
 package lockstep
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -43,6 +46,42 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 	}
 }
 
+// watched is what watchCounted saw: the most names counted at once, and
+// the first read in which an older agent (olderCounted) would not have
+// counted a name this version counted, "" for none.
+type watched struct {
+	most   int
+	missed string
+}
+
+// watchCounted follows the holders at testPrefix with blocking queries
+// until ctx ends, and then sends what it saw.
+func watchCounted(ctx context.Context, t testing.TB, c *api.Client) <-chan watched {
+	out := make(chan watched, 1)
+	go func() {
+		var index uint64
+		var w watched
+		for ctx.Err() == nil {
+			ps, meta, err := c.KV().List(HoldersKey(testPrefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			index = meta.LastIndex
+			now := ParseHolders(testPrefix, ps).Counted(time.Now())
+			w.most = max(w.most, len(now))
+			older := olderCounted(t, ps)
+			for _, n := range now {
+				if !slices.Contains(older, n) && w.missed == "" {
+					w.missed = fmt.Sprintf("at index %d this version counted %v, an older agent %v", index, now, older)
+				}
+			}
+		}
+		out <- w
+	}()
+	return out
+}
+
 type interval struct {
 	name       string
 	start, end time.Time
@@ -72,45 +111,70 @@ func maxOverlap(iv []interval) int {
 	return best
 }
 
+// Never more than K hold, and every contender is served, at each K, with
+// slots that end with their session and with claims (Gate.Lease), as
+// agents take them: at K = 10 releases and grants overlap all the time.
 func TestStressNeverMoreThanK(t *testing.T) {
 	c := devClient(t)
-	for _, k := range []int{1, 2, 3} {
-		t.Run(name(k), func(t *testing.T) {
-			sha := "stress-" + name(k)
-			g := commit(t, c, sha, k)
-			ctx := ctxFor(t, 2*time.Minute)
-			var mu sync.Mutex
-			var log []interval
-			var wg sync.WaitGroup
-			for i := 0; i < 20; i++ {
-				m := newSem(t, c, name(i))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					h, err := m.Acquire(ctx, g)
-					if err != nil {
-						t.Errorf("%s: %v", m.opts.Name, err)
-						return
-					}
-					start := time.Now()
-					time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
-					end := time.Now()
-					if err := h.Release(ctx); err != nil {
-						t.Errorf("%s release: %v", m.opts.Name, err)
-					}
-					mu.Lock()
-					log = append(log, interval{m.opts.Name, start, end})
-					mu.Unlock()
-				}()
+	for _, k := range []int{1, 2, 3, 10} {
+		for _, lease := range []time.Duration{0, time.Minute} {
+			t.Run(fmt.Sprintf("K%d-lease%s", k, lease), func(t *testing.T) {
+				g := commit(t, c, fmt.Sprintf("stress-%d-%s", k, lease), k)
+				g.Lease = lease
+				stress(t, c, g, max(20, 4*k))
+			})
+		}
+	}
+}
+
+// stress runs n contenders through one Acquire and Release each and
+// fails unless every one held and never more than g's K at once.
+func stress(t *testing.T, c *api.Client, g Gate, n int) {
+	ctx := ctxFor(t, 2*time.Minute)
+	wctx, stop := context.WithCancel(ctx)
+	seen := watchCounted(wctx, t, c)
+	var mu sync.Mutex
+	var log []interval
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		m := newSem(t, c, name(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := m.Acquire(ctx, g)
+			if err != nil {
+				t.Errorf("%s: %v", m.opts.Name, err)
+				return
 			}
-			wg.Wait()
-			if len(log) != 20 {
-				t.Fatalf("%d of 20 contenders got the slot", len(log))
+			start := time.Now()
+			time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+			end := time.Now()
+			if err := h.Release(ctx); err != nil {
+				t.Errorf("%s release: %v", m.opts.Name, err)
 			}
-			if got := maxOverlap(log); got > k {
-				t.Fatalf("%d held at once, K=%d", got, k)
-			}
-		})
+			mu.Lock()
+			log = append(log, interval{m.opts.Name, start, end})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(log) != n {
+		t.Fatalf("%d of %d contenders got the slot", len(log), n)
+	}
+	if got := maxOverlap(log); got > g.Limit {
+		t.Fatalf("%d held at once, K=%d", got, g.Limit)
+	}
+	stop()
+	w := <-seen
+	if w.most > g.Limit {
+		t.Fatalf("Consul's records counted %d at once, K=%d", w.most, g.Limit)
+	}
+	if w.missed != "" {
+		t.Fatalf("an older agent would not count every claim: %s", w.missed)
+	}
+	h, err := ReadHolders(c, testPrefix, nil)
+	if err != nil || len(h.Holding) != 0 || len(h.Counted(time.Now())) != 0 {
+		t.Fatalf("after every release: %+v, %v", h, err)
 	}
 }
 

@@ -2,7 +2,7 @@ package lockstep
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -73,27 +73,25 @@ type change struct {
 	holders  map[string]bool // by name
 }
 
-// watchHolders records every change of the holders record at prefix that
-// a blocking query sees, until ctx ends.
+// watchHolders records every change of the holders (the record, the slot
+// keys and the holder keys) at prefix that a blocking query sees, until
+// ctx ends.
 func watchHolders(ctx context.Context, c *api.Client, prefix string) func() []change {
 	var mu sync.Mutex
 	var seen []change
 	go func() {
 		var index uint64
 		for ctx.Err() == nil {
-			p, meta, err := c.KV().Get(HoldersKey(prefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
+			ps, meta, err := c.KV().List(HoldersKey(prefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
 			now := time.Now()
 			if err != nil {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
 			index = meta.LastIndex
-			var rec holders
-			if p == nil || json.Unmarshal(p.Value, &rec) != nil {
-				continue
-			}
-			ch := change{at: now, released: rec.Released, holders: map[string]bool{}}
-			for _, e := range rec.Holders {
+			h := ParseHolders(prefix, ps)
+			ch := change{at: now, released: h.Released, holders: map[string]bool{}}
+			for _, e := range h.Holding {
 				ch.holders[e.Name] = true
 			}
 			mu.Lock()
@@ -153,4 +151,46 @@ func TestStaggerHeadWaitsAfterRelease(t *testing.T) {
 		t.Fatalf("b was granted %v after a's release, want at least the stagger %v", gap, stagger)
 	}
 	_ = hb.Release(ctx)
+}
+
+// A lost mark frees a slot, and writes the record with the slot key: a
+// head that counted before it is refused its grant, and then waits
+// Gate.Stagger from the mark, as after a release.
+func TestLostMarkFailsGrantUnderStagger(t *testing.T) {
+	c, g, ctx := committed(t, "sha-lost-stagger", 3, time.Minute)
+	g.Lease, g.Stagger = time.Minute, time.Hour
+	x := newSem(t, c, "x")
+	hx, err := x.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := hx.slot.rec.Claim
+	endSession(t, x.s)
+	h := newSem(t, c, "h")
+	if _, err := h.enqueue(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := h.read(ctx, h.opts.Prefix+holdersKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait, _, err := h.headWait(ctx, g, snap); wait != 0 || err != nil {
+		t.Fatalf("h, the head with a slot free and nothing released, would wait %v (%v)", wait, err)
+	}
+	if err := newSem(t, c, "o").MarkLost(ctx, "x", *judged); err != nil {
+		t.Fatal(err)
+	}
+	if hh, err := h.take(ctx, g, snap, nil); !errors.Is(err, errRace) {
+		if hh != nil {
+			defer func() { _ = hh.Release(ctx) }()
+		}
+		t.Fatalf("grant on the read before the lost mark = %v, want a race", err)
+	}
+	snap, err = h.read(ctx, h.opts.Prefix+holdersKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait, _, err := h.headWait(ctx, g, snap); wait == 0 || err != nil {
+		t.Fatalf("after the lost mark, under a stagger of 1h, h waits %v (%v)", wait, err)
+	}
 }

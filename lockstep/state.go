@@ -49,6 +49,8 @@ const (
 	// (<dir>/<session>), as agents before per-name keys wrote them: still
 	// counted, so that a holder of an older version is never granted past.
 	KeyLegacyEntry
+	// KeySlot is a slot key, .holders/.slots/<i>: a holder's claim.
+	KeySlot
 )
 
 // ClassifyKey says what rel, a key relative to a semaphore's prefix, is.
@@ -58,6 +60,9 @@ func ClassifyKey(rel string) KeyKind {
 		return KeyRecord
 	case tailKey:
 		return KeyTail
+	}
+	if isSlotKey(rel) {
+		return KeySlot
 	}
 	for _, dir := range []string{holderPrefix, contenderPrefix} {
 		if rest, ok := strings.CutPrefix(rel, dir); ok {
@@ -115,7 +120,13 @@ type holders struct {
 	// (Gate.Stagger) with no clock in it: the record changes with grants
 	// too, but only a release or a lost mark moves the count. Absent in a
 	// record of an older version, which a release then starts from 1.
+	// Releases of this version count in their slot keys instead (see
+	// doc.go, "Slot keys"); a snapshot's holders add them up.
 	Released uint64 `json:"released,omitempty"`
+	// Seq moves with every write of the record by this version, so that
+	// no write of it changes nothing (Consul skips those, and a CAS at
+	// the index read would not fail).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // grant names a granted contender by its session and the CreateIndex of
@@ -139,9 +150,14 @@ type contender struct {
 // of the holders alone (P/.holders and the keys under P/.holders/), which is
 // all the head of the line watches.
 type snapshot struct {
-	index        uint64 // X-Consul-Index of the read, for blocking on it
+	index uint64 // X-Consul-Index of the read, for blocking on it
+	// holders is the record with the slot keys' claims and counts added
+	// in (mergeSlots): what the count is judged on. record is the record
+	// alone, as read, for its writers.
 	holders      holders
-	holdersIndex uint64 // ModifyIndex of the record, 0 when absent
+	record       holders
+	slots        []slotRef // in no order
+	holdersIndex uint64    // ModifyIndex of the record, 0 when absent
 	// live are the record's holders whose holder key their session still
 	// locks; only they count against K.
 	live       map[string]Entry
@@ -170,6 +186,8 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 			if s.holders.Holders == nil {
 				s.holders.Holders = map[string]Entry{}
 			}
+		case strings.HasPrefix(rel, slotsPrefix):
+			s.parseSlot(p, rel[len(slotsPrefix):])
 		case strings.HasPrefix(rel, holderPrefix):
 			name, ok := lockedBy(p, rel[len(holderPrefix):])
 			if !ok {
@@ -199,6 +217,7 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 		}
 		s.live[id] = e
 	}
+	s.mergeSlots()
 	return s
 }
 

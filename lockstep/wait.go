@@ -290,37 +290,43 @@ func (m *Semaphore) readWait(ctx context.Context, prefix string, index uint64, w
 }
 
 // take grants this contender a slot in one transaction: the gate is open,
-// our session still locks our contender key, and the holders record is
-// unchanged since we counted fewer than K live holders in it. It creates
-// our holder key, whose end wakes the next head when we release or die, and
-// marks our contender key as holding, which tells the waiter behind us that
-// it heads the line now. The caller's ops come last.
+// our session still locks our contender key, the holders record is
+// unchanged since we counted fewer than K in the snapshot (whatever raised
+// the count since wrote it: see doc.go, "Slot keys"), and the slot we take
+// is still as read. It creates our holder key, whose end wakes the next
+// head when we release or die, and marks our contender key as holding,
+// which tells the waiter behind us that it heads the line now. The
+// caller's ops come last.
 func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.TxnOps) (*Hold, error) {
 	if snap.bad != nil {
-		m.log.Warn("overwriting the holders record", "error", snap.bad)
+		m.log.Warn("overwriting the holders record or a slot key", "error", snap.bad)
 	}
-	rec := m.granted(snap, g, m.note, m.now())
-	recJSON, err := json.Marshal(rec)
+	r, err := snap.pick(m.opts.Name)
 	if err != nil {
 		return nil, err
 	}
+	sr := m.grantedSlot(r, g, m.note, m.now())
+	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, sr.Claim)
+	rec.Last = &grant{Session: m.s.ID(), Joined: m.joined}
 	ops := g.checkOps()
 	gate := len(ops)
 	ops = append(ops, g.GrantChecks...)
 	base := len(ops)
 	ops = append(ops,
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: m.key, Session: m.s.ID()}},
-		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: m.opts.Prefix + holdersKey, Value: recJSON, Index: snap.holdersIndex}},
+		casRecord(m.opts.Prefix, rec, snap.holdersIndex),
+		casSlot(m.opts.Prefix, r, sr),
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}},
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("holding"), Session: m.s.ID()}},
 	)
 	ops = append(ops, extra...)
+	txnCount.grants.Add(1)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, consulErr{err}
 	}
 	if ok {
-		return m.newHold(g, resp, rec), nil
+		return m.newHold(g, resp, slotRef{n: r.n, rec: sr}), nil
 	}
 	op, what := firstTxnError(resp)
 	switch {
@@ -333,15 +339,15 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 	case op == base:
 		m.s.lost("session no longer locks its contender key", nil)
 		return nil, ErrSessionLost
-	case op == base+1:
+	case op == base+1 || op == base+2:
 		return nil, errRace
-	case op == base+2:
+	case op == base+3:
 		// Our holder key is ours alone: it can only be refused (a lock
 		// delay, an invalid session) once Consul has dropped our session.
 		m.s.lost("session cannot lock its holder key", errors.New(what))
 		return nil, ErrSessionLost
-	case op >= base+4:
-		return nil, &TxnError{Op: op - base - 4, What: what}
+	case op >= base+5:
+		return nil, &TxnError{Op: op - base - 5, What: what}
 	}
 	return nil, &TxnError{Op: op, What: what}
 }

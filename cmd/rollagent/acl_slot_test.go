@@ -28,6 +28,7 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 		{slot + ".holders", true},
 		{slot + ".tail", true},
 		{slot + ".holders/n1/some-session", true},
+		{slot + ".holders/.slots/0", true},
 		{slot + "c/n1/some-session", true},
 		{slot + ".holders/x", false},
 		{slot + "c/x", false},
@@ -61,7 +62,7 @@ func TestAgentTokenWritesOnlyTheSlotKeys(t *testing.T) {
 // With the shipped policy, each node's token takes and releases its slot
 // through lockstep, one node after the other at max_parallel 1, and n1's
 // token cannot contend in n2's name: its join is refused and leaves
-// nothing under slot/ but the line's tail.
+// nothing under slot/ but the line's tail (and the freed slot key).
 func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
@@ -119,9 +120,14 @@ func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, key := range ks {
-			if key != lockstep.HoldersKey(k.Slot()) && key != k.Slot()+".tail" {
+			// A freed slot key stays, with its count of releases.
+			free := lockstep.ClassifyKey(strings.TrimPrefix(key, k.Slot())) == lockstep.KeySlot
+			if key != lockstep.HoldersKey(k.Slot()) && key != k.Slot()+".tail" && !free {
 				t.Errorf("%s is left under slot/", key)
 			}
+		}
+		if h, err := lockstep.ReadHolders(c, k.Slot(), nil); err != nil || len(h.Counted(time.Now())) != 0 {
+			t.Errorf("after both released and n1's refused join: %v counted (%v)", h.Counted(time.Now()), err)
 		}
 	})
 }

@@ -69,7 +69,7 @@ key "rollagent/groups/web/desired" {
 }
 # The slot: the keys lockstep writes (docs/kv-layout.md), nothing else
 # under slot/, so that no key a reader does not expect can be put there.
-# The holders record and the line's tail are shared by all agents; holder
+# The holders record, its slot keys and the line's tail are shared by all agents; holder
 # and contender keys are named by session, which a policy cannot name,
 # under the node's name, which it can: each node writes its own alone
 # (readers bound what they take from them, see "What a reader accepts").
@@ -79,6 +79,12 @@ key "rollagent/groups/web/slot/.holders" {
   policy = "write"
 }
 key "rollagent/groups/web/slot/.tail" {
+  policy = "write"
+}
+# The slot keys: one per holder, shared by all agents like the holders
+# record (lockstep/doc.go, "Slot keys"). Add this line before agents of
+# the version that writes them run: without it their grants are refused.
+key_prefix "rollagent/groups/web/slot/.holders/.slots/" {
   policy = "write"
 }
 key_prefix "rollagent/groups/web/slot/.holders/n1/" {
