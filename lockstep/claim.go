@@ -218,6 +218,11 @@ func (m *Semaphore) MarkLost(ctx context.Context, name string, judged Claim) err
 		}
 		c.Lost = true
 		rec := withClaim(snap.baseRecord(name), name, &c)
+		if kept, ok := snap.record.Claims[name]; ok && !kept.sameGrant(c) && !snap.freedBy(kept) {
+			// The record holds another grant of the name (an older
+			// version's): the mark is the slot key's alone.
+			rec = withClaim(rec, name, &kept)
+		}
 		if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
 			sr := r.rec
 			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here

@@ -123,7 +123,15 @@
 //     record and one in a slot key of the same grant are one claim, lost
 //     if either copy says so (a head of either version marked it); of two
 //     grants of one name (an older process of the node took it since),
-//     the name counts if either does.
+//     the record's stands while it counts, and the name counts if either
+//     does.
+//   - A write of the record by this version keeps each claim the record
+//     holds (bringing over a lost mark of the same grant's slot key), and
+//     adds a slot key's claim only for a name the record lacks: an older
+//     process's grant of a name is never replaced by the dead grant of
+//     this version that it took over. A lost mark of a slot key's grant
+//     where the record holds another grant of the name marks the slot key
+//     alone.
 //   - An older agent counts, by the copies, every claim that this version
 //     counted at the record's last write by this version, and every claim
 //     an older agent wrote since. A copy whose grant was released or

@@ -112,8 +112,9 @@ func (s *snapshot) parseSlot(p *api.KVPair, rest string) {
 // versions"): a copy whose grant a slot key says was released counts no
 // more, and where the slot key holds the same grant, the slot key is the
 // claim, lost if either copy says so (a head of either version marked
-// it). A claim in the record from another grant of the name (an older
-// version's, since) and one in its slot key count if either does.
+// it). Where the record holds another grant of the name (an older
+// version's, written later), the record's stands while it counts, and
+// the slot key's only once it does not: the name counts if either does.
 func (s *snapshot) mergeSlots() {
 	s.record = s.holders
 	claims := make(map[string]Claim, len(s.record.Claims)+len(s.slots))
@@ -134,7 +135,10 @@ func (s *snapshot) mergeSlots() {
 			switch {
 			case old.sameGrant(merged):
 				merged.Lost = merged.Lost || old.Lost
-			case old.counts() && !merged.counts():
+			case old.counts():
+				// Another grant of the name: an older version's,
+				// written after ours (it reclaimed from our copy).
+				// Its holder may be live; ours is not.
 				continue
 			}
 		}
@@ -208,12 +212,13 @@ func casRecord(prefix string, rec holders, index uint64) *api.TxnOp {
 }
 
 // baseRecord is the record to be written again by a writer of it: its
-// holders that still hold (the others are stale), the claims as this
-// version counts them (mergeSlots) but name's, which the writer sets or
-// ends, and its count. So each write prunes the copies of released
-// grants, brings a lost mark from a slot key into the copy, and lets
-// older versions see every claim that counts (doc.go, "Slot keys: older
-// versions").
+// holders that still hold (the others are stale), its claims but name's,
+// which the writer sets or ends, and its count. A claim of the record
+// stays as it is unless a slot key holds the same grant, whose view
+// (mergeSlots) brings a lost mark over; a copy of a released grant is
+// pruned; and a slot key's claim of a name the record lacks is added.
+// So an older version's grant of a name is never replaced by a slot
+// key's older grant of it (doc.go, "Slot keys: older versions").
 func (s *snapshot) baseRecord(name string) holders {
 	rec := holders{Holders: map[string]Entry{}, Last: s.record.Last, Claims: map[string]Claim{},
 		Released: s.record.Released, Seq: s.record.Seq}
@@ -222,8 +227,17 @@ func (s *snapshot) baseRecord(name string) holders {
 			rec.Holders[id] = e
 		}
 	}
+	for n, c := range s.record.Claims {
+		if n == name || s.freedBy(c) {
+			continue
+		}
+		if v, ok := s.holders.Claims[n]; ok && v.sameGrant(c) {
+			c = v
+		}
+		rec.Claims[n] = c
+	}
 	for n, c := range s.holders.Claims {
-		if n != name {
+		if _, ok := rec.Claims[n]; !ok && n != name {
 			rec.Claims[n] = c
 		}
 	}
