@@ -226,10 +226,12 @@ func (m *Semaphore) MarkLost(ctx context.Context, name string, judged Claim) err
 		if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
 			sr := r.rec
 			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
-			return m.casAll(ctx, api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
+			ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+			return m.casAll(ctx, append(ops, snap.markOps(m.opts.Prefix, name)...), nil)
 		}
 		rec.Released++
-		return m.casAll(ctx, api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}, nil)
+		ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+		return m.casAll(ctx, append(ops, snap.markOps(m.opts.Prefix, name)...), nil)
 	})
 }
 
@@ -261,6 +263,7 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 		sr := slotRec{Name: m.opts.Name, Session: m.s.ID(), Domain: m.opts.Domain, Claim: &c, Released: r.rec.Released}
 		rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
 		ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex), casSlot(m.opts.Prefix, r, sr)}
+		ops = append(ops, snap.markOps(m.opts.Prefix, m.opts.Name)...)
 		return m.casAll(ctx, ops, g.checkOps())
 	})
 	var te *TxnError
@@ -351,6 +354,7 @@ func (m *Semaphore) reclaimOnce(ctx context.Context, g Gate, note string, extra 
 	// moves with it, or a release of it would leave the old copy counting.
 	rec := withClaim(snap.baseRecord(m.opts.Name), m.opts.Name, &c)
 	ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+	ops = append(ops, snap.markOps(m.opts.Prefix, m.opts.Name)...)
 	lock := len(ops)
 	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}})
 	ok, resp, _, err := m.c.Txn().Txn(append(ops, extra...), (&api.QueryOptions{}).WithContext(ctx))

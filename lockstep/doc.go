@@ -149,7 +149,12 @@
 // a slot key, and whose older process then takes and releases that claim
 // in the record, leaves the slot key's grant counting for this version
 // (and copied into the record again) until a head reports it lost after
-// its lease: the safe side, at the cost of a wait and a lost report.
+// its lease: the safe side, at the cost of a wait and a lost report. A
+// lost mark an older head wrote in the record's copy alone is copied into
+// the slot key by the next write of the record by this version (any
+// grant, ClaimDown, Reclaim, lost mark, or release that writes it), in
+// its transaction, so that such a take and release does not bring the
+// marked grant back to count.
 //
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of

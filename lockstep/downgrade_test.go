@@ -76,3 +76,42 @@ func TestAGrantKeepsAnOlderReclaimOfTheRecord(t *testing.T) {
 		t.Errorf("n1, down mid-step under its older process, counts for older agents %v, for this version %v; want both", o, n)
 	}
 }
+
+// An older head marks lost the record's copy of a dead grant of this
+// version; a write of the record by this version copies the mark into
+// the slot key, so that an older process of the name that takes the
+// record's claim and releases it does not leave the slot key's grant
+// counting again.
+func TestAnOlderLostMarkReachesTheSlotKey(t *testing.T) {
+	c, g, ctx := committed(t, "sha-downgrade-mark", 2, time.Minute)
+	g.Lease = time.Minute
+	dead := newSem(t, c, "n1")
+	if _, err := dead.Acquire(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	endSession(t, dead.s)
+	olderWrite(t, c, func(r *olderRecord) { // an older head's lost mark
+		cl := r.Claims["n1"]
+		cl.Lost = true
+		r.Claims["n1"] = cl
+		r.Released++
+	})
+	h2, err := newSem(t, c, "n2").Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	olderWrite(t, c, func(r *olderRecord) { // an older process of n1 reclaims
+		r.Claims["n1"] = olderClaim{Session: "older-s", Since: now, Until: now.Add(time.Hour)}
+	})
+	olderWrite(t, c, func(r *olderRecord) { // and releases
+		delete(r.Claims, "n1")
+		r.Released++
+	})
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, n := views(t, c); slices.Contains(n, "n1") {
+		t.Errorf("n1's lost grant counts again for this version %v (older agents %v)", n, o)
+	}
+}

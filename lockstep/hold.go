@@ -286,6 +286,7 @@ func (m *Semaphore) releaseOps(snap *snapshot, stagger bool) api.TxnOps {
 			rec.Released++
 		}
 		ops = append(ops, casRecord(m.opts.Prefix, rec, snap.holdersIndex))
+		ops = append(ops, snap.markOps(m.opts.Prefix, m.opts.Name)...)
 	}
 	return ops
 }

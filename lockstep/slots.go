@@ -247,6 +247,30 @@ func (s *snapshot) baseRecord(name string) holders {
 	return rec
 }
 
+// markOps are the CASes that copy into slot keys the lost marks that
+// only the record's copy of their grant has (an older head wrote them),
+// for a writer of the record to put in its transaction; the slot of
+// skip, which the writer writes itself, aside. The record's released
+// counted the mark already. Without them, an older process of the name
+// that takes the record's claim and releases it would leave the slot
+// key's grant counting again.
+func (s *snapshot) markOps(prefix, skip string) api.TxnOps {
+	var ops api.TxnOps
+	for _, r := range s.slots {
+		c := r.rec.Claim
+		if c == nil || c.Lost || r.rec.Name == "" || r.rec.Name == skip {
+			continue
+		}
+		if rc, ok := s.record.Claims[r.rec.Name]; ok && rc.Lost && rc.sameGrant(*c) {
+			sr, lc := r.rec, *c
+			lc.Lost = true
+			sr.Claim = &lc
+			ops = append(ops, casSlot(prefix, r, sr))
+		}
+	}
+	return ops
+}
+
 // withClaim is rec with c as name's claim (nil: none), for the record a
 // grant, ClaimDown or reclaim of name writes.
 func withClaim(rec holders, name string, c *Claim) holders {

@@ -319,6 +319,8 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.hkey, Value: m.entry("holding"), Session: m.s.ID()}},
 		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: m.key, Value: m.entry("holding"), Session: m.s.ID()}},
 	)
+	ops = append(ops, snap.markOps(m.opts.Prefix, m.opts.Name)...)
+	own := len(ops)
 	ops = append(ops, extra...)
 	txnCount.grants.Add(1)
 	ok, resp, _, err := m.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
@@ -346,8 +348,10 @@ func (m *Semaphore) take(ctx context.Context, g Gate, snap *snapshot, extra api.
 		// delay, an invalid session) once Consul has dropped our session.
 		m.s.lost("session cannot lock its holder key", errors.New(what))
 		return nil, ErrSessionLost
+	case op >= own:
+		return nil, &TxnError{Op: op - own, What: what}
 	case op >= base+5:
-		return nil, &TxnError{Op: op - base - 5, What: what}
+		return nil, errRace
 	}
 	return nil, &TxnError{Op: op, What: what}
 }
