@@ -1,10 +1,13 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -51,6 +54,12 @@ func classifySlotKey(rel string) slotKeyKind {
 		}
 	}
 	return slotUnexpected
+}
+
+// slotNum is the number of key, a slot key (slotNumbered).
+func slotNum(key string) int {
+	n, _ := strconv.Atoi(key[strings.LastIndexByte(key, '/')+1:])
+	return n
 }
 
 // splitPlan is how a group's tree too large to list at once is read: the
@@ -102,6 +111,9 @@ func planSplit(k Keys, names []string) splitPlan {
 			p.gets = append(p.gets, name)
 		}
 	}
+	// By number, as grants take the lowest free one: in text order a
+	// flood numbered from 10000 would sort before slot 2.
+	slices.SortFunc(numbered, func(a, b string) int { return cmp.Compare(slotNum(a), slotNum(b)) })
 	if len(numbered) > maxSlotNumbers {
 		p.skippedSlots = len(numbered) - maxSlotNumbers
 		numbered = numbered[:maxSlotNumbers]

@@ -181,11 +181,17 @@ func (s *snapshot) pick(name string) (slotRef, error) {
 		return r, nil
 	}
 	used := map[int]bool{}
-	for _, r := range s.slots {
-		if !s.taken(r) {
-			return r, nil
+	free, found := slotRef{}, false
+	for _, r := range s.slots { // in no order: the lowest free one
+		switch {
+		case s.taken(r):
+			used[r.n] = true
+		case !found || r.n < free.n:
+			free, found = r, true
 		}
-		used[r.n] = true
+	}
+	if found {
+		return free, nil
 	}
 	n := 0
 	for used[n] {

@@ -153,3 +153,22 @@ func TestGrantRefusedPastTheLastSlotNumber(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A grant takes the lowest free slot number, not the first free key in
+// the listing's text order, where .slots/10 sorts before .slots/2.
+func TestGrantTakesTheLowestFreeNumber(t *testing.T) {
+	c, g, ctx := committed(t, "sha-slot-lowest", 1, time.Minute)
+	g.Lease = time.Minute
+	for _, n := range []int{10, 2} {
+		if _, err := c.KV().Put(&api.KVPair{Key: SlotKey(testPrefix, n), Value: []byte(`{"released":1}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := newSem(t, c, "n1").Acquire(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var rec slotRec
+	if p := slotsOf(t, c)[2]; p == nil || json.Unmarshal(p.Value, &rec) != nil || rec.Name != "n1" {
+		t.Errorf("n1's grant did not take slot 2, the lowest free: %+v", slotsOf(t, c))
+	}
+}
