@@ -267,6 +267,9 @@ const (
 	endConverged
 	// endPrepareFailed: Desired could not be prepared.
 	endPrepareFailed
+	// endPrepareStopped: the agent was asked to stop while it prepared
+	// Desired under its slot (a pull): nothing was touched.
+	endPrepareStopped
 	// endStopped: cut off by its fence or a fault of the node's.
 	endStopped
 	// endRestoreFailed: the runtime failed the undo.
@@ -309,6 +312,9 @@ type outcome struct {
 // drainDeferred is added to the reason of a node whose drain failed.
 const drainDeferred = "; nothing was stopped and no failure counted: the node gave its slot back and tries again later"
 
+// prepareStopped begins the reason of a node whose prepare a stop cut off.
+const prepareStopped = "the agent stopped while it prepared; nothing was touched: "
+
 // downKeeps is added to the reason of a node that keeps its slot because
 // its workload is down.
 const downKeeps = "; the workload is down, so the node keeps its slot"
@@ -328,6 +334,11 @@ func conclude(l Look, e event) outcome {
 		return outcome{Result: resultSuccess, State: coordinator.StateConverged}
 	case endPrepareFailed:
 		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "prepare: " + e.err}
+	case endPrepareStopped:
+		// A pull is no step: cut off by a stop, it gives the slot back at
+		// once (systemd's stop timeout would otherwise kill the agent
+		// mid-wait), and the next process prepares afresh.
+		return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: prepareStopped + e.err}
 	case endDrainFailed:
 		// Nothing stopped: the slot goes back, for another node, and the
 		// release is not charged with what only this node's Consul agent

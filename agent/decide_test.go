@@ -261,6 +261,8 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultSuccess, State: coordinator.StateConverged}},
 		{"prepare failed", open(Look{SHA: shaA}), event{end: endPrepareFailed, err: "pull: denied"},
 			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "prepare: pull: denied"}},
+		{"prepare cut off by a stop: nothing touched, the slot goes back", open(Look{SHA: shaA}), event{end: endPrepareStopped, err: "pull: context canceled"},
+			outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: prepareStopped + "pull: context canceled"}},
 		{"drain failed", open(Look{SHA: shaA, Healthy: true}), event{end: endDrainFailed, err: "drain: denied"},
 			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "drain: denied" + drainDeferred}},
 		{"stopped", open(Look{SHA: shaA}), event{end: endStopped, err: "fence: cancelled"},

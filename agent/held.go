@@ -71,14 +71,20 @@ func (t *turn) verifyHeld(ctx context.Context, sha string) (lost bool, err error
 }
 
 // prepareHeld is Runtime.Prepare under the slot: bounded, and cut off if
-// the hold is lost.
-func (t *turn) prepareHeld(ctx context.Context, sha string) (lost bool, err error) {
+// the hold is lost or the agent is asked to stop (stopped). Unlike a step,
+// a prepare touches nothing, so a stop need not wait for it: a pull from a
+// registry that stalls would hold the stop for the pull's whole bound.
+func (t *turn) prepareHeld(ctx context.Context, sha string) (lost, stopped bool, err error) {
 	pctx, cancel := t.whileHeld(ctx)
 	defer cancel()
 	pctx, cancelT := context.WithTimeout(pctx, t.a.prepareTimeout())
 	defer cancelT()
+	if t.stopping != nil {
+		stop := context.AfterFunc(t.stopping, cancelT)
+		defer stop()
+	}
 	err = t.a.cfg.Runtime.Prepare(pctx, t.gs.Spec, sha)
-	return err != nil && t.lost(), err
+	return err != nil && t.lost(), err != nil && t.stopping != nil && t.stopping.Err() != nil, err
 }
 
 // execPrepareTimeout bounds the exec runtime's Prepare, a write of the

@@ -137,8 +137,10 @@ func (t *turn) replace(ctx context.Context) ending {
 	if !t.prepared {
 		// Not prepared before a place in line was taken: reclaimed, or
 		// going on from a verified step.
-		if lost, err := t.prepareHeld(ctx, sha); lost {
+		if lost, stopped, err := t.prepareHeld(ctx, sha); lost {
 			return t.stopped(ctx, lockstep.ErrSessionLost)
+		} else if stopped {
+			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareStopped, err: err.Error()}))
 		} else if err != nil {
 			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareFailed, err: err.Error()}))
 		}
