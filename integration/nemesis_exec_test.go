@@ -230,7 +230,7 @@ func (c *cluster) agentPauseErr(node string, pause bool) error {
 // the host's boot if the host is down.
 func (c *cluster) agentStartErr(node string) error {
 	if !c.isExec(node) {
-		return c.startErr(c.agentName(node))
+		return c.startDockerAgent(c.agentName(node))
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
@@ -239,6 +239,30 @@ func (c *cluster) agentStartErr(node string) error {
 		return c.startErr(c.agentName(node))
 	}
 	return c.signalErr(c.agentName(node), "USR1")
+}
+
+// queuedStartBound bounds how long a start asked for while an agent still
+// stops waits for the stop to end.
+const queuedStartBound = 5 * time.Minute
+
+// startDocker starts a Docker host's agent container as systemd starts a
+// unit: a start asked for while a stop is under way (a SIGTERM lets the
+// agent finish its step first) is queued, and runs once the stop ended.
+// A start of the container while it still runs would do nothing, and the
+// agent, once out, would stay down for the rest of the run.
+func (c *cluster) startDockerAgent(name string) error {
+	ctx, cancel := c.ctx()
+	insp, err := c.docker.ContainerInspect(ctx, name)
+	cancel()
+	if err != nil || insp.State == nil || !insp.State.Running {
+		return c.startErr(name)
+	}
+	go func() {
+		if c.waitExited(name, queuedStartBound) {
+			_ = c.startErr(name) // the run may have ended meanwhile
+		}
+	}()
+	return nil
 }
 
 // agentExited waits at most d for node's agent to stop running.
