@@ -95,14 +95,14 @@ func cancelTry(b *testing.B, ba *agents, srv *consultest.Server, ns []string, re
 	}
 	ct := cancelTimes{cli: returned.Sub(start), waiters: len(waiters)}
 	fleettest.WaitFor(b, 30*time.Second, "every waiter out of line and cancelled", func() bool {
-		return w.first(func(s groupSnap) bool { return s.dequeued() && s.allIn(waiters, coordinator.StateCancelled) }) != nil
+		return w.First(func(s groupSnap) bool { return s.dequeued() && s.allIn(waiters, coordinator.StateCancelled) }) != nil
 	})
 	fleettest.WaitFor(b, time.Minute, "the holder to finish its step and give its slot back", func() bool { return ba.settled(holder) })
-	w.stop()
-	seen := w.first(func(s groupSnap) bool { return s.gs.Cancel != nil })
+	w.Stop()
+	seen := w.First(func(s groupSnap) bool { return s.gs.Cancel != nil })
 	ct.seen = seen.at.Sub(returned)
-	ct.dequeued = w.first(groupSnap.dequeued).at.Sub(returned)
-	ct.states = w.first(func(s groupSnap) bool { return s.allIn(waiters, coordinator.StateCancelled) }).at.Sub(returned)
+	ct.dequeued = w.First(groupSnap.dequeued).at.Sub(returned)
+	ct.states = w.First(func(s groupSnap) bool { return s.allIn(waiters, coordinator.StateCancelled) }).at.Sub(returned)
 	checkNothingAfterCancel(b, ba, w, ns, sha, holder, start)
 	return ct
 }
@@ -129,13 +129,13 @@ func (ba *agents) settled(node string) bool {
 // before the CLI started.
 func checkNothingAfterCancel(b *testing.B, ba *agents, w *groupWatch, ns []string, sha, holder string, start time.Time) {
 	b.Helper()
-	final := w.last()
+	final := w.Last()
 	cancelIndex := final.createIndex(ba.keys().Cancel(sha))
 	if cancelIndex == 0 {
 		b.Fatalf("no CANCEL of %.12s in the records", sha)
 	}
 	holding := map[string]bool{}
-	for _, s := range w.snaps() {
+	for _, s := range w.Snaps() {
 		if s.index < cancelIndex {
 			for id := range s.gs.Holders.Holding {
 				holding[id] = true

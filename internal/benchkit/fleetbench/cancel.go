@@ -112,8 +112,8 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 		return err == nil && len(h.Holding) == fc.k && len(h.Waiting) == fc.n-fc.k && f.pace.steps.Load() == int64(fc.k)
 	})
 	w := watchSlot(b, c, keys.Slot())
-	defer w.stop()
-	before := w.last()
+	defer w.Stop()
+	before := w.Last()
 	raft0, err := raftIndex(c)
 	if err != nil {
 		b.Fatal(err)
@@ -128,8 +128,8 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	cr := cancelRun{waiters: fc.n - fc.k, cancelCall: returned.Sub(start)}
 	steps0 := f.pace.steps.Load()
 	holders := before.holderNodes()
-	fleettest.WaitFor(b, time.Minute, "every waiter out of line", func() bool { return w.firstWhere(emptyLine(holders)) != nil })
-	empty := w.firstWhere(emptyLine(holders))
+	fleettest.WaitFor(b, time.Minute, "every waiter out of line", func() bool { return w.First(emptyLine(holders)) != nil })
+	empty := w.First(emptyLine(holders))
 	_, cr.endpoints = f.traffic.stop()
 	agents1, consul1 := f.fleetCPU()
 	raft1, err := raftIndex(c)
@@ -139,10 +139,10 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	cr.raft = raft1 - raft0
 	cr.empty = empty.at.Sub(returned)
 	cr.busy = ((agents1 - agents0) + (consul1 - consul0)).Seconds() / time.Since(start).Seconds()
-	cr.prevRead = w.lastBefore(empty.index).at.Sub(returned)
+	cr.prevRead = lastBefore(w, empty.index).at.Sub(returned)
 	release()
 	awaitReleased(b, c, keys)
-	w.stop()
+	w.Stop()
 	cr.steps = f.pace.steps.Load() - steps0
 	cr.check(b, c, keys, v2, w, before)
 	return cr
@@ -210,85 +210,25 @@ func emptyLine(holders map[string]bool) func(slotSnap) bool {
 
 // slotWatch records every state of the slot's keys, with the time a
 // blocking read returned it.
-type slotWatch struct {
-	mu     sync.Mutex
-	all    []slotSnap
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
+type slotWatch = benchkit.KVWatch[slotSnap]
 
 func watchSlot(b *testing.B, c *api.Client, prefix string) *slotWatch {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &slotWatch{cancel: cancel, done: make(chan struct{})}
-	read := func(index uint64) (uint64, error) {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: time.Minute}).WithContext(ctx)
-		pairs, meta, err := c.KV().List(prefix, q)
-		if err != nil {
-			return index, err
-		}
-		w.mu.Lock()
-		w.all = append(w.all, slotSnap{at: time.Now(), index: meta.LastIndex, pairs: pairs})
-		w.mu.Unlock()
-		return meta.LastIndex, nil
-	}
-	index, err := read(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		defer close(w.done)
-		for ctx.Err() == nil {
-			if next, err := read(index); err == nil {
-				index = next
-			}
-		}
-	}()
-	return w
-}
-
-func (w *slotWatch) stop() {
-	w.once.Do(func() {
-		w.cancel()
-		<-w.done
+	return benchkit.WatchKV(b, c, prefix, 0, func(at time.Time, index uint64, pairs api.KVPairs) slotSnap {
+		return slotSnap{at: at, index: index, pairs: pairs}
 	})
 }
 
-func (w *slotWatch) last() slotSnap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.all[len(w.all)-1]
-}
-
-func (w *slotWatch) firstWhere(ok func(slotSnap) bool) *slotSnap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := range w.all {
-		if ok(w.all[i]) {
-			return &w.all[i]
-		}
-	}
-	return nil
-}
-
 // lastBefore is the last state read before index.
-func (w *slotWatch) lastBefore(index uint64) slotSnap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	prev := w.all[0]
-	for _, s := range w.all {
+func lastBefore(w *slotWatch, index uint64) slotSnap {
+	all := w.Snaps()
+	prev := all[0]
+	for _, s := range all {
 		if s.index < index {
 			prev = s
 		}
 	}
 	return prev
-}
-
-func (w *slotWatch) snaps() []slotSnap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]slotSnap(nil), w.all...)
 }
 
 // holdersRecord is the part of lockstep's holders record (docs/kv-layout.md)
@@ -325,7 +265,7 @@ func (cr *cancelRun) check(b *testing.B, c *api.Client, keys coordinator.Keys, s
 	}
 	cr.cancelIndex = p.ModifyIndex
 	prefix := keys.Slot()
-	all := w.snaps()
+	all := w.Snaps()
 	cr.snaps = len(all)
 	for _, s := range all {
 		for _, kv := range s.pairs {
