@@ -86,11 +86,7 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
 	c, g, ctx := committed(t, "sha-reclaim", 1, time.Minute)
 	g.Lease = time.Minute
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	deadHolder(t, ctx, c, g, "n1")
 	waiter := acquireAsync(t, ctx, newSem(t, c, "n2"), g)
 	waitInLine(t, c, 1, "n2 in line")
 

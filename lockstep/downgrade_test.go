@@ -31,11 +31,7 @@ func lockOlderHolder(t *testing.T, c *api.Client, name string) *Session {
 func TestAGrantKeepsAnOlderReclaimOfTheRecord(t *testing.T) {
 	c, g, ctx := committed(t, "sha-downgrade-reclaim", 2, time.Minute)
 	g.Lease = 2 * time.Second
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	deadHolder(t, ctx, c, g, "n1")
 	old := lockOlderHolder(t, c, "n1")
 	now := time.Now().UTC()
 	olderWrite(t, c, func(r *olderRecord) {
@@ -85,11 +81,7 @@ func TestAGrantKeepsAnOlderReclaimOfTheRecord(t *testing.T) {
 func TestAnOlderLostMarkReachesTheSlotKey(t *testing.T) {
 	c, g, ctx := committed(t, "sha-downgrade-mark", 2, time.Minute)
 	g.Lease = time.Minute
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	deadHolder(t, ctx, c, g, "n1")
 	olderWrite(t, c, func(r *olderRecord) { // an older head's lost mark
 		cl := r.Claims["n1"]
 		cl.Lost = true

@@ -118,3 +118,15 @@ func acquireAsync(t testing.TB, ctx context.Context, m *Semaphore, g Gate, ops .
 	}()
 	return got
 }
+
+// deadHolder is name granted a slot at g whose session then ended, as a
+// node that dies mid-step leaves it: its claim stays, its holder key goes.
+func deadHolder(t *testing.T, ctx context.Context, c *api.Client, g Gate, name string) *Semaphore {
+	t.Helper()
+	dead := newSem(t, c, name)
+	if _, err := dead.Acquire(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	endSession(t, dead.s)
+	return dead
+}

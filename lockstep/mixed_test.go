@@ -77,6 +77,15 @@ func views(t testing.TB, c *api.Client) (older, now []string) {
 	return olderCounted(t, ps), ParseHolders(testPrefix, ps).Counted(time.Now())
 }
 
+// wantViews fails the test unless, in one read, older agents count
+// exactly older and this version exactly now (nil: none).
+func wantViews(t testing.TB, c *api.Client, when string, older, now []string) {
+	t.Helper()
+	if o, n := views(t, c); !slices.Equal(o, older) || !slices.Equal(n, now) {
+		t.Fatalf("%s: older agents count %v, this version %v; want %v and %v", when, o, n, older, now)
+	}
+}
+
 // olderWrite rewrites the record as an older agent's grant or release
 // does for the claims of other names: decoded into its shape, changed by
 // edit, written back by CAS.
@@ -116,11 +125,7 @@ func recordClaims(t testing.TB, c *api.Client) map[string]olderClaim {
 func TestOlderAgentsCountADeadNodesClaim(t *testing.T) {
 	c, g, ctx := committed(t, "sha-mixed-dead", 1, time.Minute)
 	g.Lease = time.Minute
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	dead := deadHolder(t, ctx, c, g, "n1")
 	eventually(t, 10*time.Second, "n1's holder key gone with its session", func() bool {
 		h, err := ReadHolders(c, testPrefix, nil)
 		return err == nil && len(h.Holding) == 0
@@ -128,10 +133,7 @@ func TestOlderAgentsCountADeadNodesClaim(t *testing.T) {
 	if cl := recordClaims(t, c)["n1"]; cl.Session != dead.s.ID() || cl.Lost {
 		t.Fatalf("the record's copy of n1's claim: %+v", cl)
 	}
-	older, now := views(t, c)
-	if !slices.Equal(older, []string{"n1"}) || !slices.Equal(now, []string{"n1"}) {
-		t.Fatalf("counted: older agents %v, this version %v; want [n1] for both", older, now)
-	}
+	wantViews(t, c, "with n1 dead mid-step", []string{"n1"}, []string{"n1"})
 }
 
 // A release frees its slot key alone, naming the grant it frees: this
@@ -154,10 +156,7 @@ func TestReleasedCopyCountsNoMoreAndIsPruned(t *testing.T) {
 		sr.Freed.Session != id.Session || !sr.Freed.Since.Equal(id.Since) || sr.Name != "" {
 		t.Fatalf("n1's freed slot key does not name its grant: %+v", sr)
 	}
-	older, now := views(t, c)
-	if !slices.Equal(older, []string{"n1"}) || len(now) != 0 {
-		t.Fatalf("after n1's release: older agents count %v (want [n1], the copy), this version %v (want none)", older, now)
-	}
+	wantViews(t, c, "after n1's release (older agents count the copy)", []string{"n1"}, nil)
 	olderWrite(t, c, func(*olderRecord) {})
 	if _, now := views(t, c); len(now) != 0 {
 		t.Fatalf("after an older agent rewrote the record, this version counts %v", now)
@@ -169,9 +168,7 @@ func TestReleasedCopyCountsNoMoreAndIsPruned(t *testing.T) {
 	if cl := recordClaims(t, c); len(cl) != 1 || cl["n2"].Session != h2.m.s.ID() {
 		t.Fatalf("the grant after n1's release left the record's claims %v, want n2's alone", cl)
 	}
-	if older, now := views(t, c); !slices.Equal(older, []string{"n2"}) || !slices.Equal(now, []string{"n2"}) {
-		t.Fatalf("after n2's grant: older agents count %v, this version %v; want [n2]", older, now)
-	}
+	wantViews(t, c, "after n2's grant", []string{"n2"}, []string{"n2"})
 	if err := h2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -183,11 +180,7 @@ func TestReleasedCopyCountsNoMoreAndIsPruned(t *testing.T) {
 func TestLostMarkOnASlotKeyHolds(t *testing.T) {
 	c, g, ctx := committed(t, "sha-mixed-lost", 1, time.Minute)
 	g.Lease = 2 * time.Second
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	deadHolder(t, ctx, c, g, "n1")
 	next := newSem(t, c, "n2")
 	_, err := next.Acquire(ctx, g)
 	var lost *LostError
@@ -197,9 +190,7 @@ func TestLostMarkOnASlotKeyHolds(t *testing.T) {
 	if err := next.MarkLost(ctx, lost.Name, lost.Claim); err != nil {
 		t.Fatal(err)
 	}
-	if older, now := views(t, c); len(older) != 0 || len(now) != 0 {
-		t.Fatalf("after the lost mark: older agents count %v, this version %v; want none", older, now)
-	}
+	wantViews(t, c, "after the lost mark", nil, nil)
 	h, err := next.Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
@@ -207,9 +198,7 @@ func TestLostMarkOnASlotKeyHolds(t *testing.T) {
 	if cl := recordClaims(t, c)["n1"]; !cl.Lost {
 		t.Fatalf("the grant after the lost mark left n1's copy counting: %+v", cl)
 	}
-	if older, now := views(t, c); !slices.Equal(older, []string{"n2"}) || !slices.Equal(now, []string{"n2"}) {
-		t.Fatalf("after n2's grant: older agents count %v, this version %v; want [n2]", older, now)
-	}
+	wantViews(t, c, "after n2's grant", []string{"n2"}, []string{"n2"})
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -221,20 +210,14 @@ func TestLostMarkOnASlotKeyHolds(t *testing.T) {
 func TestOlderLostMarkOnTheCopyHolds(t *testing.T) {
 	c, g, ctx := committed(t, "sha-mixed-oldlost", 1, time.Minute)
 	g.Lease = time.Minute
-	dead := newSem(t, c, "n1")
-	if _, err := dead.Acquire(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	endSession(t, dead.s)
+	deadHolder(t, ctx, c, g, "n1")
 	olderWrite(t, c, func(r *olderRecord) {
 		cl := r.Claims["n1"]
 		cl.Lost = true
 		r.Claims["n1"] = cl
 		r.Released++
 	})
-	if older, now := views(t, c); len(older) != 0 || len(now) != 0 {
-		t.Fatalf("after an older head's lost mark: older agents count %v, this version %v; want none", older, now)
-	}
+	wantViews(t, c, "after an older head's lost mark", nil, nil)
 	h, err := newSem(t, c, "n2").Acquire(ctx, g)
 	if err != nil {
 		t.Fatal(err)
