@@ -101,23 +101,8 @@ func TestReclaimTakesTheNodesSlotBack(t *testing.T) {
 	if _, err := h.Fence(ctx); err != nil {
 		t.Fatalf("fence of a reclaimed hold: %v", err)
 	}
-	select {
-	case <-waiter:
-		t.Fatal("n2 was granted while n1's claim was held")
-	case <-time.After(time.Second):
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-waiter:
-		if h2 == nil {
-			t.FailNow()
-		}
-		_ = h2.Release(ctx)
-	case <-time.After(10 * time.Second):
-		t.Fatal("n2 not granted after n1 released its reclaimed slot")
-	}
+	wantGrantedAfterRelease(t, ctx, waiter, h,
+		"n2 was granted while n1's claim was held", "n2 not granted after n1 released its reclaimed slot")
 }
 
 // A claim counts until it is reported lost, whatever its times say; an

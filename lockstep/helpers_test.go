@@ -130,3 +130,26 @@ func deadHolder(t *testing.T, ctx context.Context, c *api.Client, g Gate, name s
 	endSession(t, dead.s)
 	return dead
 }
+
+// wantGrantedAfterRelease fails the test if waiter is granted while h
+// holds (within a second), or is not granted within 10 s of h's release.
+func wantGrantedAfterRelease(t *testing.T, ctx context.Context, waiter <-chan *Hold, h *Hold, whileHeld, notAfter string) {
+	t.Helper()
+	select {
+	case <-waiter:
+		t.Fatal(whileHeld)
+	case <-time.After(time.Second):
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-waiter:
+		if h2 == nil {
+			t.FailNow()
+		}
+		_ = h2.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal(notAfter)
+	}
+}

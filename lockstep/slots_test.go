@@ -100,23 +100,8 @@ func TestRecordClaimMovesIntoASlot(t *testing.T) {
 	if c, ok := hs.ClaimOf("n1"); !ok || c.Session != h.m.s.ID() || hs.Released != 4 {
 		t.Fatalf("n1's claim after the reclaim: %+v (released %d)", c, hs.Released)
 	}
-	select {
-	case <-waiter:
-		t.Fatal("n2 was granted while n1's reclaimed claim counted")
-	case <-time.After(time.Second):
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-waiter:
-		if h2 == nil {
-			t.FailNow()
-		}
-		_ = h2.Release(ctx)
-	case <-time.After(10 * time.Second):
-		t.Fatal("n2 not granted after n1 released")
-	}
+	wantGrantedAfterRelease(t, ctx, waiter, h,
+		"n2 was granted while n1's reclaimed claim counted", "n2 not granted after n1 released")
 	if hs, err := ReadHolders(c, testPrefix, nil); err != nil || hs.Released != 6 || len(hs.Claims) != 0 {
 		t.Fatalf("after both released: released %d, claims %v (%v)", hs.Released, hs.Claims, err)
 	}
