@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -32,14 +31,8 @@ func canarySpec(t *testing.T, tag string) *hashspec.Spec {
 func TestAutoRollbackIsPromoted(t *testing.T) {
 	ctx := testCtx(t)
 	c, st := devStore(t)
-	k, _ := st.Keys("web")
 	nodes := []string{"a", "b", "c", "d", "e"}
-	for _, n := range nodes {
-		b, _ := json.Marshal(NodeState{Node: n, State: StateConverged, Since: time.Now().UTC()})
-		if _, err := c.KV().Put(&api.KVPair{Key: k.Node(n), Value: b}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putConvergedRecords(t, c, st, "web", nodes...)
 	v1 := commit(t, st, "web", canarySpec(t, "v1"))
 	converge(t, st, "web", nodes...)
 	v2 := commit(t, st, "web", canarySpec(t, "v2")) // finds v1 converged

@@ -10,6 +10,19 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
+// putConvergedRecords writes a converged record of no SHA for each node
+// straight into Consul, as the nodes of a group before its first commit.
+func putConvergedRecords(t *testing.T, c *api.Client, st *Store, group string, nodes ...string) {
+	t.Helper()
+	k, _ := st.Keys(group)
+	for _, n := range nodes {
+		b, _ := json.Marshal(NodeState{Node: n, State: StateConverged, Since: time.Now().UTC()})
+		if _, err := c.KV().Put(&api.KVPair{Key: k.Node(n), Value: b}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // The commit records the canaries it chose from the nodes with a record;
 // a promotion is written once, with its event; a commit of the SHA again
 // waits for one of its own; a rollback promotes itself; and a promotion is
@@ -17,14 +30,8 @@ import (
 func TestCommitRecordsCanariesAndPromote(t *testing.T) {
 	ctx := testCtx(t)
 	c, st := devStore(t)
-	k, _ := st.Keys("web")
 	nodes := []string{"a", "b", "c", "d", "e"}
-	for _, n := range nodes {
-		b, _ := json.Marshal(NodeState{Node: n, State: StateConverged, Since: time.Now().UTC()})
-		if _, err := c.KV().Put(&api.KVPair{Key: k.Node(n), Value: b}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putConvergedRecords(t, c, st, "web", nodes...)
 	canary := func(n int, parallel int) (string, *GroupState) {
 		t.Helper()
 		s := specWith(t, "pause", 1, parallel)
