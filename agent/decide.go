@@ -293,6 +293,9 @@ type event struct {
 	err string
 	// cause is the failure counted as the node's (endUndone), "" if none.
 	cause string
+	// failed is the SHA whose failure cause is (endUndone): the look's
+	// Desired, or one desired no longer (a step resumed after a commit).
+	failed string
 }
 
 // outcome is what a turn's end comes to: the node's state and reason for
@@ -307,6 +310,10 @@ type outcome struct {
 	// Replace goes on to replace the workload with Desired under the same
 	// slot, after endVerified: nothing is published yet.
 	Replace bool
+	// Behind says the failure counted was of a SHA no longer desired: the
+	// node is still behind Desired, which it has not failed, and looks
+	// again soon to go on to it, rather than wait for desired to move.
+	Behind bool
 }
 
 // drainDeferred is added to the reason of a node whose drain failed.
@@ -355,7 +362,7 @@ func conclude(l Look, e event) outcome {
 		// keeps its slot, and its next look sees.
 		return outcome{Result: resultKept, State: coordinator.StateUnknown, Reason: "after the undo: " + e.err, Keep: true}
 	case endUndone:
-		return undone(l, e.cause)
+		return undone(l, e.cause, e.failed)
 	}
 	return released(l)
 }
@@ -389,9 +396,11 @@ func released(l Look) outcome {
 	return outcome{Result: resultReleased, State: state, Reason: reason}
 }
 
-// undone is the end of an undo: a failure, when one is counted; and the
-// node keeps its slot while what it brought back is down.
-func undone(l Look, cause string) outcome {
+// undone is the end of an undo: a failure of failed, when one is counted;
+// and the node keeps its slot while what it brought back is down. A
+// failure of a SHA no longer desired (a step of it resumed by a look that
+// came after a new commit) leaves the node behind on Desired: it goes on.
+func undone(l Look, cause, failed string) outcome {
 	state, reason, _ := settled(l)
 	r := resultAborted
 	if cause != "" {
@@ -400,7 +409,7 @@ func undone(l Look, cause string) outcome {
 	if !l.Healthy && (l.SHA != "" || l.Leftover) {
 		return outcome{Result: resultKept, Keep: true, State: state, Reason: reason + downKeeps}
 	}
-	return outcome{Result: r, State: state, Reason: reason}
+	return outcome{Result: r, State: state, Reason: reason, Behind: cause != "" && failed != l.Desired}
 }
 
 // settled is the state and reason of a node whose step is over, its claim
@@ -417,8 +426,14 @@ func settled(l Look) (coordinator.NodeStatus, string, bool) {
 
 // again is how soon a node looks again after a turn that ended with r
 // (before jitter), 0 to wait for desired to move; idle says it has nothing
-// to contend for until then.
-func again(r result, open bool) (wait time.Duration, idle bool) {
+// to contend for until then. behind is outcome.Behind: a failure of a SHA
+// no longer desired, after which waiting for desired to move would leave
+// the node behind for good.
+func again(r result, open, behind bool) (wait time.Duration, idle bool) {
+	switch {
+	case r == resultFailed && behind:
+		return 2 * time.Second, false
+	}
 	switch r {
 	case resultAborted, resultYielded:
 		// Aborted, the claim stays in Consul: the next look, soon, takes

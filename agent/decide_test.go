@@ -11,6 +11,8 @@ import (
 const (
 	shaA = "a"
 	shaB = "b"
+	// shaC was desired once, and is no longer.
+	shaC = "c"
 )
 
 func open(l Look) Look {
@@ -275,9 +277,9 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultKept, Keep: true, State: coordinator.StateUnknown, Reason: "after the undo: dockerd away"}},
 		{"undone, healthy, nothing counted: in line again", open(Look{SHA: shaA, Healthy: true}), event{end: endUndone},
 			outcome{Result: resultAborted, State: coordinator.StateWaiting}},
-		{"undone, healthy, a failure counted", open(Look{SHA: shaA, Healthy: true}), event{end: endUndone, cause: "unhealthy"},
+		{"undone, healthy, a failure counted: waits for a commit", open(Look{SHA: shaA, Healthy: true}), event{end: endUndone, cause: "unhealthy", failed: shaB},
 			outcome{Result: resultFailed, State: coordinator.StateFailed, Reason: "unhealthy"}},
-		{"undone, down, a failure counted: keeps its slot", open(Look{SHA: shaA}), event{end: endUndone, cause: "unhealthy"},
+		{"undone, down, a failure counted: keeps its slot", open(Look{SHA: shaA}), event{end: endUndone, cause: "unhealthy", failed: shaB},
 			outcome{Result: resultKept, Keep: true, State: coordinator.StateFailed, Reason: "unhealthy" + downKeeps}},
 		{"undone, only the set-aside workload, down", open(Look{Leftover: true}), event{end: endUndone},
 			outcome{Result: resultKept, Keep: true, State: coordinator.StateWaiting, Reason: downKeeps}},
@@ -289,6 +291,10 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultKept, Keep: true, State: coordinator.StateCancelled, Reason: "cancelled by ops" + downKeeps}},
 		{"undone onto Desired, healthy", open(Look{SHA: shaB, Healthy: true}), event{end: endUndone},
 			outcome{Result: resultAborted, State: coordinator.StateConverged}},
+		{"undone, healthy, a failure of a SHA no longer desired: goes on to Desired", open(Look{SHA: shaA, Healthy: true}), event{end: endUndone, cause: "unhealthy", failed: shaC},
+			outcome{Result: resultFailed, State: coordinator.StateFailed, Reason: "unhealthy", Behind: true}},
+		{"undone, down, a failure of a SHA no longer desired: keeps its slot", open(Look{SHA: shaA}), event{end: endUndone, cause: "unhealthy", failed: shaC},
+			outcome{Result: resultKept, Keep: true, State: coordinator.StateFailed, Reason: "unhealthy" + downKeeps}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -326,25 +332,30 @@ func TestConcludeEveryLook(t *testing.T) {
 
 func TestAgain(t *testing.T) {
 	cases := []struct {
-		r    result
-		open bool
-		wait time.Duration
-		idle bool
+		r      result
+		open   bool
+		behind bool
+		wait   time.Duration
+		idle   bool
 	}{
-		{resultAborted, true, 2 * time.Second, false},
-		{resultAborted, false, 2 * time.Second, false},
-		{resultYielded, true, 2 * time.Second, false},
-		{resultYielded, false, 2 * time.Second, false},
-		{resultKept, true, retryPause, false},
-		{resultKept, false, 0, false},
-		{resultSuccess, true, 0, true},
-		{resultFailed, true, 0, true},
-		{resultReleased, true, 0, true},
-		{resultReleased, false, 0, true},
+		{resultAborted, true, false, 2 * time.Second, false},
+		{resultAborted, false, false, 2 * time.Second, false},
+		{resultYielded, true, false, 2 * time.Second, false},
+		{resultYielded, false, false, 2 * time.Second, false},
+		{resultKept, true, false, retryPause, false},
+		{resultKept, false, false, 0, false},
+		{resultSuccess, true, false, 0, true},
+		{resultFailed, true, false, 0, true},
+		{resultFailed, false, false, 0, true},
+		// A failure of a SHA no longer desired: on to Desired, soon.
+		{resultFailed, true, true, 2 * time.Second, false},
+		{resultFailed, false, true, 2 * time.Second, false},
+		{resultReleased, true, false, 0, true},
+		{resultReleased, false, false, 0, true},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s, open %v", tc.r, tc.open), func(t *testing.T) {
-			if wait, idle := again(tc.r, tc.open); wait != tc.wait || idle != tc.idle {
+		t.Run(fmt.Sprintf("%s, open %v, behind %v", tc.r, tc.open, tc.behind), func(t *testing.T) {
+			if wait, idle := again(tc.r, tc.open, tc.behind); wait != tc.wait || idle != tc.idle {
 				t.Fatalf("again = %v, %v; want %v, %v", wait, idle, tc.wait, tc.idle)
 			}
 		})

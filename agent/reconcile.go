@@ -203,7 +203,7 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 	e := t.run(ctx, step)
 	a.cfg.Metrics.SlotHold(time.Since(held))
 	a.cfg.Metrics.Replacement(string(e.result))
-	wait, idle := again(e.result, l.stepping())
+	wait, idle := again(e.result, l.stepping(), e.behind)
 	wait = jitterOrNot(wait)
 	if e.retry > 0 {
 		wait = e.retry // a backoff's, jittered already

@@ -37,6 +37,8 @@ const (
 // with the release, or for the look to publish.
 type ending struct {
 	result result
+	// behind is outcome.Behind: a failure of a SHA no longer desired.
+	behind bool
 	n      coordinator.NodeState
 	// retry, when not 0, is how soon the node looks again, instead of
 	// what its result says (again): a backoff of its own.
@@ -268,7 +270,7 @@ func (t *turn) undo(ctx context.Context, sha string, cause error, restore bool) 
 	if cause != nil {
 		why = cause.Error()
 	}
-	return t.undone(ctx, restore, why)
+	return t.undone(ctx, restore, sha, why)
 }
 
 // restore brings back what was set aside. If the runtime fails it, the
@@ -284,9 +286,10 @@ func (t *turn) restore(ctx context.Context, sha string) error {
 	return err
 }
 
-// undone ends the turn after an undo that counted cause, if not "": with
-// the node's slot while what it brought back is down.
-func (t *turn) undone(ctx context.Context, restored bool, cause string) ending {
+// undone ends the turn after an undo that counted cause, if not "", as a
+// failure of failed: with the node's slot while what it brought back is
+// down.
+func (t *turn) undone(ctx context.Context, restored bool, failed, cause string) ending {
 	rt := t.a.cfg.Runtime
 	obs, err := rt.Inspect(ctx)
 	if err != nil {
@@ -302,7 +305,7 @@ func (t *turn) undone(ctx context.Context, restored bool, cause string) ending {
 	after.SHA, after.Leftover, after.Unverified, after.Claimed, after.Undoing = obs.SHA, obs.Leftover, false, false, ""
 	after.Healthy, _ = rt.Healthy(ctx)
 	t.a.undrain(ctx, drainUndone, after.Healthy, true)
-	o := conclude(after, event{end: endUndone, cause: cause})
+	o := conclude(after, event{end: endUndone, cause: cause, failed: failed})
 	if o.Keep {
 		return t.keep(ctx, o)
 	}
@@ -411,7 +414,7 @@ func (t *turn) keep(ctx context.Context, o outcome) ending {
 
 // ended is the turn's end o, with the node's record for what runs, sha.
 func (t *turn) ended(sha string, o outcome) ending {
-	return ending{result: o.Result, n: t.a.pub.state(sha, t.l.Desired, o.State, o.Reason)}
+	return ending{result: o.Result, behind: o.Behind, n: t.a.pub.state(sha, t.l.Desired, o.State, o.Reason)}
 }
 
 // release gives the slot back with o's record of sha, in the same

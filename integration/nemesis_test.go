@@ -312,6 +312,9 @@ func (n *nemesis) report(samples int, gate string) string {
 		}
 		return head + " no violations"
 	}
+	// The agents' logs as they are at the violation: the subtest's cleanup
+	// starts them again, and the cluster's own dump then shows only that.
+	n.c.logAgents(n.t, "2000")
 	var keys []string
 	for k, v := range n.vseen {
 		keys = append(keys, fmt.Sprintf("%s x%d", k, v))

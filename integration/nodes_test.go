@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -381,16 +382,23 @@ func (c *cluster) dumpLogs() {
 	if !c.t.Failed() {
 		return
 	}
+	c.logAgents(c.t, "400")
+}
+
+// logAgents prints the last tail lines of each agent's log ("all" for the
+// whole) to t. A nemesis calls it as it fails, before its cleanup starts
+// the agents again, which would leave only their new logs to print.
+func (c *cluster) logAgents(t testing.TB, tail string) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	for node := range c.nodes {
-		rc, err := c.docker.ContainerLogs(ctx, c.agentName(node), container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "400"})
+		rc, err := c.docker.ContainerLogs(ctx, c.agentName(node), container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: tail})
 		if err != nil {
 			continue
 		}
 		var out bytes.Buffer
 		_, _ = stdcopy.StdCopy(&out, &out, rc)
 		rc.Close()
-		c.t.Logf("agent %s log tail:\n%s", node, out.String())
+		t.Logf("agent %s log tail:\n%s", node, out.String())
 	}
 }
