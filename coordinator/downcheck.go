@@ -98,9 +98,11 @@ func (s *Store) readDownCheck(ctx context.Context, k Keys) (*DownCheckMark, uint
 // record at every grant; and it is written only over the mark in read (a
 // CAS), so that of two readers at once, one writes.
 func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at time.Time) {
+	// A record that does not decode is left out: Down counts no stop
+	// mark in it, and whoever writes it again is judged by that record.
 	all := true
-	for name := range in.kept {
-		if r := in.recs[name]; r == nil || !r.StopIndex {
+	for _, r := range in.recs {
+		if !r.StopIndex {
 			all = false
 			break
 		}
