@@ -212,6 +212,7 @@ func (a *Agent) learnDomain(ctx context.Context, gs *coordinator.GroupState) {
 // node's claim keeps its slot for a next look if it cannot be released.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
+	a.pub.probeStopIndex(ctx)
 	hctx, stopHealth := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if a.cfg.HealthURL == "" {

@@ -40,6 +40,19 @@ func (r *nodeRecord) markStopped() {
 	}
 }
 
+// probeStopIndex asks Consul, before the first record, whether the token
+// may write this node's stop index (Store.MayIndexStops), so that the
+// records say the truth from the first (StopIndex). An answer that is not
+// a refusal leaves them saying it may: clearStopIndex, and the stop mark's
+// own write, find out a refusal later.
+func (r *nodeRecord) probeStopIndex(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	if err := r.store.MayIndexStops(ctx, r.group, r.node); errors.Is(err, coordinator.ErrACLDenied) {
+		r.indexDenied(err)
+	}
+}
+
 // clearStopIndex deletes the stop index key that this node's last clean
 // stop left (coordinator.Keys.Stopped), once this agent's record without
 // the mark is written: before, Down would no longer find the mark still in

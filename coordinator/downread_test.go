@@ -282,6 +282,14 @@ func TestStopIndexWrittenWithTheMark(t *testing.T) {
 	if !has("n1") {
 		t.Fatal("MarkStopped did not set the index")
 	}
+	for _, node := range []string{"n1", "n9"} { // the key there, or not
+		if err := f.st.MayIndexStops(ctx, "web", node); err != nil {
+			t.Fatalf("MayIndexStops(%s) with a token that may: %v", node, err)
+		}
+	}
+	if !has("n1") {
+		t.Fatal("MayIndexStops deleted the index key")
+	}
 	if err := f.st.ClearStopped(ctx, "web", "n1"); err != nil || has("n1") {
 		t.Fatalf("ClearStopped: %v, index still there %v", err, has("n1"))
 	}

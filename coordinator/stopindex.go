@@ -51,6 +51,27 @@ func (s *Store) ClearStopped(ctx context.Context, group, node string) error {
 	return nil
 }
 
+// MayIndexStops says whether the token may write node's stop index key,
+// without changing it: a transaction that deletes the key only if it does
+// not exist. Consul vets every op's ACL before it applies any, so a token
+// that may not write the key is refused (an error wrapping ErrACLDenied),
+// and one that may is not, whether the key exists (the check fails and
+// nothing is written) or not (nothing to delete).
+func (s *Store) MayIndexStops(ctx context.Context, group, node string) error {
+	k, err := s.Keys(group)
+	if err != nil {
+		return err
+	}
+	_, conflict, err := s.txn(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Stopped(node)}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Stopped(node)}},
+	})
+	if conflict && !errors.Is(err, ErrACLDenied) {
+		return nil // the key is there: the check failed, the token may write it
+	}
+	return err
+}
+
 // ErrStopIndexDenied is a stop mark that could not be written with its
 // index because the token may not write the index: the caller writes the
 // mark alone, with StopIndex off.
