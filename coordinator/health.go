@@ -98,15 +98,18 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 //
 // Down reads every record only when it must (a full read): while a host is
 // down (serfHealth critical), since any record may name its Consul node,
-// and while the latest full read of any reader (Keys.DownCheck) is older
-// than DefaultFullReadEvery or saw a record whose writer does not keep the
-// stop index (NodeState.StopIndex: an older agent, an older ACL policy).
-// Otherwise it reads the records of the nodes that the failing checks and
-// the stop index (Keys.Stopped) name, and nothing else: every stop mark of
-// an agent of this version is in the index, so the answer is the same. A
-// stop mark that an older agent writes after a full read that found every
-// record indexed is counted from the next full read, within
-// DefaultFullReadEvery (docs/kv-layout.md, "Older versions").
+// and while the mark of the latest full read by any reader
+// (Keys.DownCheck) is missing, older than DefaultFullReadEvery, dated
+// ahead of this reader's clock by more than downCheckSkew, or says it saw
+// a record whose writer does not keep the stop index (NodeState.StopIndex:
+// an older agent, an older ACL policy). Otherwise it reads the records of
+// the nodes that the failing checks of the group's service and the stop
+// index (Keys.Stopped) name, and no other: every stop mark that a writer
+// keeping the index wrote is in it, and every other reason is judged on
+// the node's own record, so the answer is the same. A stop mark written
+// without the index after a full read that found every record keeping it
+// (an agent downgraded, a policy narrowed) is counted from the next full
+// read, within DefaultFullReadEvery (docs/kv-layout.md, "Older versions").
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
 	k, err := s.Keys(group)
 	if err != nil {
