@@ -157,7 +157,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
-	cfg.Store.LogDownChecksTo(log)
+	cfg.Store.WriteDownChecks(log)
 	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge,
 		progressIn: make(chan *coordinator.GroupState, 1)}, nil
 }

@@ -62,15 +62,18 @@ func (m *DownCheckMark) fresh(now time.Time) bool {
 }
 
 // downChecks is what every copy of a Store shares of the marks of full
-// reads: whether the token may write them, and where to say it may not.
+// reads: whether it writes them, whether the token may, and where to say
+// it may not.
 type downChecks struct {
 	denied atomic.Bool
-	log    atomic.Pointer[hclog.Logger]
+	log    atomic.Pointer[hclog.Logger] // nil: the store writes no mark
 }
 
-// LogDownChecksTo names where the store says, once, that its token may not
-// write the mark of Down's full reads (Keys.DownCheck).
-func (s *Store) LogDownChecksTo(l hclog.Logger) {
+// WriteDownChecks makes the store write the mark of each of Down's full
+// reads (Keys.DownCheck) for the readers after it, and say once to l if
+// its token may not. Agents do, at the head of the line; a store that
+// does not (the CLI: `status` writes nothing) still reads the mark.
+func (s *Store) WriteDownChecks(l hclog.Logger) {
 	if s != nil && s.downs != nil {
 		s.downs.log.Store(&l)
 	}
@@ -94,9 +97,10 @@ func (s *Store) readDownCheck(ctx context.Context, k Keys) (*DownCheckMark, uint
 // record it read keeps the stop index. Best effort: a mark not written
 // only costs the next reader a full read. It is not written again while
 // the one in KV says the same (stillSays), so that a fleet of older agents
-// pays no write for it, nor a fleet with a host down, which reads every
-// record at every grant; and it is written only over the mark in read (a
-// CAS), so that of two readers at once, one writes.
+// pays no write for it, and a fleet with a host down, which reads every
+// record at every grant, one in every half of DefaultFullReadEvery; and it
+// is written only over the mark in read (a CAS), so that of two readers at
+// once, one writes.
 func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at time.Time) {
 	// A record that does not decode is left out: Down counts no stop
 	// mark in it, and whoever writes it again is judged by that record.
@@ -107,7 +111,7 @@ func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at tim
 			break
 		}
 	}
-	if s.downs == nil || s.downs.denied.Load() || in.mark.stillSays(all, at) {
+	if s.downs == nil || s.downs.log.Load() == nil || s.downs.denied.Load() || in.mark.stillSays(all, at) {
 		return
 	}
 	m := DownCheckMark{At: at.UTC(), AllIndexed: all}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
@@ -31,6 +32,7 @@ func newDownFixture(t *testing.T) *downFixture {
 	c, n := testkit.CountedClient(srv)
 	f := &downFixture{srv: srv, c: c, st: NewStore(c, DefaultPrefix), n: n, now: time.Now().UTC()}
 	f.st.now = func() time.Time { return f.now }
+	f.st.WriteDownChecks(hclog.NewNullLogger()) // as an agent's store
 	return f
 }
 
@@ -238,6 +240,16 @@ func TestDownReadsNoRecordWhenNoneIsDown(t *testing.T) {
 		f.reg(t, "web", n, api.HealthPassing, api.HealthPassing)
 		f.put(t, "web", NodeState{Node: n, SHA: downSHA, ConsulNode: f.srv.Name}, false)
 	}
+	// A store that does not write the mark (the CLI's: `status`) reads
+	// every record and writes nothing.
+	writes := func() int { return f.n.Count(func(r testkit.Request) bool { return r.Method != "GET" }) }
+	w := writes()
+	if _, err := NewStore(f.c, DefaultPrefix).Down(t.Context(), "web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes() - w; n != 0 {
+		t.Fatalf("a store that does not write the mark sent %d writes", n)
+	}
 	f.down(t, "web")
 	before, txns := f.n.Total(), f.n.To("PUT", "/v1/txn")
 	got, read := f.down(t, "web")
@@ -247,9 +259,9 @@ func TestDownReadsNoRecordWhenNoneIsDown(t *testing.T) {
 	if n, tx := f.n.Total()-before, f.n.To("PUT", "/v1/txn")-txns; n != 4 || tx != 0 {
 		t.Fatalf("Down sent %d requests, %d of them transactions; want 4 reads and no transaction", n, tx)
 	}
-	writes := f.n.Count(func(r testkit.Request) bool { return r.Method == "PUT" && strings.HasSuffix(r.Path, "/downcheck") })
-	if writes != 1 {
-		t.Fatalf("the mark was written %d times; want once, by the first full read", writes)
+	marks := f.n.Count(func(r testkit.Request) bool { return r.Method == "PUT" && strings.HasSuffix(r.Path, "/downcheck") })
+	if marks != 1 {
+		t.Fatalf("the mark was written %d times; want once, by the first full read", marks)
 	}
 }
 
