@@ -157,6 +157,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
 	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
+	cfg.Store.WriteDownChecks(log)
 	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge,
 		progressIn: make(chan *coordinator.GroupState, 1)}, nil
 }
@@ -211,6 +212,7 @@ func (a *Agent) learnDomain(ctx context.Context, gs *coordinator.GroupState) {
 // node's claim keeps its slot for a next look if it cannot be released.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting")
+	a.pub.probeStopIndex(ctx)
 	hctx, stopHealth := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if a.cfg.HealthURL == "" {

@@ -101,6 +101,7 @@ func (s *catalog) mirror(ctx context.Context) {
 			continue
 		}
 		retry.reset()
+		s.record.clearStopIndex(ctx)
 	}
 }
 

@@ -384,14 +384,15 @@ func (a *Agent) carried(sha, desired string, c carrier) coordinator.NodeState {
 	return a.pub.state(sha, desired, state, reason)
 }
 
-// nodeOps is the op that writes n, for a transaction of lockstep's.
+// nodeOps are the ops that write n, for a transaction of lockstep's: its
+// record, and its stop mark's index when it carries one (Store.NodeOps).
 func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
-	op, err := a.cfg.Store.NodeOp(a.cfg.Group, n)
+	ops, err := a.cfg.Store.NodeOps(a.cfg.Group, n)
 	if err != nil {
 		a.log.Error("cannot encode the node record", "error", err)
 		return nil
 	}
-	return api.TxnOps{op}
+	return ops
 }
 
 // leaseGrace is what a node's claim gets beyond the bounds of what one

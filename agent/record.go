@@ -46,6 +46,13 @@ type nodeRecord struct {
 	// adopted says the drain of the record found in KV at the first look
 	// was taken over: only then, as KV may still hold it after a lift.
 	adopted bool
+	// unindexed says the token may not write this node's stop index
+	// (coordinator.Keys.Stopped): its records say so (StopIndex off), so
+	// that readers read every record.
+	unindexed bool
+	// cleared says the stop index key a previous run may have left is
+	// deleted (clearStopIndex), or that the token may not.
+	cleared bool
 }
 
 // state builds this node's NodeState, keeping the previous Since when
@@ -54,7 +61,7 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := coordinator.NodeState{Node: r.node, SHA: sha, Desired: desired, State: state, Error: errText, Since: wallclock.Now().UTC(),
-		ConsulNode: r.consulNode, Domain: r.domain, ImageID: r.imageID, Drained: r.drained}
+		ConsulNode: r.consulNode, Domain: r.domain, ImageID: r.imageID, Drained: r.drained, StopIndex: !r.unindexed}
 	if state.Waits() {
 		n.Gate = r.gate
 	}

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/wallclock"
 )
 
@@ -28,9 +31,67 @@ func (r *nodeRecord) markStopped() {
 	defer cancel()
 	marked, err := r.store.MarkStopped(ctx, r.group, n, wallclock.Now())
 	switch {
+	case errors.Is(err, coordinator.ErrStopIndexDenied):
+		r.indexDenied(err) // marked, without the index
 	case err != nil:
 		r.log.Warn("could not record this clean stop in the node's record", "error", err)
 	case !marked:
 		r.log.Info("node record changed since it was published; this clean stop is not marked in it")
+	}
+}
+
+// probeStopIndex asks Consul, before the first record, whether the token
+// may write this node's stop index (Store.MayIndexStops), so that the
+// records say the truth from the first (StopIndex). An answer that is not
+// a refusal leaves them saying it may: clearStopIndex, and the stop mark's
+// own write, find out a refusal later.
+func (r *nodeRecord) probeStopIndex(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	if err := r.store.MayIndexStops(ctx, r.group, r.node); errors.Is(err, coordinator.ErrACLDenied) {
+		r.indexDenied(err)
+	}
+}
+
+// clearStopIndex deletes the stop index key that this node's last clean
+// stop left (coordinator.Keys.Stopped), once this agent's record without
+// the mark is written: before, Down would no longer find the mark still in
+// the record. Best effort, once per start: a key left behind costs readers
+// one read of the record, never a wrong count. It is also where the agent
+// learns that its token may not write the index.
+func (r *nodeRecord) clearStopIndex(ctx context.Context) {
+	r.mu.Lock()
+	due := !r.cleared && !r.stale && r.last.State != "" && r.last.Stopped == nil
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	err := r.store.ClearStopped(ctx, r.group, r.node)
+	switch {
+	case errors.Is(err, coordinator.ErrACLDenied):
+		r.indexDenied(err)
+	case err != nil:
+		r.log.Debug("could not clear this node's stop index; the next record tries again", "error", err)
+		return
+	}
+	r.mu.Lock()
+	r.cleared = true
+	r.mu.Unlock()
+}
+
+// indexDenied notes that the token may not write this node's stop index:
+// from now on its records say so (StopIndex off), and the record in KV,
+// which says otherwise, is written again at the next look. It warns once.
+func (r *nodeRecord) indexDenied(err error) {
+	r.mu.Lock()
+	was := r.unindexed
+	r.unindexed, r.cleared = true, true
+	r.stale = r.stale || r.last.State != ""
+	r.mu.Unlock()
+	if k, kerr := r.store.Keys(r.group); !was && kerr == nil {
+		r.log.Warn(fmt.Sprintf(`the token may not write this node's stop index, so every grant of the group reads every node record; add key %q and key %q, each with policy = "write", to this agent's ACL policy (docs/examples/acl-policy.hcl)`,
+			k.Stopped(r.node), k.DownCheck()), "error", err)
 	}
 }

@@ -46,9 +46,22 @@ func TestCleanStopMarksTheRecord(t *testing.T) {
 	if got := n.LastSign(); !got.Equal(*n.Stopped) {
 		t.Fatalf("last sign %s, want the stop %s", got, n.Stopped)
 	}
+	// The mark's index key, written with it, finds the node without
+	// reading every record (Store.Down).
+	k, _ := st.Keys(group)
+	indexed := func() bool {
+		p, _, err := st.Get(t.Context(), k.Stopped("n1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p != nil
+	}
+	if !n.StopIndex || !indexed() {
+		t.Fatalf("stopped agent's record says stop_index %v, index key there %v; want both", n.StopIndex, indexed())
+	}
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	g.WaitFor(30*time.Second, "the restarted agent's record without the mark", func() bool {
+	g.WaitFor(30*time.Second, "the restarted agent's record without the mark, and its index key gone", func() bool {
 		n := nodeState(t, st, group, "n1")
-		return n != nil && n.Stopped == nil && n.State == coordinator.StateConverged
+		return n != nil && n.Stopped == nil && n.State == coordinator.StateConverged && !indexed()
 	})
 }

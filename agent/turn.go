@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
@@ -444,7 +445,16 @@ func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.SettleTimeout)
 	defer cancel()
-	if err := t.hold.Release(rctx, t.a.nodeOps(e.n)...); err != nil {
+	err := t.hold.Release(rctx, t.a.nodeOps(e.n)...)
+	if err != nil && e.n.Stopped != nil && e.n.StopIndex && strings.Contains(strings.ToLower(err.Error()), "permission denied") {
+		// The token may not write the stop index (an ACL policy from
+		// before it): the mark goes alone, as before, and readers of
+		// records that lack StopIndex read every record.
+		t.a.pub.indexDenied(err)
+		e.n.StopIndex = false
+		err = t.hold.Release(rctx, t.a.nodeOps(e.n)...)
+	}
+	if err != nil {
 		t.a.log.Warn("cannot release the slot yet; the next look tries again", "error", err)
 		t.hold.Drop()
 		e.result = resultAborted

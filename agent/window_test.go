@@ -96,4 +96,10 @@ func TestStopMidStepFinishesAndSaysSo(t *testing.T) {
 	if n == nil || n.State == coordinator.StateReplacing || n.State == coordinator.StateVerifying || n.Stopped == nil {
 		t.Fatalf("record after a stop mid-step: %+v; want how the step ended, with the stop mark", n)
 	}
+	// Its index key goes with the mark (in the release, when the stop
+	// comes under the slot), so Down finds it without reading every record.
+	k, _ := f.st.Keys(f.group)
+	if p, _, err := f.st.Get(t.Context(), k.Stopped("n1"), nil); err != nil || p == nil || !n.StopIndex {
+		t.Fatalf("stop index key after a stop mid-step: %v, %v, record's stop_index %v; want it there", p, err, n.StopIndex)
+	}
 }

@@ -308,20 +308,27 @@ func (g *GroupState) inHistory(sha string) bool {
 	return false
 }
 
-// PutNode publishes a node's state.
+// PutNode publishes a node's state: a plain put, or a transaction with
+// the stop mark's index (NodeOps).
 func (s *Store) PutNode(ctx context.Context, group string, n NodeState) error {
-	op, err := s.NodeOp(group, n)
+	ops, err := s.NodeOps(group, n)
 	if err != nil {
 		return err
 	}
-	_, err = s.c.KV().Put(&api.KVPair{Key: op.KV.Key, Value: op.KV.Value}, (&api.WriteOptions{}).WithContext(ctx))
+	if len(ops) > 1 {
+		_, _, err := s.txn(ctx, ops)
+		return err
+	}
+	_, err = s.c.KV().Put(&api.KVPair{Key: ops[0].KV.Key, Value: ops[0].KV.Value}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return consulError(s.c, err)
 	}
 	return nil
 }
 
-// NodeOp is the txn op that publishes a node's state, for use in a fence.
+// NodeOp is the txn op that publishes a node's state, for use in a fence:
+// its record alone, which must carry no stop mark that it indexes (NodeOps
+// writes that).
 func (s *Store) NodeOp(group string, n NodeState) (*api.TxnOp, error) {
 	k, err := s.Keys(group)
 	if err != nil {

@@ -1,12 +1,10 @@
 package coordinator
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -97,46 +95,77 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 // A node the operator removed (`node rm`: no record, and a removal mark)
 // is none of these, whatever the catalog still holds of it, until its
 // agent writes a record again.
+//
+// Down reads every record only when it must (a full read): while a host is
+// down (serfHealth critical), since any record may name its Consul node,
+// and while the mark of the latest full read by any reader
+// (Keys.DownCheck) is missing, older than DefaultFullReadEvery, dated
+// ahead of this reader's clock by more than downCheckSkew, or says it saw
+// a record whose writer does not keep the stop index (NodeState.StopIndex:
+// an older agent, an older ACL policy). Otherwise it reads the records of
+// the nodes that the failing checks of the group's service and the stop
+// index (Keys.Stopped) name, and no other: every stop mark that a writer
+// keeping the index wrote is in it, and every other reason is judged on
+// the node's own record, so the answer is the same. A stop mark written
+// without the index after a full read that found every record keeping it
+// (an agent downgraded, a policy narrowed) is counted from the next full
+// read, within DefaultFullReadEvery (docs/kv-layout.md, "Older versions").
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return nil, err
 	}
-	var checks api.HealthChecks
-	var gone map[string]bool
-	var cerr, gerr error
-	var wg sync.WaitGroup
-	wg.Go(func() { checks, cerr = s.failingChecks(ctx, group) })
-	wg.Go(func() { gone, gerr = s.removedNodes(ctx, k) })
-	recs, kept, err := s.nodeRecords(ctx, k)
-	wg.Wait()
-	if err = cmp.Or(err, cerr, gerr); err != nil {
+	in, err := s.readDownInputs(ctx, group, k)
+	if err != nil {
 		return nil, err
 	}
-	// A node the operator removed (`node rm`) and that has not written a
-	// record since is out of the group: what is left of it in the catalog
-	// (a dead agent's service) no longer counts it.
-	removed := func(n string) bool { return !kept[n] && gone[n] }
+	if in.full(s.clock()) {
+		err = s.readAllRecords(ctx, k, &in)
+	} else {
+		err = s.readSomeRecords(ctx, k, group, &in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	down, hosts := in.judge(group)
+	if len(hosts) > 0 {
+		svc := ServiceName(group)
+		inst, err := s.instances(ctx, svc)
+		if err != nil {
+			return nil, err
+		}
+		for n, node := range inst {
+			if hosts[node] && onItsNode(in.recs[n], node) && !in.removed(n) {
+				down.add(n, DownHost)
+			}
+		}
+	}
+	return down, nil
+}
+
+// judge is Down's verdict on what in holds, and the Consul nodes whose
+// host is down, whose service instances the caller judges.
+func (in *downInputs) judge(group string) (downSet, map[string]bool) {
 	svc := ServiceName(group)
 	down, hosts := downSet{}, map[string]bool{}
-	for _, c := range checks {
+	for _, c := range in.checks {
 		n, ok := strings.CutPrefix(c.ServiceID, svc+"-")
 		switch {
 		case c.CheckID == "serfHealth":
 			if c.Status == api.HealthCritical {
 				hosts[c.Node] = true
 			}
-		case !ok, removed(n):
-		case !onItsNode(recs[n], c.Node):
+		case !ok, in.removed(n):
+		case !onItsNode(in.recs[n], c.Node):
 		case c.CheckID != WorkloadCheckID(group, n):
 			if c.Status == api.HealthCritical {
 				down.add(n, DownAgent)
 			}
-		case recs[n] != nil && recs[n].SHA != "":
+		case in.recs[n] != nil && in.recs[n].SHA != "":
 			down.add(n, DownWorkload)
 		}
 	}
-	for name, r := range recs {
+	for name, r := range in.recs {
 		if r.ConsulNode != "" && hosts[r.ConsulNode] {
 			down.add(name, DownHost)
 		}
@@ -144,18 +173,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 			down.add(name, DownAgentStopped)
 		}
 	}
-	if len(hosts) > 0 {
-		inst, err := s.instances(ctx, svc)
-		if err != nil {
-			return nil, err
-		}
-		for n, node := range inst {
-			if hosts[node] && onItsNode(recs[n], node) && !removed(n) {
-				down.add(n, DownHost)
-			}
-		}
-	}
-	return down, nil
+	return down, hosts
 }
 
 // onItsNode says whether an instance of a node's service on Consul node
@@ -169,52 +187,6 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 // believed, as it was before records named one.
 func onItsNode(rec *NodeState, consulNode string) bool {
 	return rec == nil || rec.ConsulNode == "" || rec.ConsulNode == consulNode
-}
-
-// failingChecks are the checks of group's service and the serfHealth
-// checks that are not passing: critical, or warning, which only a workload
-// check says (not healthy now, and not yet down by a sustained signal).
-func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChecks, error) {
-	q := (&api.QueryOptions{Filter: fmt.Sprintf(`(ServiceName == %q or CheckID == "serfHealth") and Status != "passing"`, ServiceName(group))}).WithContext(ctx)
-	checks, _, err := s.c.Health().State(api.HealthAny, q)
-	if err != nil {
-		return nil, consulError(s.c, err)
-	}
-	return checks, nil
-}
-
-// nodeRecords are group's node records that decode, by the name in their
-// key, and the names of every record, one that does not decode included
-// (kept): such a node has a record still, and a removal mark no longer
-// speaks for it.
-func (s *Store) nodeRecords(ctx context.Context, k Keys) (recs map[string]*NodeState, kept map[string]bool, err error) {
-	pairs, _, err := s.list(ctx, k.NodesPrefix(), nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	recs, kept = make(map[string]*NodeState, len(pairs)), make(map[string]bool, len(pairs))
-	for _, p := range pairs {
-		name := strings.TrimPrefix(p.Key, k.NodesPrefix())
-		kept[name] = true
-		var n NodeState
-		if decode(p.Key, p.Value, &n) == nil {
-			recs[name] = &n
-		}
-	}
-	return recs, kept, nil
-}
-
-// removedNodes are the nodes with a removal mark (Keys.Removed).
-func (s *Store) removedNodes(ctx context.Context, k Keys) (map[string]bool, error) {
-	pairs, _, err := s.list(ctx, k.RemovedPrefix(), nil)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(pairs))
-	for _, p := range pairs {
-		out[strings.TrimPrefix(p.Key, k.RemovedPrefix())] = true
-	}
-	return out, nil
 }
 
 // instances maps each node of the group's service in Consul's catalog to

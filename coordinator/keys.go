@@ -107,6 +107,22 @@ func (k Keys) Node(node string) string { return k.root + "nodes/" + node }
 // NodesPrefix lists every node's state.
 func (k Keys) NodesPrefix() string { return k.root + "nodes/" }
 
+// Stopped indexes node's stop mark: whoever writes the mark into the
+// node's record (NodeState.Stopped, with StopIndex) sets it in the same
+// transaction, so that Down finds every stopped node without reading
+// every record. It may outlive the mark (an agent back deletes it after
+// its first record without the mark, best effort): readers confirm it
+// against the record. Its value is the time of the stop, for people.
+func (k Keys) Stopped(node string) string { return k.StoppedPrefix() + node }
+
+// StoppedPrefix lists the stop index.
+func (k Keys) StoppedPrefix() string { return k.root + "stopped/" }
+
+// DownCheck is the latest full read of the records by Down (a
+// DownCheckMark): when, and whether every record it saw keeps the stop
+// index. Shared by every reader of the group; an agent's token writes it.
+func (k Keys) DownCheck() string { return k.root + "downcheck" }
+
 // Membership changes with every removal of a node's record (`node rm`):
 // a grant made under a percentage of max_parallel checks its index, so no
 // grant uses a K computed from a group larger than the one it is made in.

@@ -137,6 +137,8 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	ops := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
+		// Its stop mark goes with its record: Down reads no record for it.
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Stopped(node)}},
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Removed(node), Value: mark}},
 		// A grant under a percentage checks this key: none made on a look
 		// that still counted the node gets through.

@@ -146,6 +146,12 @@ type NodeState struct {
 	// so an agent restarted after a long idle spell is not lost meanwhile.
 	// An agent that starts writes its record without it.
 	Stopped *time.Time `json:"stopped,omitempty"`
+	// StopIndex says that the writer of this record keeps the stop index
+	// (Keys.Stopped): a stop mark it writes, it writes there too, in the
+	// same transaction. Agents from before the index, and one whose ACL
+	// policy refuses it, leave it out, and then Down reads every record
+	// (Store.Down).
+	StopIndex bool `json:"stop_index,omitempty"`
 	// ImageID is the ID of the image the node's workload runs, as its
 	// runtime reports it (Docker: the container's image), "" when it has
 	// none to report: what runs, where SHA is what was asked for.

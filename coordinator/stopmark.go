@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -12,7 +14,10 @@ import (
 // SHA, desired, state and error as expect), with a CAS on the record as
 // read. A record that is gone (removed by node rm), newer (a release whose
 // answer was lost), or another process's under the same name is left as it
-// is: marked reports whether the mark was written.
+// is: marked reports whether the mark was written. With expect.StopIndex,
+// the mark's index key (Keys.Stopped) is set in the same transaction; if
+// the token may not write it, the mark is written alone, with StopIndex
+// off, and err wraps ErrStopIndexDenied although marked.
 func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState, at time.Time) (marked bool, err error) {
 	k, err := s.Keys(group)
 	if err != nil {
@@ -27,13 +32,29 @@ func (s *Store) MarkStopped(ctx context.Context, group string, expect NodeState,
 		return false, nil
 	}
 	at = at.UTC()
-	cur.Stopped = &at
-	ok, _, err := s.c.KV().CAS(&api.KVPair{Key: pair.Key, Value: mustJSON(cur), ModifyIndex: pair.ModifyIndex},
-		(&api.WriteOptions{}).WithContext(ctx))
-	if err != nil {
-		return false, consulError(s.c, err)
+	cur.Stopped, cur.StopIndex = &at, expect.StopIndex
+	marked, err = s.casMark(ctx, k, pair, cur)
+	if cur.StopIndex && errors.Is(err, ErrACLDenied) {
+		cur.StopIndex = false
+		if marked, err = s.casMark(ctx, k, pair, cur); err == nil {
+			err = fmt.Errorf("%w: the stop mark is written without it", ErrStopIndexDenied)
+		}
 	}
-	return ok, nil
+	return marked, err
+}
+
+// casMark writes cur, the record of pair with its stop mark, and the
+// mark's index if cur keeps it, only if the record is still as read.
+func (s *Store) casMark(ctx context.Context, k Keys, pair *api.KVPair, cur NodeState) (bool, error) {
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: pair.Key, Value: mustJSON(cur), Index: pair.ModifyIndex}}}
+	if op := stopIndexOp(k, cur); op != nil {
+		ops = append(ops, op)
+	}
+	_, conflict, err := s.txn(ctx, ops)
+	if conflict {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SamePublished says whether a and b say the same of a node, whatever

@@ -47,6 +47,9 @@ type Store struct {
 	// canaries are the store's sights of healthy canaries
 	// (update.auto_promote), shared by every copy of the store.
 	canaries *canaryClocks
+	// downs are the store's writes of Down's full reads (Keys.DownCheck),
+	// shared by every copy of the store.
+	downs *downChecks
 }
 
 func (s *Store) clock() time.Time {
@@ -63,7 +66,7 @@ func NewStore(c *api.Client, prefix string) *Store {
 		prefix = DefaultPrefix
 	}
 	return &Store{c: c, prefix: prefix, releases: &releaseClocks{clocks: map[string]*lockstep.ReleaseClock{}},
-		canaries: &canaryClocks{clocks: map[string]canarySight{}}}
+		canaries: &canaryClocks{clocks: map[string]canarySight{}}, downs: &downChecks{}}
 }
 
 // WithEventLimit returns a copy of the store that keeps at most n events

@@ -45,6 +45,13 @@ func tokenFor(t *testing.T, c *api.Client, file, group string) string {
 // rule's Consul node name, here that of c's agent.
 func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string {
 	t.Helper()
+	return tokenWithRules(t, c, strings.TrimSuffix(file, ".hcl")+"-"+group+"-"+node, policyRules(t, c, file, group, node))
+}
+
+// policyRules are the rules of the policy in file, rewritten as
+// tokenForNode says.
+func policyRules(t *testing.T, c *api.Client, file, group, node string) string {
+	t.Helper()
 	rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", file))
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +60,10 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer(
+	return strings.NewReplacer(
 		`"`+groupkit.Keys(t, "web").Root(), `"`+groupkit.Keys(t, group).Root(),
 		`nodes/n1"`, `nodes/`+node+`"`,
+		`stopped/n1"`, `stopped/`+node+`"`,
 		`events/node/n1/"`, `events/node/`+node+`/"`,
 		`slot/.holders/n1/"`, `slot/.holders/`+node+`/"`,
 		`slot/c/n1/"`, `slot/c/`+node+`/"`,
@@ -63,7 +71,12 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 		`agent "n1"`, `agent "`+consulNode+`"`,
 		`service "rollagent-web"`, `service "rollagent-`+group+`"`,
 	).Replace(string(rules))
-	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: strings.TrimSuffix(file, ".hcl") + "-" + group + "-" + node, Rules: r}, nil)
+}
+
+// tokenWithRules makes a token with a policy of rules, named name.
+func tokenWithRules(t *testing.T, c *api.Client, name, rules string) string {
+	t.Helper()
+	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 # Consul ACL policy for the agent of ONE node of ONE group (`rollagent run
 # --group web --node n1`), tested in cmd/rollagent/acl_test.go. Make one
-# per node: replace "web" with the group, "n1" in "nodes/n1",
+# per node: replace "web" with the group, "n1" in "nodes/n1", "stopped/n1",
 # "events/node/n1/", "slot/.holders/n1/" and "slot/c/n1/" with the node's
 # --node, and session "n1" and agent "n1" with its Consul agent's node name
 # (`consul members`; often the same as --node).
@@ -8,12 +8,13 @@
 # What it lets the agent do, and nothing more:
 #   - read its group's state;
 #   - put the services its specs drain (update.drain) into maintenance;
-#   - write its own node's record, its own part of the event log, its own
-#     keys in the slot (lockstep semaphore), and the records all agents of
-#     the group share: the slot's holders record and tail, failures and
-#     their counter, failure pauses, and the record that a commit's
-#     progress deadline passed (deadline/, written once per commit, by
-#     the first agent that sees it pass);
+#   - write its own node's record and stop index key, its own part of the
+#     event log, its own keys in the slot (lockstep semaphore), and the
+#     records all agents of the group share: the slot's holders record and
+#     tail, failures and their counter, failure pauses, the record that a
+#     commit's progress deadline passed (deadline/, written once per
+#     commit, by the first agent that sees it pass), and the mark of the
+#     last full read of the node records (downcheck);
 #   - write desired, which every pause touches (that is how a pause wakes
 #     every waiter) and which failure_action=rollback moves.
 # What it may not: write brakes/, where an operator's CANCEL and pause
@@ -38,7 +39,10 @@
 # of a SHA that converged on every node since its latest canary stage
 # began, which converged/ records newer than canaries/, with no pause or
 # failure of it since), write failures in another node's name, write any
-# domain into its own node's record, rewrite the slot's holders record,
+# domain into its own node's record, write the mark of the last full read
+# of the records (downcheck) so that a stop mark written without the stop
+# index, by an agent from before it, is not counted while it keeps doing
+# so (agents of this version write the index), rewrite the slot's holders record,
 # which every agent rewrites at each grant and release (drop another
 # node's claim from it, say, so that a node that died mid-step no longer
 # counts against max_parallel),
@@ -65,6 +69,19 @@ key "rollagent/groups/web/nodes/n1" {
   policy = "write"
 }
 key "rollagent/groups/web/desired" {
+  policy = "write"
+}
+# Its stop index key, which it writes with the stop mark in its record, so
+# that the head of the line finds stopped nodes without reading every
+# record; and the mark of the last full read of the records, which all
+# agents of the group share (docs/kv-layout.md, "stopped/"). Without
+# these two lines (a policy from before them) the agent works as before,
+# says so once in its log, and every grant of the group reads every node
+# record.
+key "rollagent/groups/web/stopped/n1" {
+  policy = "write"
+}
+key "rollagent/groups/web/downcheck" {
   policy = "write"
 }
 # The slot: the keys lockstep writes (docs/kv-layout.md), nothing else

@@ -21,6 +21,7 @@ var fleetEndpoints = []string{
 	"wait on the waiter ahead (blocking)",
 	"head: read the holders",
 	"head: wait on the holders (blocking)",
+	"txn: head: read the records of the nodes down",
 	"txn: grant (and write replacing)",
 	"holder: watch its own key (blocking)",
 	"txn: fence",
@@ -111,6 +112,8 @@ func txnEndpoint(ops []txnOp) string {
 		return "txn: join the line (and write waiting)"
 	case has("get-tree", ""):
 		return "txn: read the node's records"
+	case has("get", "/nodes/"):
+		return "txn: head: read the records of the nodes down"
 	case has("lock", "/slot/.holders/"):
 		return "txn: grant (and write replacing)"
 	case has("delete", "/slot/.holders/"):

@@ -27,6 +27,7 @@ func TestEndpointOf(t *testing.T) {
 		{"release", "PUT", "/v1/txn", release, "txn: release (and write converged)"},
 		{"join", "PUT", "/v1/txn", join, "txn: join the line (and write waiting)"},
 		{"records", "PUT", "/v1/txn", `[{"KV":{"Verb":"get-tree","Key":"$g/nodes/n1"}}]`, "txn: read the node's records"},
+		{"records of nodes down", "PUT", "/v1/txn", `[{"KV":{"Verb":"get","Key":"$g/nodes/n1"}},{"KV":{"Verb":"get","Key":"$g/nodes/n2"}}]`, "txn: head: read the records of the nodes down"},
 		{"garbled txn", "PUT", "/v1/txn", `{`, "txn: not JSON"},
 		{"check removed", "PUT", "/v1/agent/check/deregister/rollagent-web-n1-session-ab", "", "remove the session check"},
 		{"other", "GET", "/v1/kv/$g/nodes/n1", "", "GET /v1/kv/" + coordinator.DefaultPrefix + "groups/*/nodes/*"},

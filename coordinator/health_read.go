@@ -1,0 +1,208 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// downInputs is what Down judges: Consul's failing checks, the removal
+// marks, the stop index and the latest full read's mark, then the records
+// it needs (all of them, or those of the nodes the rest names).
+type downInputs struct {
+	checks api.HealthChecks
+	gone   map[string]bool // removal marks (Keys.Removed)
+	index  []string        // nodes in the stop index (Keys.Stopped)
+	mark   *DownCheckMark  // nil: none, or one that does not decode
+	markAt uint64          // the mark's ModifyIndex, 0 when there is none
+	// recs are the records read that decode, by node; kept names every
+	// record read, one that does not decode included: such a node has a
+	// record still, and a removal mark no longer speaks for it.
+	recs map[string]*NodeState
+	kept map[string]bool
+}
+
+// removed says n is out of the group: the operator removed it (`node rm`)
+// and it has not written a record since, so what is left of it in the
+// catalog (a dead agent's service) no longer counts it.
+func (in *downInputs) removed(n string) bool { return !in.kept[n] && in.gone[n] }
+
+// full says Down must read every record: a host is down, whose Consul
+// node any record may name, or no full read vouches that every stop mark
+// is in the index.
+func (in *downInputs) full(now time.Time) bool {
+	for _, c := range in.checks {
+		if c.CheckID == "serfHealth" && c.Status == api.HealthCritical {
+			return true
+		}
+	}
+	return !in.mark.fresh(now)
+}
+
+// readDownInputs reads, at once, what Down judges before the records.
+func (s *Store) readDownInputs(ctx context.Context, group string, k Keys) (downInputs, error) {
+	var in downInputs
+	var cerr, gerr, ierr, merr error
+	var wg sync.WaitGroup
+	wg.Go(func() { in.checks, cerr = s.failingChecks(ctx, group) })
+	wg.Go(func() { in.gone, gerr = s.keyNames(ctx, k.RemovedPrefix()) })
+	wg.Go(func() {
+		var names map[string]bool
+		names, ierr = s.keyNames(ctx, k.StoppedPrefix())
+		for n := range names {
+			in.index = append(in.index, n)
+		}
+	})
+	wg.Go(func() { in.mark, in.markAt, merr = s.readDownCheck(ctx, k) })
+	wg.Wait()
+	return in, cmp.Or(cerr, gerr, ierr, merr)
+}
+
+// readAllRecords reads every record into in, and marks the full read
+// (Keys.DownCheck) for the readers after it.
+func (s *Store) readAllRecords(ctx context.Context, k Keys, in *downInputs) error {
+	at := s.clock()
+	recs, kept, err := s.nodeRecords(ctx, k)
+	if err != nil {
+		return err
+	}
+	in.recs, in.kept = recs, kept
+	s.markFullRead(ctx, k, in, at)
+	return nil
+}
+
+// addRecords adds the records of pairs to in.
+func (in *downInputs) addRecords(k Keys, pairs api.KVPairs) {
+	for _, p := range pairs {
+		name := strings.TrimPrefix(p.Key, k.NodesPrefix())
+		in.kept[name] = true
+		var n NodeState
+		if decode(p.Key, p.Value, &n) == nil {
+			in.recs[name] = &n
+		}
+	}
+}
+
+// readSomeRecords reads into in the records of the nodes that the failing
+// checks of group's service and the stop index name, in transactions of
+// reads (one, unless more than maxTxnOps nodes are named).
+func (s *Store) readSomeRecords(ctx context.Context, k Keys, group string, in *downInputs) error {
+	named := map[string]bool{}
+	for _, n := range in.index {
+		named[n] = true
+	}
+	for _, c := range in.checks {
+		if n, ok := strings.CutPrefix(c.ServiceID, ServiceName(group)+"-"); ok {
+			named[n] = true
+		}
+	}
+	keys := make([]string, 0, len(named))
+	for n := range named {
+		keys = append(keys, k.Node(n))
+	}
+	slices.Sort(keys)
+	in.recs, in.kept = make(map[string]*NodeState, len(keys)), make(map[string]bool, len(keys))
+	for part := range slices.Chunk(keys, maxTxnOps) {
+		pairs, err := s.getKeys(ctx, part)
+		if err != nil {
+			return err
+		}
+		in.addRecords(k, pairs)
+	}
+	return nil
+}
+
+// getKeys reads keys (at most maxTxnOps) in one transaction, and leaves
+// out those that do not exist. Consul fails a transaction whose get finds
+// no key, naming each such op: they are dropped and the rest read again,
+// a few times at most, as keys may go between two tries. Not get-tree
+// (readCanaries): the tree of nodes/n1 holds nodes/n10 to nodes/n199 too,
+// a hundred records in a fleet of a thousand.
+func (s *Store) getKeys(ctx context.Context, keys []string) (api.KVPairs, error) {
+	for range 3 {
+		ops := make(api.TxnOps, len(keys))
+		for i, key := range keys {
+			ops[i] = &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: key}}
+		}
+		if len(ops) == 0 {
+			return nil, nil
+		}
+		ok, resp, _, err := s.c.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return nil, consulError(s.c, err)
+		}
+		if ok {
+			pairs := make(api.KVPairs, 0, len(resp.Results))
+			for _, r := range resp.Results {
+				if r.KV != nil {
+					pairs = append(pairs, &api.KVPair{Key: r.KV.Key, Value: r.KV.Value, ModifyIndex: r.KV.ModifyIndex})
+				}
+			}
+			return pairs, nil
+		}
+		missing := map[int]bool{}
+		for _, e := range resp.Errors {
+			switch {
+			case isDenied(e.What):
+				return nil, fmt.Errorf("read %s: %s (%w)", ops[e.OpIndex].KV.Key, e.What, ErrACLDenied)
+			case !strings.Contains(e.What, "doesn't exist"):
+				return nil, fmt.Errorf("read %s: %s", ops[e.OpIndex].KV.Key, e.What)
+			}
+			missing[e.OpIndex] = true
+		}
+		var left []string
+		for i, key := range keys {
+			if !missing[i] {
+				left = append(left, key)
+			}
+		}
+		keys = left
+	}
+	return nil, fmt.Errorf("read the records Down needs: keys kept going while read")
+}
+
+// failingChecks are the checks of group's service and the serfHealth
+// checks that are not passing: critical, or warning, which only a workload
+// check says (not healthy now, and not yet down by a sustained signal).
+func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChecks, error) {
+	q := (&api.QueryOptions{Filter: fmt.Sprintf(`(ServiceName == %q or CheckID == "serfHealth") and Status != "passing"`, ServiceName(group))}).WithContext(ctx)
+	checks, _, err := s.c.Health().State(api.HealthAny, q)
+	if err != nil {
+		return nil, consulError(s.c, err)
+	}
+	return checks, nil
+}
+
+// keyNames are the names of the keys under prefix: the nodes with a
+// removal mark (Keys.Removed), or in the stop index (Keys.Stopped).
+func (s *Store) keyNames(ctx context.Context, prefix string) (map[string]bool, error) {
+	pairs, _, err := s.list(ctx, prefix, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(pairs))
+	for _, p := range pairs {
+		out[strings.TrimPrefix(p.Key, prefix)] = true
+	}
+	return out, nil
+}
+
+// nodeRecords are group's node records that decode, by the name in their
+// key, and the names of every record, one that does not decode included
+// (kept): such a node has a record still, and a removal mark no longer
+// speaks for it.
+func (s *Store) nodeRecords(ctx context.Context, k Keys) (recs map[string]*NodeState, kept map[string]bool, err error) {
+	pairs, _, err := s.list(ctx, k.NodesPrefix(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := downInputs{recs: make(map[string]*NodeState, len(pairs)), kept: make(map[string]bool, len(pairs))}
+	in.addRecords(k, pairs)
+	return in.recs, in.kept, nil
+}
