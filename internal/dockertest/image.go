@@ -32,6 +32,11 @@ type GoImage struct {
 	HealthStartPeriod time.Duration
 	Labels            map[string]string // added to Label=RunID()
 	ExtraFiles        map[string][]byte // path in image -> content, e.g. a CA bundle
+	// Defer registers the image's removal. Optional, defaults to t.Cleanup.
+	// A harness whose agents outlive the test's body, and start containers
+	// of the image again until they stop, passes one that runs after they
+	// stop: removed before, the image would be left behind, in use.
+	Defer func(remove func())
 }
 
 func (o GoImage) binary() string {
@@ -159,7 +164,12 @@ func BuildGoImage(t testing.TB, cli *client.Client, opts GoImage) string {
 	// containers of this call.
 	labels[Label+".image"] = tag
 
-	t.Cleanup(func() { removeImage(t, cli, tag) })
+	remove := func() { removeImage(t, cli, tag) }
+	if opts.Defer != nil {
+		opts.Defer(remove)
+	} else {
+		t.Cleanup(remove)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -31,11 +31,22 @@ type Releases struct {
 	cli    *client.Client
 	prefix string // image repository, e.g. "rollagent-test/demoapp"
 	tags   map[string]string
+	// removals remove the images built, in NewReleases' cleanup.
+	removals []func()
 }
 
-// NewReleases returns an empty set of releases tagged under repo.
+// NewReleases returns an empty set of releases tagged under repo. Their
+// images are removed by a cleanup registered now, not as each is built:
+// call it before registering what stops the agents that run them, so that
+// it runs after, with no agent left to start their containers again.
 func NewReleases(t testing.TB, cli *client.Client, repo string) *Releases {
-	return &Releases{t: t, cli: cli, prefix: repo, tags: map[string]string{}}
+	r := &Releases{t: t, cli: cli, prefix: repo, tags: map[string]string{}}
+	t.Cleanup(func() {
+		for i := len(r.removals) - 1; i >= 0; i-- {
+			r.removals[i]()
+		}
+	})
+	return r
 }
 
 // Image returns the tag of release, building it the first time with env
@@ -49,7 +60,8 @@ func (r *Releases) Image(release string, env map[string]string) string {
 		e[k] = v
 	}
 	tag := dockertest.BuildGoImage(r.t, r.cli, dockertest.GoImage{Package: "./internal/demoapp",
-		Tag: r.prefix + ":" + release, Env: e, Healthcheck: []string{"/demoapp", "health"}})
+		Tag: r.prefix + ":" + release, Env: e, Healthcheck: []string{"/demoapp", "health"},
+		Defer: func(remove func()) { r.removals = append(r.removals, remove) }})
 	r.tags[release] = tag
 	return tag
 }
