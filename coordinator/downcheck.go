@@ -45,7 +45,8 @@ type DownCheckMark struct {
 	// At is when the read began, by its reader's wall clock (UTC).
 	At time.Time `json:"at"`
 	// AllIndexed says every record it read keeps the stop index
-	// (NodeState.StopIndex): only then may readers skip reading them.
+	// (NodeState.StopIndex), and every stop mark it read was in the index
+	// as Down read it: only then may readers skip reading them.
 	AllIndexed bool `json:"all_indexed"`
 }
 
@@ -104,9 +105,16 @@ func (s *Store) readDownCheck(ctx context.Context, k Keys) (*DownCheckMark, uint
 func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at time.Time) {
 	// A record that does not decode is left out: Down counts no stop
 	// mark in it, and whoever writes it again is judged by that record.
+	// A mark whose index key was not there when Down read the index
+	// (lost to a late delete, a restore of KV, or written since) does not
+	// let the index vouch: only a full read finds it.
+	indexed := make(map[string]bool, len(in.index))
+	for _, n := range in.index {
+		indexed[n] = true
+	}
 	all := true
-	for _, r := range in.recs {
-		if !r.StopIndex {
+	for name, r := range in.recs {
+		if !r.StopIndex || (r.Stopped != nil && !indexed[name]) {
 			all = false
 			break
 		}

@@ -302,6 +302,12 @@ func TestStopIndexWrittenWithTheMark(t *testing.T) {
 	if !has("n1") {
 		t.Fatal("MayIndexStops deleted the index key")
 	}
+	if err := f.st.ClearStopped(ctx, "web", "n1"); err == nil || !has("n1") {
+		t.Fatalf("ClearStopped while the record carries the mark: %v, index there %v; want an error and the key kept", err, has("n1"))
+	}
+	if err := f.st.PutNode(ctx, "web", rec); err != nil { // the agent back: its record without the mark
+		t.Fatal(err)
+	}
 	if err := f.st.ClearStopped(ctx, "web", "n1"); err != nil || has("n1") {
 		t.Fatalf("ClearStopped: %v, index still there %v", err, has("n1"))
 	}

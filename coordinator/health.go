@@ -102,7 +102,8 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 // (Keys.DownCheck) is missing, older than DefaultFullReadEvery, dated
 // ahead of this reader's clock by more than downCheckSkew, or says it saw
 // a record whose writer does not keep the stop index (NodeState.StopIndex:
-// an older agent, an older ACL policy). Otherwise it reads the records of
+// an older agent, an older ACL policy), or a stop mark not in the index.
+// Otherwise it reads the records of
 // the nodes that the failing checks of the group's service and the stop
 // index (Keys.Stopped) name, and no other: every stop mark that a writer
 // keeping the index wrote is in it, and every other reason is judged on

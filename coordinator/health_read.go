@@ -137,6 +137,11 @@ func (s *Store) getKeys(ctx context.Context, keys []string) (api.KVPairs, error)
 		if err != nil {
 			return nil, consulError(s.c, err)
 		}
+		if ok && len(resp.Results) < len(ops) {
+			// Consul leaves out the result of a get the token may not
+			// read, and says nothing: that record is not missing.
+			return nil, fmt.Errorf("read the records Down needs: the token may not read every one of them, so Consul left some out (%w)", ErrACLDenied)
+		}
 		if ok {
 			pairs := make(api.KVPairs, 0, len(resp.Results))
 			for _, r := range resp.Results {

@@ -36,19 +36,37 @@ func stopIndexOp(k Keys, n NodeState) *api.TxnOp {
 }
 
 // ClearStopped deletes node's stop index key: its agent's, once it has
-// written its record without the mark. A key left behind costs readers
-// one read of the record, never a wrong count. An error wrapping
-// ErrACLDenied says the token may not write the index (an ACL policy from
-// before it): such a writer leaves StopIndex off its records.
+// written its record without the mark. Only while the record is as read
+// without a mark (a check of its index in the delete's transaction): a
+// delete sent before a later stop and applied after it (held by Consul,
+// say through a leader election) would leave that stop's mark without its
+// key, which Down then finds only on a full read. A record that carries a
+// mark keeps the key, and the caller tries again later. A key left behind
+// costs readers one read of the record, never a wrong count. An error
+// wrapping ErrACLDenied says the token may not write the index (an ACL
+// policy from before it): such a writer leaves StopIndex off its records.
 func (s *Store) ClearStopped(ctx context.Context, group, node string) error {
 	k, err := s.Keys(group)
 	if err != nil {
 		return err
 	}
-	if _, err := s.c.KV().Delete(k.Stopped(node), (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		return consulError(s.c, err)
+	pair, _, err := s.Get(ctx, k.Node(node), nil)
+	if err != nil {
+		return err
 	}
-	return nil
+	check := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k.Node(node)}
+	if pair != nil {
+		var cur NodeState
+		if decode(pair.Key, pair.Value, &cur) == nil && cur.Stopped != nil {
+			return errors.New("the node's record carries a stop mark: its index key stays")
+		}
+		check = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}
+	}
+	_, conflict, err := s.txn(ctx, api.TxnOps{{KV: check}, {KV: &api.KVTxnOp{Verb: api.KVDelete, Key: k.Stopped(node)}}})
+	if conflict {
+		return errors.New("the node's record changed while its stop index key was cleared: the key stays")
+	}
+	return err
 }
 
 // MayIndexStops says whether the token may write node's stop index key,

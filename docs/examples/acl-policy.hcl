@@ -41,8 +41,10 @@
 # failure of it since), write failures in another node's name, write any
 # domain into its own node's record, write the mark of the last full read
 # of the records (downcheck) so that a stop mark written without the stop
-# index, by an agent from before it, is not counted while it keeps doing
-# so (agents of this version write the index), rewrite the slot's holders record,
+# index, by an agent from before it or under a policy without the
+# stopped/ rule, is not counted by any reader of the group (grants,
+# auto_promote, status) while it keeps doing so (agents of this version
+# under this policy write the index), rewrite the slot's holders record,
 # which every agent rewrites at each grant and release (drop another
 # node's claim from it, say, so that a node that died mid-step no longer
 # counts against max_parallel),
