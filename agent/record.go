@@ -53,6 +53,9 @@ type nodeRecord struct {
 	// cleared says the stop index key a previous run may have left is
 	// deleted (clearStopIndex), or that the token may not.
 	cleared bool
+	// unsure says the start-up probe of the token's right to write the stop
+	// index got no answer: unindexed until one comes (resolveUnsure).
+	unsure bool
 }
 
 // state builds this node's NodeState, keeping the previous Since when

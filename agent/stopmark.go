@@ -48,9 +48,45 @@ func (r *nodeRecord) markStopped() {
 func (r *nodeRecord) probeStopIndex(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	if err := r.store.MayIndexStops(ctx, r.group, r.node); errors.Is(err, coordinator.ErrACLDenied) {
+	err := r.store.MayIndexStops(ctx, r.group, r.node)
+	switch {
+	case errors.Is(err, coordinator.ErrACLDenied):
 		r.indexDenied(err)
+	case err != nil:
+		// No answer (Consul not up yet): the records say the index is not
+		// kept until one comes (clearStopIndex asks again). Saying it is,
+		// a stop under a policy from before the index would go unseen by
+		// the index and, for up to DefaultFullReadEvery, by every grant.
+		r.mu.Lock()
+		r.unindexed, r.unsure = true, true
+		r.mu.Unlock()
 	}
+}
+
+// resolveUnsure asks again whether the token may write the stop index,
+// when the start-up probe got no answer: ok says the answer came.
+func (r *nodeRecord) resolveUnsure(ctx context.Context) (ok bool) {
+	r.mu.Lock()
+	unsure := r.unsure
+	r.mu.Unlock()
+	if !unsure {
+		return true
+	}
+	err := r.store.MayIndexStops(ctx, r.group, r.node)
+	switch {
+	case errors.Is(err, coordinator.ErrACLDenied):
+		r.indexDenied(err)
+	case err != nil:
+		return false
+	default:
+		r.mu.Lock()
+		r.unindexed = false // from the next record on
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.unsure = false
+	r.mu.Unlock()
+	return true
 }
 
 // clearStopIndex deletes the stop index key that this node's last clean
@@ -68,6 +104,9 @@ func (r *nodeRecord) clearStopIndex(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
+	if !r.resolveUnsure(ctx) || r.isUnindexed() {
+		return
+	}
 	err := r.store.ClearStopped(ctx, r.group, r.node)
 	switch {
 	case errors.Is(err, coordinator.ErrACLDenied):
@@ -94,4 +133,10 @@ func (r *nodeRecord) indexDenied(err error) {
 		r.log.Warn(fmt.Sprintf(`the token may not write this node's stop index, so every grant of the group reads every node record; add key %q and key %q, each with policy = "write", to this agent's ACL policy (docs/examples/acl-policy.hcl)`,
 			k.Stopped(r.node), k.DownCheck()), "error", err)
 	}
+}
+
+func (r *nodeRecord) isUnindexed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unindexed
 }
