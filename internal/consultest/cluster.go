@@ -1,6 +1,7 @@
 package consultest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -9,10 +10,17 @@ import (
 // and stops them when the test ends.
 func NewCluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	return NewClusterHCL(t, n, "")
+}
+
+// NewClusterHCL is NewCluster with hcl, extra configuration for every
+// server (limits or log level, say).
+func NewClusterHCL(t testing.TB, n int, hcl string) []*Server {
+	t.Helper()
 	servers := make([]*Server, n)
 	join := make([]string, n)
 	for i := range servers {
-		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n})
+		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n, HCL: hcl})
 		join[i] = servers[i].SerfAddr
 	}
 	for i, s := range servers {
@@ -29,15 +37,44 @@ func NewCluster(t testing.TB, n int) []*Server {
 	return servers
 }
 
+// Leader returns the one of servers that is the Raft leader now, by each
+// one's own agent/self.
+func Leader(servers []*Server) (*Server, error) {
+	var errs []error
+	for _, s := range servers {
+		self, err := s.Client().Agent().Self()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		raft, _ := self["Stats"]["raft"].(map[string]any)
+		if raft["state"] == "Leader" {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("consultest: no leader among %d servers: %w", len(servers), errors.Join(errs...))
+}
+
 // NewClients starts n client agents on loopback joined to server, each with
 // its own HTTP address, and stops them when the test ends: a node each, for
 // tests that kill a node by killing its agent. hcl is extra configuration
 // for every client, for example a gossip_lan block matching the server's.
 func NewClients(t testing.TB, server *Server, n int, hcl string) []*Server {
 	t.Helper()
+	return NewClientsOf(t, []*Server{server}, n, hcl)
+}
+
+// NewClientsOf is NewClients joined to every one of servers: they start
+// together, then each is waited for.
+func NewClientsOf(t testing.TB, servers []*Server, n int, hcl string) []*Server {
+	t.Helper()
+	join := make([]string, len(servers))
+	for i, s := range servers {
+		join[i] = s.SerfAddr
+	}
 	clients := make([]*Server, n)
 	for i := range clients {
-		clients[i] = prepare(t, Options{Client: true, Join: []string{server.SerfAddr}, HCL: hcl})
+		clients[i] = prepare(t, Options{Client: true, Join: join, HCL: hcl})
 		if err := clients[i].Start(); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
