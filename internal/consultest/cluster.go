@@ -30,7 +30,8 @@ func NewClusterHCL(t testing.TB, n int, hcl string) []*Server {
 		}
 	}
 	for _, s := range servers {
-		if err := s.WaitReady(StartTimeout); err != nil {
+		// A server moved to new ports joins the others itself.
+		if err := waitReadyOrMove(t, s); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
@@ -80,11 +81,32 @@ func NewClientsOf(t testing.TB, servers []*Server, n int, hcl string) []*Server 
 		}
 	}
 	for _, c := range clients {
-		if err := c.WaitReady(StartTimeout); err != nil {
+		if err := waitReadyOrMove(t, c); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
 	return clients
+}
+
+// waitReadyOrMove waits for s, started, to be ready. Another process can
+// take one of its ports between our choosing them and consul binding them
+// (many agents starting together make outgoing connections from the same
+// range); consul then exits at once, and s is started again on new ports,
+// up to three times, as New does.
+func waitReadyOrMove(t testing.TB, s *Server) error {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := s.WaitReady(StartTimeout)
+		if err == nil || !errors.Is(err, errExited) || attempt == 3 {
+			return err
+		}
+		t.Logf("consultest: retrying on other ports: %v", err)
+		s.Stop()
+		s.pickPorts(t)
+		if err := s.Start(); err != nil {
+			return err
+		}
+	}
 }
 
 // NewZoneClient starts a client agent joined to server whose node meta puts
