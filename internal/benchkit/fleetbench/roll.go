@@ -45,6 +45,9 @@ type fleetResult struct {
 	endpoints map[string]int64
 	// turnList is every successful turn, in grant order.
 	turnList []fleetTurn
+	// idle is the converged fleet watched after the rollout, with
+	// FLEET_BENCH_IDLE; nil without.
+	idle *idleResult
 }
 
 // turnTimes returns the median hold and, in grant order, the median time
@@ -86,6 +89,9 @@ func runFleetCase(b *testing.B, cons fleetConsul, fc fleetCase, run int, opts Op
 		b.Fatal(err)
 	}
 	f.roll(r)
+	if window := idleWindow(b); window > 0 {
+		f.idle(r, window)
+	}
 	return r
 }
 
