@@ -23,6 +23,14 @@ type fleetConsul struct {
 const (
 	clusterServers = 3
 	clusterClients = 20
+	// clusterHCL is fleetHCL with Prometheus metrics kept, whose FSM
+	// counters say what the Raft writes of an idle window were
+	// (idleFSM).
+	clusterHCL = fleetHCL + `
+telemetry {
+  prometheus_retention_time = "1h"
+  disable_hostname = true
+}`
 )
 
 // startConsul starts the case's Consul, fresh, stopped when the case
@@ -38,7 +46,7 @@ func startConsul(b *testing.B, fc fleetCase) fleetConsul {
 		}
 		return fleetConsul{srv: srv, clients: clients}
 	}
-	servers := consultest.NewClusterHCL(b, fc.servers, fleetHCL)
+	servers := consultest.NewClusterHCL(b, fc.servers, clusterHCL)
 	leader, err := consultest.Leader(servers)
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,10 @@ type idleResult struct {
 	// anti-entropy's full sync reads from the servers, and aeNodes the
 	// nodes whose agents it carries.
 	aeBytes, aeNodes int
+	// fsm is what the leader's FSM applied over the window, by kind, from
+	// its Prometheus counters (clusterHCL keeps them): the Raft writes
+	// told apart. Empty without them.
+	fsm map[string]float64
 }
 
 // perNodeHour scales a count over the window to one node and one hour.
@@ -48,6 +53,7 @@ func (f *benchFleet) idle(r *fleetResult, window time.Duration) {
 	if err != nil {
 		f.b.Fatal(err)
 	}
+	fsm0 := fsmCounts(lead0.HTTPAddr)
 	f.traffic.record(time.Now())
 	time.Sleep(window)
 	evs, endpoints := f.traffic.stop()
@@ -67,6 +73,9 @@ func (f *benchFleet) idle(r *fleetResult, window time.Duration) {
 		ir.aeBytes, ir.aeNodes = f.aeBytes(), (f.fc.n+len(f.clients)-1)/len(f.clients)
 	}
 	r.idle = ir
+	if lead1 == lead0 {
+		ir.fsm = fsmDiff(fsm0, fsmCounts(lead1.HTTPAddr))
+	}
 	n := f.fc.n
 	f.b.ReportMetric(ir.perNodeHour(float64(ir.requests), n), "idle-req/node/h")
 	f.b.ReportMetric(ir.perNodeHour(float64(ir.bytes)/1024, n), "idle-kb/node/h")
@@ -103,6 +112,9 @@ func (ir *idleResult) summary(n int) string {
 	if ir.aeNodes > 0 {
 		fmt.Fprintf(&sb, "; a client agent's node services and checks: %d bytes for %d nodes' agents", ir.aeBytes, ir.aeNodes)
 	}
+	for _, k := range slices.Sorted(maps.Keys(ir.fsm)) {
+		fmt.Fprintf(&sb, "\n  Raft, the leader's FSM applied %s: %.0f", k, ir.fsm[k])
+	}
 	for _, e := range slices.Sorted(maps.Keys(ir.endpoints)) {
 		fmt.Fprintf(&sb, "\n  %s: %d (%.2f per node per hour)", e, ir.endpoints[e], ir.perNodeHour(float64(ir.endpoints[e]), n))
 	}
@@ -111,3 +123,40 @@ func (ir *idleResult) summary(n int) string {
 
 // idleWindow is FLEET_BENCH_IDLE, or 0 when unset.
 func idleWindow(b *testing.B) time.Duration { return envDuration(b, idleEnv, 0) }
+
+// fsmCounts reads the count of every consul.fsm.* summary from the agent
+// at addr's Prometheus metrics, by name and labels; nil when it keeps
+// none.
+func fsmCounts(addr string) map[string]float64 {
+	resp, err := http.Get("http://" + addr + "/v1/agent/metrics?format=prometheus")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(name, "consul_fsm_") || !strings.Contains(name, "_count") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// fsmDiff is after less before, the kinds that moved.
+func fsmDiff(before, after map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for k, v := range after {
+		if v -= before[k]; v != 0 {
+			d[k] = v
+		}
+	}
+	return d
+}
