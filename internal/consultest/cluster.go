@@ -1,6 +1,7 @@
 package consultest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -9,10 +10,17 @@ import (
 // and stops them when the test ends.
 func NewCluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	return NewClusterHCL(t, n, "")
+}
+
+// NewClusterHCL is NewCluster with hcl, extra configuration for every
+// server (limits or log level, say).
+func NewClusterHCL(t testing.TB, n int, hcl string) []*Server {
+	t.Helper()
 	servers := make([]*Server, n)
 	join := make([]string, n)
 	for i := range servers {
-		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n})
+		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n, HCL: hcl})
 		join[i] = servers[i].SerfAddr
 	}
 	for i, s := range servers {
@@ -22,11 +30,30 @@ func NewCluster(t testing.TB, n int) []*Server {
 		}
 	}
 	for _, s := range servers {
-		if err := s.WaitReady(StartTimeout); err != nil {
+		// A server moved to new ports joins the others itself.
+		if err := waitReadyOrMove(t, s); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
 	return servers
+}
+
+// Leader returns the one of servers that is the Raft leader now, by each
+// one's own agent/self.
+func Leader(servers []*Server) (*Server, error) {
+	var errs []error
+	for _, s := range servers {
+		self, err := s.Client().Agent().Self()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		raft, _ := self["Stats"]["raft"].(map[string]any)
+		if raft["state"] == "Leader" {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("consultest: no leader among %d servers: %w", len(servers), errors.Join(errs...))
 }
 
 // NewClients starts n client agents on loopback joined to server, each with
@@ -35,19 +62,51 @@ func NewCluster(t testing.TB, n int) []*Server {
 // for every client, for example a gossip_lan block matching the server's.
 func NewClients(t testing.TB, server *Server, n int, hcl string) []*Server {
 	t.Helper()
+	return NewClientsOf(t, []*Server{server}, n, hcl)
+}
+
+// NewClientsOf is NewClients joined to every one of servers: they start
+// together, then each is waited for.
+func NewClientsOf(t testing.TB, servers []*Server, n int, hcl string) []*Server {
+	t.Helper()
+	join := make([]string, len(servers))
+	for i, s := range servers {
+		join[i] = s.SerfAddr
+	}
 	clients := make([]*Server, n)
 	for i := range clients {
-		clients[i] = prepare(t, Options{Client: true, Join: []string{server.SerfAddr}, HCL: hcl})
+		clients[i] = prepare(t, Options{Client: true, Join: join, HCL: hcl})
 		if err := clients[i].Start(); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
 	for _, c := range clients {
-		if err := c.WaitReady(StartTimeout); err != nil {
+		if err := waitReadyOrMove(t, c); err != nil {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
 	return clients
+}
+
+// waitReadyOrMove waits for s, started, to be ready. Another process can
+// take one of its ports between our choosing them and consul binding them
+// (many agents starting together make outgoing connections from the same
+// range); consul then exits at once, and s is started again on new ports,
+// up to three times, as New does.
+func waitReadyOrMove(t testing.TB, s *Server) error {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := s.WaitReady(StartTimeout)
+		if err == nil || !errors.Is(err, errExited) || attempt == 3 {
+			return err
+		}
+		t.Logf("consultest: retrying on other ports: %v", err)
+		s.Stop()
+		s.pickPorts(t)
+		if err := s.Start(); err != nil {
+			return err
+		}
+	}
 }
 
 // NewZoneClient starts a client agent joined to server whose node meta puts

@@ -72,23 +72,13 @@ func NewDev(t testing.TB) *Server {
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s := prepare(t, opts)
-	// Another process can take a port between our choosing it and consul
-	// binding it; consul then exits at once, and new ports are tried.
-	for attempt := 1; ; attempt++ {
-		if err := s.Start(); err != nil {
-			t.Fatalf("consultest: %v", err)
-		}
-		err := s.WaitReady(StartTimeout)
-		if err == nil {
-			return s
-		}
-		if !errors.Is(err, errExited) || attempt == 3 {
-			t.Fatalf("consultest: %v", err)
-		}
-		t.Logf("consultest: retrying on other ports: %v", err)
-		s.Stop()
-		s.pickPorts(t)
+	if err := s.Start(); err != nil {
+		t.Fatalf("consultest: %v", err)
 	}
+	if err := waitReadyOrMove(t, s); err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	return s
 }
 
 // errExited means consul exited while starting.

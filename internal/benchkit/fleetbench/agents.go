@@ -15,7 +15,6 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/benchkit/agentbench"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/fleettest"
 )
 
@@ -125,9 +124,10 @@ type fleetTurn struct{ granted, released time.Duration }
 
 // benchFleet is n agents of one group in this process.
 type benchFleet struct {
-	b       *testing.B
-	srv     *consultest.Server
-	clients []*consultest.Server // the agents' Consul agents; srv when empty
+	b *testing.B
+	// fleetConsul: the agents' Consul agents are its clients, srv when
+	// there are none.
+	fleetConsul
 	fc      fleetCase
 	opts    Options
 	group   string

@@ -89,7 +89,7 @@ func Cancel(b *testing.B, opts Options) {
 // replacement held in its step, waits for K holders and the rest in line,
 // cancels and measures.
 func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts Options) cancelRun {
-	f := newBenchFleet(b, srv, nil, fc, run, opts)
+	f := newBenchFleet(b, fleetConsul{srv: srv}, fc, run, opts)
 	hold := make(chan struct{})
 	f.pace.hold = hold
 	release := sync.OnceFunc(func() { close(hold) })

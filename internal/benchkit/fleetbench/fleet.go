@@ -6,7 +6,10 @@
 // every node's session checks and service, which a real fleet spreads over
 // a Consul agent per node; its anti-entropy then does O(N) work per change
 // under one lock. So the 1,000-node cases run a second time with the nodes
-// spread over fleetClientAgents client agents joined to the dev agent:
+// spread over fleetClientAgents client agents joined to the dev agent, and
+// a third time on a cluster of clusterServers servers with clusterClients
+// client agents (issue 30, item 5), which run alone with
+// -bench 'Fleet$/N=1000/K=/servers=3':
 //
 //	go test -run '^$' -bench Fleet -benchtime 1x -timeout 90m ./agent/
 //
@@ -26,7 +29,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/agent"
-	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // fleetCase is one rollout: n agents at max_parallel k, talking to the dev
@@ -41,8 +43,13 @@ import (
 // A paced case (healthy set) runs the timed runtime: each replacement
 // takes replace and the new workload reports healthy after healthy, its
 // min_healthy_time (BenchmarkFleetTimed).
+//
+// A case with servers set runs on that many Consul servers (persistent,
+// bootstrap_expect = servers) instead of a dev agent, its nodes spread
+// over clients client agents joined to them all.
 type fleetCase struct {
 	n, k, clients    int
+	servers          int
 	ttl, noMirror    bool
 	replace, healthy time.Duration
 }
@@ -69,7 +76,8 @@ func fleetRuns(b *testing.B) int {
 var fleetCases = []fleetCase{{n: 100, k: 1, ttl: true}, {n: 100, k: 1}, {n: 300, k: 1, ttl: true}, {n: 300, k: 1},
 	{n: 1000, k: 1}, {n: 1000, k: 10},
 	{n: 1000, k: 1, clients: fleetClientAgents}, {n: 1000, k: 10, clients: fleetClientAgents},
-	{n: 300, k: 1, noMirror: true}, {n: 1000, k: 1, noMirror: true}}
+	{n: 300, k: 1, noMirror: true}, {n: 1000, k: 1, noMirror: true},
+	{n: 1000, k: 1, servers: clusterServers, clients: clusterClients}, {n: 1000, k: 10, servers: clusterServers, clients: clusterClients}}
 
 // fleetClientAgents is how many client agents the spread cases use: 100
 // nodes each, about what one shared agent carried well at N=100.
@@ -77,7 +85,10 @@ const fleetClientAgents = 10
 
 func (fc fleetCase) name() string {
 	name := fmt.Sprintf("N=%d/K=%d/shared", fc.n, fc.k)
-	if fc.clients > 0 {
+	switch {
+	case fc.servers > 0:
+		name = fmt.Sprintf("N=%d/K=%d/servers=%d/clients=%d", fc.n, fc.k, fc.servers, fc.clients)
+	case fc.clients > 0:
 		name = fmt.Sprintf("N=%d/K=%d/clients=%d", fc.n, fc.k, fc.clients)
 	}
 	if fc.ttl {
@@ -136,16 +147,11 @@ func Benchmark(b *testing.B, opts Options) {
 	for run := range rep.runs {
 		for _, fc := range fleetCases {
 			b.Run(fmt.Sprintf("%s/run=%d", fc.name(), run+1), func(b *testing.B) {
-				// A fresh dev agent, and fresh client agents, for each case,
-				// stopped at its end: a Consul agent that has just seen 1,000
-				// services and checks go is slow for a while, and a case's
-				// figures should not depend on the cases run before it.
-				srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
-				clients := make([]*consultest.Server, fc.clients)
-				for i := range clients {
-					clients[i] = consultest.New(b, consultest.Options{Client: true, Join: []string{srv.SerfAddr}, HCL: fleetClientHCL})
-				}
-				rep.add(b, runFleetCase(b, srv, clients, fc, run, opts))
+				// A fresh Consul for each case, stopped at its end: a Consul
+				// agent that has just seen 1,000 services and checks go is
+				// slow for a while, and a case's figures should not depend
+				// on the cases run before it.
+				rep.add(b, runFleetCase(b, startConsul(b, fc), fc, run, opts))
 			})
 		}
 	}

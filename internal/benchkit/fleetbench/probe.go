@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/benchkit"
-	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // What BenchmarkFleet measures besides the rollout itself: the lower
@@ -41,7 +40,7 @@ func (f *benchFleet) fleetCPU() (agents, consul time.Duration) {
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	for _, s := range append([]*consultest.Server{f.srv}, f.clients...) {
+	for _, s := range f.processes() {
 		st, err := benchkit.ReadProcStat(s.PID())
 		if err != nil {
 			f.b.Fatal(err)

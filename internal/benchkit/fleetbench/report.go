@@ -3,6 +3,7 @@ package fleetbench
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -131,8 +132,9 @@ func (rep *fleetReport) markdown() string {
 		cmd = fmt.Sprintf("%s=%d %s", fleetRunsEnv, rep.runs, cmd)
 	}
 	sb.WriteString(benchkit.Generated(cmd, rep.started, true))
-	fmt.Fprintf(&sb, "One Consul %s dev agent, the only server, fresh for each case; N in-process agents, each with its own client and an instant runtime; "+
-		"%s, GOMAXPROCS=%d.\n\n", consultest.Version, benchkit.Platform(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&sb, "One Consul %s dev agent, the only server, fresh for each case (rows marked \"%d servers\": a fresh cluster of that many instead); "+
+		"N in-process agents, each with its own client and an instant runtime; %s, GOMAXPROCS=%d.\n\n",
+		consultest.Version, clusterServers, benchkit.Platform(), runtime.GOMAXPROCS(0))
 	rows, every := rep.medians()
 	fmt.Fprintf(&sb, "Each case ran %d time(s), the runs going round the list of cases; a row is the case's run with the median wall / bound, "+
 		"and \"every run\" lists them all, sorted.\n\n", rep.runs)
@@ -143,7 +145,8 @@ func (rep *fleetReport) markdown() string {
 		sb.WriteString(r.markdownRow(every[r.fleetCase]))
 	}
 	fmt.Fprintf(&sb, "\nConsul: the nodes' agents all talk to the one dev agent (the only server), or are spread evenly over "+
-		"client agents joined to it, as a real fleet has one per node. Checks: as `rollagent run` does by default "+
+		"client agents joined to it, as a real fleet has one per node; rows marked \"%d servers\" run on that many "+
+		"Consul servers on loopback (persistent, bootstrap_expect = %[1]d, raft_multiplier = 1), the nodes spread evenly over client agents joined to them all. Checks: as `rollagent run` does by default "+
 		"(--health-addr=auto, with Consul on loopback), each agent serves its workload's health and its own liveness over HTTP, "+
 		"the Consul agent runs both checks, and the agent keeps one session, bound to the liveness check, from before the rollout; "+
 		"rows marked \"TTL checks\" run the agents as --health-addr=off does: they pass TTL checks themselves, and make a session "+
@@ -152,12 +155,12 @@ func (rep *fleetReport) markdown() string {
 		"and not again at each change of state, so the Consul UI would not follow the rollout; they show what that mirror costs a Consul agent "+
 		"that carries every node's service. "+
 		"Session TTL %s (the agent's --session-ttl; the liveness check runs every third of it): "+
-		"a shared agent stalls its local endpoints while it syncs thousands of checks and services.\n", fleetSessionTTL)
+		"a shared agent stalls its local endpoints while it syncs thousands of checks and services.\n", clusterServers, fleetSessionTTL)
 	fmt.Fprintf(&sb, "\nWall: commit of the new SHA → last node released its slot. Bound: N×3 CAS writes of one key, "+
-		"one after another by one client, timed on the same agent just before the case; for the client-agent rows also through one of the client agents, "+
+		"one after another by one client, timed on the dev agent (on a cluster, its leader) just before the case; for the client-agent rows also through one of the client agents, "+
 		"as each request of theirs goes. Requests are counted "+
 		"from the commit until the fleet is quiet again; writes leave out liveness (TTL check passes, "+
-		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after. "+
+		"which grow with the time a node waits in line). Raft writes: the leader's last_log_index, before and after (on a cluster, of the server that leads at each end; the row's note says when that changed). "+
 		"JSON read: response bodies (agents ask for them uncompressed, as `rollagent run` does) of reads of a group's whole tree (coordinator.Store.Read; agents "+
 		"read with coordinator.ReadFor, the desired key and one transaction, counted in the rest), "+
 		"of lockstep's reads of the slot, and of the rest. "+
@@ -204,7 +207,10 @@ func (r *fleetResult) consulName(full bool) string {
 		return short
 	}
 	name := pick("1 shared agent", "shared")
-	if r.clients > 0 {
+	switch {
+	case r.servers > 0:
+		name = fmt.Sprintf(pick("%d servers, %d client agents", "%d servers %d clients"), r.servers, r.clients)
+	case r.clients > 0:
 		name = fmt.Sprintf(pick("%d client agents", "%d clients"), r.clients)
 	}
 	if r.ttl {
@@ -225,5 +231,13 @@ func (rep *fleetReport) publish(b *testing.B) {
 	if len(rep.rows) == 0 {
 		return
 	}
-	mdReport.Publish(b, rep.markdown())
+	md := rep.markdown()
+	if rows, _ := rep.medians(); len(rows) < len(fleetCases) && os.Getenv(mdReport.Env) != "" {
+		// A -bench filter ran some of the cases: their rows alone must not
+		// replace the block, which holds them all.
+		fmt.Println("\n" + md)
+		b.Logf("%d of %d cases ran: %s left as it was", len(rows), len(fleetCases), os.Getenv(mdReport.Env))
+		return
+	}
+	mdReport.Publish(b, md)
 }

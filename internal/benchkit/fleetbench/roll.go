@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // fleetResult is one case's row.
@@ -46,6 +45,9 @@ type fleetResult struct {
 	endpoints map[string]int64
 	// turnList is every successful turn, in grant order.
 	turnList []fleetTurn
+	// idle is the converged fleet watched after the rollout, with
+	// FLEET_BENCH_IDLE; nil without.
+	idle *idleResult
 }
 
 // turnTimes returns the median hold and, in grant order, the median time
@@ -72,12 +74,12 @@ func median(ds []time.Duration) time.Duration {
 
 // runFleetCase times the lower bound, brings up the fleet converged on v1,
 // and rolls it to v2.
-func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int, opts Options) *fleetResult {
-	f := newBenchFleet(b, srv, clients, fc, run, opts)
+func runFleetCase(b *testing.B, cons fleetConsul, fc fleetCase, run int, opts Options) *fleetResult {
+	f := newBenchFleet(b, cons, fc, run, opts)
 	r := &fleetResult{fleetCase: fc}
-	r.bound = casBound(b, srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
-	if len(clients) > 0 {
-		r.boundClient = casBound(b, clients[0].Client(), "bench-fleet/"+f.group+"/bound-client", 3*fc.n)
+	r.bound = casBound(b, cons.srv.Client(), "bench-fleet/"+f.group+"/bound", 3*fc.n)
+	if len(cons.clients) > 0 {
+		r.boundClient = casBound(b, cons.clients[0].Client(), "bench-fleet/"+f.group+"/bound-client", 3*fc.n)
 	}
 	v1 := f.commit("v1")
 	f.startAgents(v1)
@@ -87,15 +89,18 @@ func runFleetCase(b *testing.B, srv *consultest.Server, clients []*consultest.Se
 		b.Fatal(err)
 	}
 	f.roll(r)
+	if window := idleWindow(b); window > 0 {
+		f.idle(r, window)
+	}
 	return r
 }
 
 // newBenchFleet is the fleet of one case's run, its agents not started.
-func newBenchFleet(b *testing.B, srv *consultest.Server, clients []*consultest.Server, fc fleetCase, run int, opts Options) *benchFleet {
-	f := &benchFleet{b: b, opts: opts, srv: srv, clients: clients, fc: fc,
+func newBenchFleet(b *testing.B, cons fleetConsul, fc fleetCase, run int, opts Options) *benchFleet {
+	f := &benchFleet{b: b, opts: opts, fleetConsul: cons, fc: fc,
 		group: fmt.Sprintf("fleet-%d-k%d-c%d-ttl%t-nm%t-t%d-h%d-r%d", fc.n, fc.k, fc.clients, fc.ttl, fc.noMirror,
 			fc.replace.Milliseconds(), fc.healthy.Milliseconds(), run+1),
-		store: coordinator.NewStore(srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
+		store: coordinator.NewStore(cons.srv.Client(), ""), traffic: &fleetTraffic{}, turned: make(chan struct{}, 1),
 		log: fleetLogger(b)}
 	if fc.paced() {
 		f.pace = &runtimePace{replace: fc.replace}
@@ -106,8 +111,11 @@ func newBenchFleet(b *testing.B, srv *consultest.Server, clients []*consultest.S
 // roll commits v2 and counts every request and raft write from the commit
 // until every node has had its turn and the fleet is quiet again.
 func (f *benchFleet) roll(r *fleetResult) {
-	c := f.srv.Client()
-	raft0, err := raftIndex(c)
+	lead0, err := f.leader()
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	raft0, err := raftIndex(lead0.Client())
 	if err != nil {
 		f.b.Fatal(err)
 	}
@@ -130,7 +138,16 @@ func (f *benchFleet) roll(r *fleetResult) {
 	}
 	prof()
 	evs, endpoints := f.traffic.stop()
-	raft1, err := raftIndex(c)
+	// The log is the cluster's: a new leader's last_log_index counts the
+	// same writes, and its election's.
+	lead1, err := f.leader()
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	if lead1 != lead0 {
+		r.note = strings.TrimSpace(fmt.Sprintf("%s leader changed during the rollout (%s to %s).", r.note, lead0.Name, lead1.Name))
+	}
+	raft1, err := raftIndex(lead1.Client())
 	if err != nil {
 		f.b.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func Timed(b *testing.B, opts Options) {
 		for _, fc := range cases {
 			b.Run(fmt.Sprintf("%s/run=%d", fc.name(), run+1), func(b *testing.B) {
 				srv := consultest.New(b, consultest.Options{HCL: fleetHCL})
-				r := runFleetCase(b, srv, nil, fc, run, opts)
+				r := runFleetCase(b, fleetConsul{srv: srv}, fc, run, opts)
 				b.ReportMetric(r.ideal().Seconds(), "ideal-s")
 				b.ReportMetric(r.idealRatio(), "wall/ideal")
 				rep.add(b, r)
