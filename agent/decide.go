@@ -314,6 +314,11 @@ type outcome struct {
 	// node is still behind Desired, which it has not failed, and looks
 	// again soon to go on to it, rather than wait for desired to move.
 	Behind bool
+	// AtClock says the node, behind under a gate that the clock alone may
+	// open (Look.Recheck: a stagger, a window, a poll), looks again then,
+	// as an idle look does (Decision.AtClock), rather than wait for
+	// desired to move.
+	AtClock bool
 }
 
 // drainDeferred is added to the reason of a node whose drain failed.

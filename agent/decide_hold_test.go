@@ -64,3 +64,41 @@ func TestDecideHeld(t *testing.T) {
 		t.Errorf("a holder kept down outside a window is kept for its own failure, got %+v", o)
 	}
 }
+
+// awaiting is l for a node that is no canary, while the canaries of an
+// auto-promoted rollout have not been healthy long enough: the gate is
+// closed to it outright, and the clock alone may open it.
+func awaiting(l Look) Look {
+	l.Desired, l.Open, l.Recheck = shaB, false, 5*time.Second
+	l.ClosedState, l.Reason = coordinator.StateWaiting, "awaiting promotion: canaries c1"
+	return l
+}
+
+// A turn that ends behind, under a gate that the clock alone may open
+// (a stagger, a maintenance window, an auto-promotion, a polled rule),
+// looks again by then, as an idle look does: a node that waited for
+// desired to move would stay behind until its resync, after the rest of
+// the rollout went on without it.
+func TestConcludeAtClock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		look Look
+		ev   event
+		want bool
+	}{
+		{"reclaimed under a hold, healthy and behind: released", held(Look{SHA: shaA, Healthy: true, Reclaimed: true}), event{end: endNothing}, true},
+		{"reclaimed under a hold, verified an older SHA: released", held(Look{SHA: shaC, Healthy: true, Reclaimed: true}), event{end: endVerified}, true},
+		{"reclaimed awaiting promotion, healthy: released", awaiting(Look{SHA: shaA, Healthy: true, Reclaimed: true}), event{end: endNothing}, true},
+		{"reclaimed awaiting promotion, a step left healthy: released", awaiting(Look{SHA: shaC, Leftover: true, Healthy: true, Reclaimed: true}), event{end: endNothing}, true},
+		{"reclaimed awaiting promotion, down: kept", awaiting(Look{SHA: shaA, Reclaimed: true}), event{end: endDown}, true},
+		{"converged under a hold: nothing to look for", held(Look{SHA: shaB, Healthy: true, Reclaimed: true}), event{end: endNothing}, false},
+		{"refused under a hold: nothing to look for", held(Look{SHA: shaA, Healthy: true, Reclaimed: true, Refused: "x"}), event{end: endNothing}, false},
+		{"cancelled: only a commit opens it", cancelled(Look{SHA: shaA, Healthy: true, Reclaimed: true}), event{end: endNothing}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if o := conclude(tc.look, tc.ev); o.AtClock != tc.want {
+				t.Fatalf("conclude = %+v, want AtClock %v", o, tc.want)
+			}
+		})
+	}
+}
