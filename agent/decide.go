@@ -386,6 +386,7 @@ func keptDown(l Look) outcome {
 	o.Reason += downKeeps
 	if !l.stepping() {
 		o.Reason += " until " + cmp.Or(l.Opens, coordinator.NewCommitOpens) + " to recover under"
+		o.AtClock = l.Recheck > 0
 	}
 	return o
 }
@@ -398,7 +399,14 @@ func released(l Look) outcome {
 	if !idle {
 		return outcome{Result: resultYielded, State: state, Reason: reason}
 	}
-	return outcome{Result: resultReleased, State: state, Reason: reason}
+	return outcome{Result: resultReleased, State: state, Reason: reason, AtClock: atClock(l)}
+}
+
+// atClock says a node at l, its claim gone, waits for the gate's clock
+// (Decision.AtClock): it is behind under a gate the clock may open.
+func atClock(l Look) bool {
+	l.Claimed, l.Undoing = false, ""
+	return decide(l).AtClock
 }
 
 // undone is the end of an undo: a failure of failed, when one is counted;

@@ -92,7 +92,7 @@ func TestConcludeAtClock(t *testing.T) {
 		{"reclaimed awaiting promotion, a step left healthy: released", awaiting(Look{SHA: shaC, Leftover: true, Healthy: true, Reclaimed: true}), event{end: endNothing}, true},
 		{"reclaimed awaiting promotion, down: kept", awaiting(Look{SHA: shaA, Reclaimed: true}), event{end: endDown}, true},
 		{"converged under a hold: nothing to look for", held(Look{SHA: shaB, Healthy: true, Reclaimed: true}), event{end: endNothing}, false},
-		{"refused under a hold: nothing to look for", held(Look{SHA: shaA, Healthy: true, Reclaimed: true, Refused: "x"}), event{end: endNothing}, false},
+		{"refused under a hold: as its idle look would", held(Look{SHA: shaA, Healthy: true, Reclaimed: true, Refused: "x"}), event{end: endNothing}, true},
 		{"cancelled: only a commit opens it", cancelled(Look{SHA: shaA, Healthy: true, Reclaimed: true}), event{end: endNothing}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

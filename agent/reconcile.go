@@ -78,9 +78,7 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 		r := a.reportOf(l, outcome{State: d.State, Reason: d.Reason}, 0)
 		r.wait, r.idle = jitterOrNot(d.Again), true
 		if d.AtClock {
-			// After the change, by a spread that grows with the wait, at
-			// most 30 s: one look each, not a fleet halving its way to it.
-			r.wait = d.Again + rand.N(min(d.Again/10, 30*time.Second)+1)
+			r.wait = clockWait(d.Again)
 		}
 		return r
 	case d.Prepare:
@@ -89,6 +87,13 @@ func (a *Agent) lookOnce(ctx context.Context, gs *coordinator.GroupState) report
 		}
 	}
 	return a.act(ctx, gs, l, d)
+}
+
+// clockWait is how long a node waits for a change of the gate by the
+// clock, d away: until after it, by a spread that grows with the wait, at
+// most 30 s: one look each, not a fleet halving its way to it.
+func clockWait(d time.Duration) time.Duration {
+	return d + rand.N(min(d/10, 30*time.Second)+1)
 }
 
 // reportOf is the report of a look at l that ends in o, before a slot.
@@ -205,6 +210,11 @@ func (a *Agent) act(ctx context.Context, gs *coordinator.GroupState, l Look, d D
 	a.cfg.Metrics.Replacement(string(e.result))
 	wait, idle := again(e.result, l.stepping(), e.behind)
 	wait = jitterOrNot(wait)
+	if e.atClock && wait == 0 {
+		// Behind under a gate the clock may open: looked at then, as an
+		// idle look does, from the look's clock, not after the turn.
+		wait = clockWait(max(time.Until(l.recheckAt), time.Millisecond))
+	}
 	if e.retry > 0 {
 		wait = e.retry // a backoff's, jittered already
 	}

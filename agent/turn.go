@@ -40,7 +40,10 @@ type ending struct {
 	result result
 	// behind is outcome.Behind: a failure of a SHA no longer desired.
 	behind bool
-	n      coordinator.NodeState
+	// atClock is outcome.AtClock: the node looks again when the gate's
+	// clock may open it (Look.Recheck).
+	atClock bool
+	n       coordinator.NodeState
 	// retry, when not 0, is how soon the node looks again, instead of
 	// what its result says (again): a backoff of its own.
 	retry time.Duration
@@ -415,7 +418,7 @@ func (t *turn) keep(ctx context.Context, o outcome) ending {
 
 // ended is the turn's end o, with the node's record for what runs, sha.
 func (t *turn) ended(sha string, o outcome) ending {
-	return ending{result: o.Result, behind: o.Behind, n: t.a.pub.state(sha, t.l.Desired, o.State, o.Reason)}
+	return ending{result: o.Result, behind: o.Behind, atClock: o.AtClock, n: t.a.pub.state(sha, t.l.Desired, o.State, o.Reason)}
 }
 
 // release gives the slot back with o's record of sha, in the same
