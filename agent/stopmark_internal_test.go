@@ -35,3 +35,20 @@ func TestUnansweredStopIndexProbeLeavesRecordsUnindexed(t *testing.T) {
 		t.Fatal("record still says no stop_index once the token was found to may write it")
 	}
 }
+
+// Once the answer comes, the record in KV, written without stop_index
+// while the agent was unsure, is written again at the next look:
+// SamePublished leaves StopIndex out, and an idle node's record would
+// otherwise keep saying no index until something else in it changes, each
+// grant meanwhile reading every record of the group.
+func TestAnsweredStopIndexProbeWritesTheRecordAgain(t *testing.T) {
+	r := &nodeRecord{group: "web", node: "n1", log: hclog.NewNullLogger(), written: func() {}, unindexed: true, unsure: true}
+	kv := r.state("a", "a", coordinator.StateConverged, "")
+	r.published(t.Context(), kv)
+	r.mu.Lock()
+	r.unindexed, r.unsure = false, false // resolveUnsure's answer: it may
+	r.mu.Unlock()
+	if n := r.state("a", "a", coordinator.StateConverged, ""); !n.StopIndex || !r.differs(n) {
+		t.Fatalf("record with stop_index %v not written again over the one without (differs %v)", n.StopIndex, r.differs(n))
+	}
+}
