@@ -173,7 +173,10 @@ func (r *nodeRecord) setDrain(d *coordinator.Drained) {
 func (r *nodeRecord) differs(n coordinator.NodeState) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.stale || !coordinator.SamePublished(r.last, n)
+	// StopIndex too, which SamePublished leaves out: a record that tells
+	// readers the index is kept, or not, when that changed (indexDenied,
+	// resolveUnsure) is written again at the next look.
+	return r.stale || !coordinator.SamePublished(r.last, n) || r.last.StopIndex != n.StopIndex
 }
 
 // publishTimeout bounds one write of the node's record.
