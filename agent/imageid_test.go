@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/image"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/dockertest"
 )
@@ -20,6 +22,15 @@ func TestImageIDSplitUnderOneSHA(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tag := "rollagent-test/imageid:" + dockertest.RunID()
+	t.Cleanup(func() {
+		// Only the tag: the release images it names are the fleet's to
+		// remove, and stay tagged as theirs meanwhile.
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		if _, err := f.docker.ImageRemove(rctx, tag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Logf("untag %s: %v", tag, err)
+		}
+	})
 	retag := func(src string) string {
 		t.Helper()
 		if err := f.docker.ImageTag(ctx, src, tag); err != nil {
