@@ -63,6 +63,20 @@ func (c fleetConsul) leader() (*consultest.Server, error) {
 	return consultest.Leader(c.servers)
 }
 
+// raftAt is the agent that leads now (leader) and its last_log_index,
+// failing the bench if either cannot be read.
+func (f *benchFleet) raftAt() (*consultest.Server, uint64) {
+	lead, err := f.leader()
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	index, err := raftIndex(lead.Client())
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return lead, index
+}
+
 // processes are every Consul agent of the case, for its CPU time.
 func (c fleetConsul) processes() []*consultest.Server {
 	if len(c.servers) == 0 {

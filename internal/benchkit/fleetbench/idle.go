@@ -45,26 +45,12 @@ func (ir *idleResult) perNodeHour(v float64, n int) float64 {
 // idle counts the fleet's requests and the Raft writes over window, with
 // nothing committed.
 func (f *benchFleet) idle(r *fleetResult, window time.Duration) {
-	lead0, err := f.leader()
-	if err != nil {
-		f.b.Fatal(err)
-	}
-	raft0, err := raftIndex(lead0.Client())
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	lead0, raft0 := f.raftAt()
 	fsm0 := fsmCounts(lead0.HTTPAddr)
 	f.traffic.record(time.Now())
 	time.Sleep(window)
 	evs, endpoints := f.traffic.stop()
-	lead1, err := f.leader()
-	if err != nil {
-		f.b.Fatal(err)
-	}
-	raft1, err := raftIndex(lead1.Client())
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	lead1, raft1 := f.raftAt()
 	ir := &idleResult{window: window, endpoints: maps.Clone(endpoints), requests: int64(len(evs)), raft: raft1 - raft0}
 	for i := range f.traffic.bytes {
 		ir.bytes += f.traffic.bytes[i].Load()

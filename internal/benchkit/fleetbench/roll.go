@@ -111,14 +111,7 @@ func newBenchFleet(b *testing.B, cons fleetConsul, fc fleetCase, run int, opts O
 // roll commits v2 and counts every request and raft write from the commit
 // until every node has had its turn and the fleet is quiet again.
 func (f *benchFleet) roll(r *fleetResult) {
-	lead0, err := f.leader()
-	if err != nil {
-		f.b.Fatal(err)
-	}
-	raft0, err := raftIndex(lead0.Client())
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	lead0, raft0 := f.raftAt()
 	f.mu.Lock()
 	f.start = time.Now()
 	f.mu.Unlock()
@@ -140,16 +133,9 @@ func (f *benchFleet) roll(r *fleetResult) {
 	evs, endpoints := f.traffic.stop()
 	// The log is the cluster's: a new leader's last_log_index counts the
 	// same writes, and its election's.
-	lead1, err := f.leader()
-	if err != nil {
-		f.b.Fatal(err)
-	}
+	lead1, raft1 := f.raftAt()
 	if lead1 != lead0 {
 		r.note = strings.TrimSpace(fmt.Sprintf("%s leader changed during the rollout (%s to %s).", r.note, lead0.Name, lead1.Name))
-	}
-	raft1, err := raftIndex(lead1.Client())
-	if err != nil {
-		f.b.Fatal(err)
 	}
 	f.mu.Lock()
 	turns, bad := slices.Clone(f.turns), slices.Clone(f.bad)
