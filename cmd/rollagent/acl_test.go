@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
@@ -127,38 +124,12 @@ func TestOperatorPolicyIsScopedToItsGroup(t *testing.T) {
 func TestAgentPolicyIsEnough(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
-	agentTok := tokenFor(t, c, "acl-policy.hcl", "web")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan int, 1)
-	var logs bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{"--consul-addr=" + srv.HTTPAddr, "--token=" + agentTok, "run", "--group=web", "--node=n1",
-			"--runtime=exec", "--state-dir=" + dir, "--replace-cmd=sh", "--replace-cmd=-c",
-			"--replace-cmd=cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json",
-			"--health-cmd=test", "--health-cmd=-f", "--health-cmd=" + dir + "/installed.json"}, &logs, &logs)
-	}()
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/web.json"); code != 0 {
-		t.Fatal(errs)
+	runAgentToConvergence(t, srv, tokenFor(t, c, "acl-policy.hcl", "web"))
+	gs, err := coordinator.NewStore(c, "").Read(t.Context(), "web", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st := coordinator.NewStore(c, "")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		gs, err := st.Read(ctx, "web", nil)
-		if err == nil && gs.Progress().Done {
-			if n := gs.Nodes[0]; n.ConsulNode != srv.Name {
-				t.Errorf("n1's record names Consul node %q, want %q: the policy must let the agent read it", n.ConsulNode, srv.Name)
-			}
-			cancel()
-			if code := <-done; code != 0 {
-				t.Fatalf("agent exited %d: %s", code, logs.String())
-			}
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	if n := gs.Nodes[0]; n.ConsulNode != srv.Name {
+		t.Errorf("n1's record names Consul node %q, want %q: the policy must let the agent read it", n.ConsulNode, srv.Name)
 	}
-	cancel()
-	<-done
-	t.Fatalf("the agent with the documented policy did not converge; its log:\n%s", logs.String())
 }
