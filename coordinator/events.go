@@ -273,12 +273,7 @@ const pruneReadLimit = 4 << 20
 // keys' own order: a key starts with its writer's wall clock, and a host
 // whose clock is behind would have its newest event pruned first.
 func appliedOrder(pairs api.KVPairs) []string {
-	sort.SliceStable(pairs, func(i, j int) bool {
-		if pairs[i].CreateIndex != pairs[j].CreateIndex {
-			return pairs[i].CreateIndex < pairs[j].CreateIndex
-		}
-		return pairs[i].Key < pairs[j].Key
-	})
+	sortApplied(pairs)
 	keys := make([]string, len(pairs))
 	for i, p := range pairs {
 		keys[i] = p.Key
@@ -306,46 +301,13 @@ func pruneBatches(keys []string, limit int) [][]string {
 // action happened whatever pruning does.
 func (s *Store) prune(ctx context.Context, group string, w Writer) { _ = s.pruneEvents(ctx, group, w) }
 
-// Events reads group's log.
-func (s *Store) Events(ctx context.Context, group string) (*EventLog, error) {
-	k, err := s.Keys(group)
-	if err != nil {
-		return nil, err
-	}
-	pairs, _, err := s.list(ctx, k.EventsPrefix(), nil)
-	if err != nil {
-		return nil, err
-	}
-	// Consul drops keys a token without a name may not read from a
-	// listing without a word: an empty log must not hide that.
-	if len(pairs) == 0 {
-		if err := s.probeDenied(ctx, k.Desired()); err != nil {
-			return nil, err
+// sortApplied sorts pairs in the order Consul applied them, oldest first
+// (see appliedOrder).
+func sortApplied(pairs api.KVPairs) {
+	sort.SliceStable(pairs, func(i, j int) bool {
+		if pairs[i].CreateIndex != pairs[j].CreateIndex {
+			return pairs[i].CreateIndex < pairs[j].CreateIndex
 		}
-	}
-	return ParseEvents(k, pairs), nil
-}
-
-// ParseEvents decodes the pairs of a log, every writer's part merged in
-// the order Consul applied them, which no writer chooses: by CreateIndex,
-// and within one transaction by key. Each says whose part it was in.
-func ParseEvents(k Keys, pairs api.KVPairs) *EventLog {
-	log := &EventLog{}
-	for _, p := range pairs {
-		var e Event
-		if err := decode(p.Key, p.Value, &e); err != nil {
-			log.Problems = append(log.Problems, err.Error())
-			continue
-		}
-		w := k.writerOf(p.Key)
-		log.Events = append(log.Events, LoggedEvent{Event: e, Key: p.Key, CreateIndex: p.CreateIndex, Writer: w, Vouched: vouched(w, e)})
-	}
-	sort.SliceStable(log.Events, func(i, j int) bool {
-		a, b := log.Events[i], log.Events[j]
-		if a.CreateIndex != b.CreateIndex {
-			return a.CreateIndex < b.CreateIndex
-		}
-		return strings.Compare(a.Key, b.Key) < 0
+		return pairs[i].Key < pairs[j].Key
 	})
-	return log
 }

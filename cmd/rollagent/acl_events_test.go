@@ -16,7 +16,8 @@ import (
 // part of the log: not in the operators' part, nor in another node's. What
 // it writes there is shown as its claim (a "commit by alice" is n1's
 // claim, not alice's commit), and 500 events with the highest keys push
-// out no one else's: each writer prunes its own part alone.
+// out no one else's: each writer prunes its own part alone, and history
+// shows a node's newest events alone, naming the rest.
 func TestAgentTokenCannotForgeOrEraseTheLog(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
@@ -73,14 +74,16 @@ func TestAgentTokenCannotForgeOrEraseTheLog(t *testing.T) {
 		`(?m)^\S+ +commit +alice@ops-laptop +` + sha + ` `,
 		`(?m)^\S+ +cancel +\S+ +` + sha + ` +- +bad image$`,
 		`(?m)^\S+ +failure +agent:n2 +` + sha + ` +n2 +unhealthy$`,
-		`(?m)^\S+ +commit \(claim\) +agent:n1 as alice@ops-laptop +` + sha + ` +- +forged 0$`,
+		`(?m)^\S+ +commit \(claim\) +agent:n1 as alice@ops-laptop +` + sha + ` +- +forged 499$`,
+		// A node's part shows its newest events alone, and says so.
+		`(?m)^problem: "` + regexp.QuoteMeta(k.NodeEvents("n1")) + `" has 500 events, .* the oldest 460 are not shown$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("history has no line matching %s", want)
 		}
 	}
-	if n := strings.Count(out, "commit (claim)"); n != coordinator.DefaultEventLimit {
-		t.Errorf("history shows %d of n1's %d claims", n, coordinator.DefaultEventLimit)
+	if n := strings.Count(out, "commit (claim)"); n != 2*coordinator.DefaultNodeEventLimit {
+		t.Errorf("history shows %d of n1's %d claims, want its newest %d", n, coordinator.DefaultEventLimit, 2*coordinator.DefaultNodeEventLimit)
 	}
 	if regexp.MustCompile(`(?m)^\S+ +commit +alice@ops-laptop .*forged`).MatchString(out) {
 		t.Errorf("a forged commit shows as alice's:\n%s", out)
