@@ -66,25 +66,25 @@ type Config struct {
 	// to a TTL check that the agent passes every SessionTTL/3 while it
 	// contends, and the session ends when the node converges.
 	AliveURL string
-	// DownAfter is how long the workload of a runtime that keeps no health
-	// history of its own (not a HealthJudge) must fail in a row before it
-	// is taken for down. Optional, defaults to DefaultDownAfter.
-	DownAfter time.Duration
-	// SettleTimeout bounds a release and a failure's record, each tried
+
+	// The options below are no operator's to tune (`rollagent run` sets
+	// none); tests set them through export_test.go.
+
+	// settleTimeout bounds a release and a failure's record, each tried
 	// again on a fresh context until it lands or this passes. Optional,
 	// defaults to settleTimeout (a minute).
-	SettleTimeout time.Duration
-	// LeaseGrace is what a node's claim gets beyond the bounds of what one
+	settleTimeout time.Duration
+	// leaseGrace is what a node's claim gets beyond the bounds of what one
 	// hold runs, to undo, record and release. Optional, defaults to
 	// leaseGrace (30 s).
-	LeaseGrace time.Duration
-	// NoStateMirror keeps the node's state out of its Consul service: the
+	leaseGrace time.Duration
+	// noStateMirror keeps the node's state out of its Consul service: the
 	// service is registered once, and again only for the session's or the
 	// alive check, not at each change of state, which saves a Consul agent
-	// that carries many nodes' services a catalog write per change, at the
-	// cost of the state shown in the Consul UI. Optional, defaults to
-	// mirroring.
-	NoStateMirror bool
+	// that carries many nodes' services (the fleet bench's) a catalog
+	// write per change, at the cost of the state shown in the Consul UI.
+	// Optional, defaults to mirroring.
+	noStateMirror bool
 }
 
 // Agent converges one node of one group to the group's desired SHA.
@@ -143,11 +143,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
-	if cfg.SettleTimeout <= 0 {
-		cfg.SettleTimeout = settleTimeout
+	if cfg.settleTimeout <= 0 {
+		cfg.settleTimeout = settleTimeout
 	}
-	if cfg.LeaseGrace <= 0 {
-		cfg.LeaseGrace = leaseGrace
+	if cfg.leaseGrace <= 0 {
+		cfg.leaseGrace = leaseGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -156,7 +156,9 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	log := cfg.Logger.With("group", cfg.Group, "node", cfg.Node)
-	judge := judgeOf(cfg.Runtime, cfg.DownAfter)
+	// The same DefaultDownAfter as HealthHandler's: the node's check and
+	// its looks must call the workload down at the same moment.
+	judge := judgeOf(cfg.Runtime, DefaultDownAfter)
 	cfg.Store.WriteDownChecks(log)
 	return &Agent{cfg: cfg, keys: k, log: log, pub: newPublisher(cfg, log, judge), health: judge,
 		progressIn: make(chan *coordinator.GroupState, 1)}, nil

@@ -144,7 +144,7 @@ func TestLiftPlan(t *testing.T) {
 // counts it, and the drain's calls, so that a waiter does not report a
 // draining node lost.
 func TestLeaseCountsTheDrain(t *testing.T) {
-	a := &Agent{cfg: Config{Runtime: &Exec{}, LeaseGrace: leaseGrace}}
+	a := &Agent{cfg: Config{Runtime: &Exec{}, leaseGrace: leaseGrace}}
 	plain := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline}}
 	drained := &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.DefaultHealthyDeadline,
 		Drain: &hashspec.Drain{Services: []string{"web"}, Delay: hashspec.MaxDrainDelay}}}

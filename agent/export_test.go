@@ -6,7 +6,7 @@ import "time"
 // service: for the fleet bench's diagnostic rows, which show what mirroring
 // it costs a Consul agent that carries every node's service.
 func WithoutStateMirror(c Config) Config {
-	c.NoStateMirror = true
+	c.noStateMirror = true
 	return c
 }
 
@@ -14,7 +14,7 @@ func WithoutStateMirror(c Config) Config {
 // failure's record (settleTimeout, a minute), for a test whose Consul
 // outage must outlast it without taking minutes.
 func WithSettleTimeout(c Config, d time.Duration) Config {
-	c.SettleTimeout = d
+	c.settleTimeout = d
 	return c
 }
 
@@ -22,7 +22,7 @@ func WithSettleTimeout(c Config, d time.Duration) Config {
 // bounds of what one hold runs (leaseGrace, 30 s), for a test that waits
 // for a lease to run out.
 func WithLeaseGrace(c Config, d time.Duration) Config {
-	c.LeaseGrace = d
+	c.leaseGrace = d
 	return c
 }
 

@@ -140,7 +140,7 @@ func (a *Agent) recordClaim(ctx context.Context, node string, c lockstep.Claim, 
 
 // recordPendingFailure records p, as record says.
 func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.SettleTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
 	defer cancel()
 	var b backoff
 	writer := a.cfg.Node // whose part of the log its events go in

@@ -32,7 +32,7 @@ func TestLeaseNeverWraps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &Agent{cfg: Config{Runtime: &Exec{HookTimeout: tt.hook}, LeaseGrace: leaseGrace}}
+			a := &Agent{cfg: Config{Runtime: &Exec{HookTimeout: tt.hook}, leaseGrace: leaseGrace}}
 			got := a.lease(tt.spec)
 			hd := hashspec.DefaultHealthyDeadline.Std()
 			if tt.spec != nil {

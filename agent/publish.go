@@ -20,7 +20,7 @@ func newPublisher(cfg Config, log hclog.Logger, judge HealthJudge) *publisher {
 	h := &workloadHealth{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, judge: judge, downChanged: make(chan struct{}, 1)}
 	s := &catalog{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, health: h,
 		healthURL: cfg.HealthURL, aliveURL: cfg.AliveURL, aliveEvery: cfg.SessionTTL / 3,
-		noMirror: cfg.NoStateMirror, changed: make(chan struct{}, 1)}
+		noMirror: cfg.noStateMirror, changed: make(chan struct{}, 1)}
 	s.aliveID = lockstep.NewCheckID(s.serviceID() + ":alive")
 	r := &nodeRecord{store: cfg.Store, group: cfg.Group, node: cfg.Node, log: log, written: s.signal}
 	s.record = r

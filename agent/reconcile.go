@@ -416,7 +416,7 @@ const leaseGrace = 30 * time.Second
 // A holder that is alive and reaches Consul loses nothing by it: it
 // reclaims its claim, which renews it, as soon as it sees its session go.
 func (a *Agent) lease(spec *hashspec.Spec) time.Duration {
-	return addBounds(a.holdBound(spec), a.cfg.LeaseGrace)
+	return addBounds(a.holdBound(spec), a.cfg.leaseGrace)
 }
 
 // stepTimeout bounds one destructive call of the runtime.

@@ -446,7 +446,7 @@ func (t *turn) release(ctx context.Context, sha string, o outcome) ending {
 		now := wallclock.Now().UTC()
 		e.n.Stopped = &now
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.SettleTimeout)
+	rctx, cancel := context.WithTimeout(ctx, t.a.cfg.settleTimeout)
 	defer cancel()
 	err := t.hold.Release(rctx, t.a.nodeOps(e.n)...)
 	if err != nil && e.n.Stopped != nil && e.n.StopIndex && strings.Contains(strings.ToLower(err.Error()), "permission denied") {

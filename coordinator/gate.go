@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollagent/rollagent/hashspec"
@@ -130,6 +132,27 @@ type KeyRule interface {
 	Brake() bool
 }
 
+// ReadingRule is a Rule whose verdict reads records besides the keys
+// that close it (a KeyRule's, which the look reads anyway): an agent's
+// look (ReadFor) reads, in the one transaction checked against desired,
+// the keys every rule names with the few every verdict needs (lookKeys).
+// A key no rule names is never seen by an agent.
+type ReadingRule interface {
+	Rule
+	// ReadsKeys are the keys of group k the rule reads for sha; one that
+	// ends in "/" is a folder, read with every key under it.
+	ReadsKeys(k Keys, sha string) []string
+}
+
+// resolvingRule is a Rule whose records, once read, decode into the
+// GroupState it judges (resolveDesired calls it for the desired SHA after
+// the brakes and failures are decoded), so that its decoding lives in its
+// own file beside the rule.
+type resolvingRule interface {
+	Rule
+	resolve(g *GroupState, k Keys, sha string)
+}
+
 // Rules are the gate's rules, in the order they are evaluated. Adding a
 // rule means a type in a file of its own, and a line here.
 var Rules = []Rule{
@@ -233,6 +256,33 @@ func closingKeys(k Keys, sha string, brakes bool) []string {
 		}
 	}
 	return out
+}
+
+// lookKeys are the keys an agent's look reads for sha and node besides
+// desired and the slot: the desired spec, the node's own record and the
+// membership mark a percentage's grant checks (what Evaluate itself and
+// LockGate read), then every key the rules name (KeyRule.Keys and
+// ReadingRule.ReadsKeys), once each; folders (a key ending in "/") apart.
+func lookKeys(k Keys, sha, node string) (exact, trees []string) {
+	keys := []string{k.History(sha), k.Node(node), k.Membership()}
+	for _, r := range Rules {
+		if kr, ok := r.(KeyRule); ok {
+			keys = append(keys, kr.Keys(k, sha)...)
+		}
+		if rr, ok := r.(ReadingRule); ok {
+			keys = append(keys, rr.ReadsKeys(k, sha)...)
+		}
+	}
+	for _, key := range keys {
+		switch {
+		case slices.Contains(exact, key) || slices.Contains(trees, key):
+		case strings.HasSuffix(key, "/"):
+			trees = append(trees, key)
+		default:
+			exact = append(exact, key)
+		}
+	}
+	return exact, trees
 }
 
 // LockGate is the lockstep gate for the desired SHA, checked by Consul in

@@ -41,6 +41,37 @@ type canaryRule struct{}
 
 func (canaryRule) State() GateState { return GateAwaitingPromotion }
 
+// ReadsKeys are the canaries, the operator's promotion, and the mark that
+// sha converged, which an automatic rollback's promotion rests on.
+func (canaryRule) ReadsKeys(k Keys, sha string) []string {
+	return []string{k.Canaries(sha), k.Promoted(sha), k.Converged(sha)}
+}
+
+func (canaryRule) resolve(g *GroupState, k Keys, sha string) {
+	if p := g.byKey[k.Canaries(sha)]; p != nil {
+		var c Canaries
+		if g.note(decode(p.Key, p.Value, &c)) && c.SHA == sha {
+			g.Canaries = &c
+		}
+	}
+	// A promotion counts only as written: garbage there must not pass
+	// for one, nor one of another SHA.
+	if p := g.byKey[k.Promoted(sha)]; p != nil {
+		var pr Promotion
+		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
+			g.Promoted, g.promotionRecorded = &pr, true
+		}
+	}
+	if g.Promoted == nil {
+		g.Promoted = g.autoRollbackPromotion(k)
+	}
+	for _, n := range g.Nodes {
+		if g.Canaries.Has(n.Node) {
+			g.CanaryNodes = append(g.CanaryNodes, n)
+		}
+	}
+}
+
 func (canaryRule) Close(in GateInput) (Closed, bool) {
 	g := in.Group
 	if g.Spec == nil || g.Spec.Update.Canary == 0 || g.Desired == nil || g.Promoted != nil {

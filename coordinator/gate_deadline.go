@@ -21,3 +21,9 @@ func (deadlineRule) Close(in GateInput) (Closed, bool) {
 	}
 	return Closed{Reason: "deadline passed: " + p.Reason, Node: StatePaused, Opens: resumeOpens}, true
 }
+
+// ReadsKeys is the deadline's record, which says it passed for this
+// commit already (GroupState.Deadline): an agent does not fire it twice.
+func (deadlineRule) ReadsKeys(k Keys, sha string) []string { return []string{k.Deadline(sha)} }
+
+func (deadlineRule) resolve(g *GroupState, k Keys, _ string) { g.Deadline = g.deadlineOf(k) }

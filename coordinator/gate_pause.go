@@ -69,6 +69,11 @@ type failureBudgetRule struct{}
 
 func (failureBudgetRule) State() GateState { return GatePaused }
 
+// ReadsKeys are the failures of sha, which the budget counts.
+func (failureBudgetRule) ReadsKeys(k Keys, sha string) []string {
+	return []string{k.FailuresPrefix(sha)}
+}
+
 func (failureBudgetRule) Close(in GateInput) (Closed, bool) {
 	g := in.Group
 	u := g.Spec.Update

@@ -137,7 +137,7 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 }
 
 // readDesiredRecords reads, in one transaction checked against desired's
-// index, the records of sha and of node, and the slot's holders (the
+// index, the records of sha and of node (lookKeys), and the slot's holders (the
 // record, the slot keys and the holder keys). moved reports that desired
 // moved since it was read; problem says what was left unread, or is "".
 //
@@ -149,8 +149,7 @@ func (s *Store) readFor(ctx context.Context, group, node string, w Woken) (*Grou
 // No node can make every look download what it wrote there.
 func (s *Store) readDesiredRecords(ctx context.Context, k Keys, desired *api.KVPair, sha, node string) (api.KVPairs, bool, string, error) {
 	record := lockstep.HoldersKey(k.Slot())
-	exact := append(append([]string{k.History(sha), k.Node(node), k.Deadline(sha), k.Membership(), k.Canaries(sha), k.Promoted(sha), k.Converged(sha)}, k.Closing(sha)...), k.Brakes(sha)...)
-	trees := []string{k.FailuresPrefix(sha)}
+	exact, trees := lookKeys(k, sha, node)
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: desired.Key, Index: desired.ModifyIndex}}}
 	for _, key := range append(exact, trees...) {
 		// get-tree, not get: a get of an absent key fails the transaction.

@@ -323,16 +323,18 @@ func listed(names []string) string {
 }
 
 // gateRead says key is, or holds, what the gate and the failure budget
-// are judged on: desired, the brakes, failure pauses and failures. Left
-// unread, a CANCEL or a failure would pass for absent and open the gate,
-// so a read that cannot take one fails instead, and its reader acts on
-// nothing until it can.
+// are judged on: desired, the brakes, every key a KeyRule closes by (its
+// Keys for sha "", the folder of every SHA's), failures and the progress
+// deadline. Left unread, a CANCEL or a failure would pass for absent and
+// open the gate, so a read that cannot take one fails instead, and its
+// reader acts on nothing until it can.
 func gateRead(k Keys, key string) bool {
 	if key == k.Desired() {
 		return true
 	}
-	for _, dir := range []string{k.BrakesPrefix(), k.LegacyCancel(""), k.Pause(""),
-		strings.TrimSuffix(k.FailuresPrefix(""), "/"), k.FailCount(""), k.Deadline("")} {
+	dirs := append([]string{k.BrakesPrefix(), strings.TrimSuffix(k.FailuresPrefix(""), "/"), k.FailCount(""), k.Deadline("")},
+		append(k.Closing(""), k.Brakes("")...)...)
+	for _, dir := range dirs {
 		if strings.HasPrefix(key, dir) {
 			return true
 		}

@@ -301,29 +301,11 @@ func (g *GroupState) resolveDesired(k Keys, byKey map[string]*api.KVPair) {
 		g.Pause = &ps
 	}
 	g.Failures = g.failuresOf(k, sha, g.note)
-	if p := byKey[k.Canaries(sha)]; p != nil {
-		var c Canaries
-		if g.note(decode(p.Key, p.Value, &c)) && c.SHA == sha {
-			g.Canaries = &c
+	for _, r := range Rules {
+		if rr, ok := r.(resolvingRule); ok {
+			rr.resolve(g, k, sha)
 		}
 	}
-	// A promotion counts only as written: garbage there must not pass
-	// for one, nor one of another SHA.
-	if p := byKey[k.Promoted(sha)]; p != nil {
-		var pr Promotion
-		if g.note(decode(p.Key, p.Value, &pr)) && pr.SHA == sha {
-			g.Promoted, g.promotionRecorded = &pr, true
-		}
-	}
-	if g.Promoted == nil {
-		g.Promoted = g.autoRollbackPromotion(k)
-	}
-	for _, n := range g.Nodes {
-		if g.Canaries.Has(n.Node) {
-			g.CanaryNodes = append(g.CanaryNodes, n)
-		}
-	}
-	g.Deadline = g.deadlineOf(k)
 }
 
 // autoRollbackPromotion is the promotion an automatic rollback carries,
