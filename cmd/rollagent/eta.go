@@ -58,8 +58,9 @@ func (e *etaJSON) String() string {
 // nodes converged on it since its commit, and when the latest did. The
 // span from the commit to then includes handoffs, health waits and K.
 func pace(gs *coordinator.GroupState) (basis int, last time.Time) {
-	for _, n := range gs.Nodes {
-		if n.SHA != gs.Desired.SHA || n.State != coordinator.StateConverged || n.Since.Before(gs.Desired.CommittedAt) {
+	for i := range gs.Nodes {
+		n := &gs.Nodes[i]
+		if !paced(gs, n) {
 			continue
 		}
 		basis++
@@ -68,4 +69,9 @@ func pace(gs *coordinator.GroupState) (basis int, last time.Time) {
 		}
 	}
 	return basis, last
+}
+
+// paced says pace counts n: converged on the desired SHA since its commit.
+func paced(gs *coordinator.GroupState, n *coordinator.NodeState) bool {
+	return n.SHA == gs.Desired.SHA && n.State == coordinator.StateConverged && !n.Since.Before(gs.Desired.CommittedAt)
 }

@@ -28,7 +28,7 @@ type groupObservation struct {
 // observe is the one place that reads the status document for the metrics,
 // so that metrics and `status -o json` never disagree.
 func observe(s statusJSON) groupObservation {
-	o := groupObservation{Gate: s.Gate.State, Committed: s.Desired != nil, Nodes: s.Progress.ByState,
+	o := groupObservation{Gate: groupGate(s), Committed: s.Desired != nil, Nodes: s.Progress.ByState,
 		Behind: s.Progress.Total - s.Progress.Converged, Stalled: s.Stall != nil, MaxParallel: s.Gate.MaxParallel}
 	o.DeadlinePassed = s.Deadline != nil && s.Deadline.Passed
 	if s.Desired == nil {
@@ -41,6 +41,20 @@ func observe(s statusJSON) groupObservation {
 		}
 	}
 	return o
+}
+
+// groupGate is the group's gate state for the metric: status's, but
+// waiting_to_go_last while it is open and a node waits to go last
+// (waiting_to_go_last[]). update.last holds a node, never the group, so a
+// reader of the whole group sees the gate open from the commit until the
+// leader's turn: without this the state would never be exported, and an
+// alert could not tell a leader waiting for the rest from a group open to
+// every node.
+func groupGate(s statusJSON) coordinator.GateState {
+	if s.Gate.State == coordinator.GateOpen && len(s.GoLast) > 0 {
+		return coordinator.GateWaitingToGoLast
+	}
+	return s.Gate.State
 }
 
 // groupDescs describe the exporter's metrics, each labelled by group.

@@ -152,6 +152,14 @@ func TestObserveGate(t *testing.T) {
 			g.respec(func(s *hashspec.Spec) { s.Update.Last = &hashspec.Last{Check: "raft-leader"} }).desired()
 			g.last = &coordinator.LastState{Check: "raft-leader", Local: "h1", Passing: []string{"h1"}, Behind: []string{"n2"}}
 		}, coordinator.GateWaitingToGoLast},
+		// A reader of the whole group (the exporter's): its gate is open,
+		// and the leader's node, not converged, waits for n2.
+		{"a node waits to go last, the group's gate open", func(g *groupPairs) {
+			g.respec(func(s *hashspec.Spec) { s.Update.Last = &hashspec.Last{Check: "raft-leader"} }).desired()
+			g.put(g.k.Node("n1"), coordinator.NodeState{Node: "n1", ConsulNode: "h1", State: coordinator.StateWaiting, Since: at})
+			g.node("n2", "", coordinator.StateWaiting, at)
+			g.last = &coordinator.LastState{Check: "raft-leader", Passing: []string{"h1"}, Behind: []string{"n2"}}
+		}, coordinator.GateWaitingToGoLast},
 		{"awaiting promotion: the canary converged, another node behind", func(g *groupPairs) {
 			g.respec(func(s *hashspec.Spec) { s.Update.Canary = 1 }).desired()
 			g.put(g.k.Canaries(g.sha), coordinator.Canaries{SHA: g.sha, Nodes: []string{"n1"}, At: at})

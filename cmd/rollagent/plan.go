@@ -55,6 +55,9 @@ func (c *PlanCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	withUnavailable(ctx, st, gs)
 	now := wallclock.Now()
 	planned := st.Planned(ctx, gs, spec, sha, now)
+	if planned.Domains, err = plannedDomains(ctx, st, gs, spec); err != nil {
+		gs.Problems = append(gs.Problems, "cannot tell the nodes' domains for max_parallel_per: "+err.Error())
+	}
 	p, err := newPlan(gs, planned, spec, sha, c.LostAfter, now)
 	if err != nil {
 		return err
@@ -121,6 +124,9 @@ type moveJSON struct {
 	Canary bool `json:"canary,omitempty"`
 	// Last says why the node goes last (update.last), "" when it does not.
 	Last string `json:"last,omitempty"`
+	// Domain is the node's under update.max_parallel_per ("zone=a"), ""
+	// without one or when its Consul node has no value: its own domain.
+	Domain string `json:"domain,omitempty"`
 }
 
 type refusedJSON struct {
@@ -139,16 +145,21 @@ type planGateJSON struct {
 	// the group's nodes a percentage of it is of.
 	MaxParallelPolicy string `json:"max_parallel_policy"`
 	Nodes             int    `json:"nodes"`
+	// MaxParallelPer is the spec's update.max_parallel_per, or nil.
+	MaxParallelPer *hashspec.Spread `json:"max_parallel_per"`
 }
 
 // estimateJSON is how long the rollout should take at the pace of the
 // group's last one.
 type estimateJSON struct {
-	Seconds        float64  `json:"seconds"`
-	Waves          int      `json:"waves"`
-	PerWaveSeconds float64  `json:"per_wave_seconds"`
-	MaxParallel    int      `json:"max_parallel"`
-	From           paceJSON `json:"from"`
+	Seconds        float64 `json:"seconds"`
+	Waves          int     `json:"waves"`
+	PerWaveSeconds float64 `json:"per_wave_seconds"`
+	MaxParallel    int     `json:"max_parallel"`
+	// MaxParallelPer is the spec's update.max_parallel_per, which the
+	// waves count with, or nil.
+	MaxParallelPer *hashspec.Spread `json:"max_parallel_per"`
+	From           paceJSON         `json:"from"`
 }
 
 // paceJSON is the rollout an estimate rests on.
@@ -168,16 +179,20 @@ const (
 	planOrder     = "estimated order: by when each agent looks; nodes down first"
 	orderCanaries = "canaries first, then "
 	orderLast     = "; the nodes update.last's check passes on at the end, once every other node converged"
+	orderSpread   = "; the domains of update.max_parallel_per taken in turn: the fastest a first-come line allows, as a head whose domain is full holds it"
 )
 
-// orderOf says how moves are ordered.
-func orderOf(moves []moveJSON) string {
+// orderOf says how moves are ordered, spread or not over domains.
+func orderOf(moves []moveJSON, spread bool) string {
 	order := planOrder
 	if slices.ContainsFunc(moves, func(m moveJSON) bool { return m.Canary }) {
 		order = strings.Replace(order, "estimated order: ", "estimated order: "+orderCanaries, 1)
 	}
 	if slices.ContainsFunc(moves, func(m moveJSON) bool { return m.Last != "" }) {
 		order += orderLast
+	}
+	if spread {
+		order += orderSpread
 	}
 	return order
 }
@@ -202,15 +217,15 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 	sum := planned.Summary(now, lostAfter)
 	v := sum.Gate
 	p.Gate = planGateJSON{Open: v.Open, State: v.State, Reason: planGateReason(v, now), Hold: v.Hold, OpensAt: opensAt(v),
-		MaxParallel: v.MaxParallel, MaxParallelPolicy: v.Policy.String(), Nodes: planned.NodeCount()}
+		MaxParallel: v.MaxParallel, MaxParallelPolicy: v.Policy.String(), Nodes: planned.NodeCount(), MaxParallelPer: spec.Update.MaxParallelPer}
 	p.Nodes = planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
 	if !p.Changes {
 		// The nodes still on their way to the desired SHA move whether
 		// or not the spec is committed again: not for this plan.
 		return p, nil
 	}
-	p.Nodes = planNodes(planned, sum)
-	p.Estimate = planEstimate(gs, len(p.Nodes.Move), spec.Update.MaxParallel.Of(planned.NodeCount()))
+	p.Nodes = planNodes(planned, sum, spec.Update.MaxParallelPer)
+	p.Estimate = planEstimate(gs, p.Nodes.Move, spec.Update.MaxParallel.Of(planned.NodeCount()), spec.Update.MaxParallelPer)
 	p.Notes = append(p.Notes, planNotes(gs, p)...)
 	if l := planned.Last; l != nil && l.Err != "" {
 		p.Notes = append(p.Notes, fmt.Sprintf("cannot read Consul check %q for update.last (%s): the node to go last is not known, and the order does not show it", l.Check, l.Err))
@@ -223,8 +238,9 @@ func newPlan(gs, planned *coordinator.GroupState, spec *hashspec.Spec, sha strin
 }
 
 // planNodes are the nodes that would move to the planned SHA, in the order
-// they would likely take a slot, and those a failure of it refused.
-func planNodes(planned *coordinator.GroupState, sum coordinator.Summary) planNodesJSON {
+// they would likely take a slot, each in its domain under spread, and
+// those a failure of it refused.
+func planNodes(planned *coordinator.GroupState, sum coordinator.Summary, spread *hashspec.Spread) planNodesJSON {
 	n := planNodesJSON{Total: sum.Counted, Move: []moveJSON{}, Refused: []refusedJSON{}, Order: planOrder}
 	failed := map[string]string{}
 	for _, f := range planned.Failures {
@@ -250,7 +266,13 @@ func planNodes(planned *coordinator.GroupState, sum coordinator.Summary) planNod
 		}
 		return boolRank(a.Down == "") - boolRank(b.Down == "")
 	})
-	n.Order = orderOf(n.Move)
+	if spread != nil {
+		for i := range n.Move {
+			n.Move[i].Domain = planned.Domains[n.Move[i].Node]
+		}
+		spreadOrder(n.Move)
+	}
+	n.Order = orderOf(n.Move, spread != nil)
 	return n
 }
 
@@ -282,12 +304,13 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// planEstimate is ceil(moving / K) waves, each as long as one wave of the
-// desired SHA's rollout took: the span from its commit to its latest
-// convergence, over the waves its max_parallel made of the nodes that
-// converged. nil when that rollout has no node converged to go by.
-func planEstimate(gs *coordinator.GroupState, moving, k int) *estimateJSON {
-	if gs.Desired == nil || gs.Spec == nil || moving == 0 {
+// planEstimate is the waves the moves take in their order (planWaves: K,
+// the spread, the gate's phases), each as long as one wave of the desired
+// SHA's rollout took: the span from its commit to its latest convergence,
+// over the waves its policy made of the nodes that converged (paceWaves).
+// nil when that rollout has no node converged to go by.
+func planEstimate(gs *coordinator.GroupState, moves []moveJSON, k int, spread *hashspec.Spread) *estimateJSON {
+	if gs.Desired == nil || gs.Spec == nil || len(moves) == 0 {
 		return nil
 	}
 	basis, last := pace(gs)
@@ -297,9 +320,13 @@ func planEstimate(gs *coordinator.GroupState, moving, k int) *estimateJSON {
 	span := last.Sub(gs.Desired.CommittedAt)
 	// A percentage as the group is now: the number it meant then is not kept.
 	oldK := max(gs.Spec.Update.MaxParallel.Of(gs.NodeCount()), 1)
-	wave := span / time.Duration(ceilDiv(basis, oldK))
-	waves := ceilDiv(moving, max(k, 1))
-	return &estimateJSON{Seconds: (wave * time.Duration(waves)).Seconds(), Waves: waves, PerWaveSeconds: wave.Seconds(), MaxParallel: k,
+	wave := span / time.Duration(paceWaves(gs, basis, oldK))
+	perDomain := 0
+	if spread != nil {
+		perDomain = spread.Max
+	}
+	waves := planWaves(moves, k, perDomain)
+	return &estimateJSON{Seconds: (wave * time.Duration(waves)).Seconds(), Waves: waves, PerWaveSeconds: wave.Seconds(), MaxParallel: k, MaxParallelPer: spread,
 		From: paceJSON{SHA: gs.Desired.SHA, Nodes: basis, Seconds: span.Seconds(), MaxParallel: oldK}}
 }
 

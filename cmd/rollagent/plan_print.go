@@ -65,6 +65,9 @@ func printPlanNodes(out io.Writer, n planNodesJSON) {
 		if m.Last != "" {
 			line += "; last: " + m.Last
 		}
+		if m.Domain != "" {
+			line += "; " + cell(m.Domain)
+		}
 		fmt.Fprintln(out, line)
 	}
 	for _, r := range n.Refused {
@@ -74,7 +77,11 @@ func printPlanNodes(out io.Writer, n planNodesJSON) {
 
 func planGateLine(g planGateJSON) string {
 	if g.Open {
-		return "gate now: open  max_parallel " + policyText(g.MaxParallelPolicy, g.MaxParallel, g.Nodes)
+		line := "gate now: open  max_parallel " + policyText(g.MaxParallelPolicy, g.MaxParallel, g.Nodes)
+		if g.MaxParallelPer != nil {
+			line += ", " + cell(spreadText(g.MaxParallelPer))
+		}
+		return line
 	}
 	line := fmt.Sprintf("gate now: CLOSED (%s): %s", g.State, cell(g.Reason))
 	if g.Hold {
@@ -94,6 +101,10 @@ func estimateLine(e *estimateJSON, open bool) string {
 	if !open {
 		when = " once the gate opens"
 	}
-	return fmt.Sprintf("time: about %s%s: %d wave(s) of max_parallel %d × %s per wave, the pace of the rollout of %s (%d node(s) converged %s after its commit, max_parallel %d)",
-		d(e.Seconds), when, e.Waves, e.MaxParallel, d(e.PerWaveSeconds), coordinator.ShortSHA(e.From.SHA), e.From.Nodes, d(e.From.Seconds), e.From.MaxParallel)
+	spread := ""
+	if e.MaxParallelPer != nil {
+		spread = ", " + cell(spreadText(e.MaxParallelPer))
+	}
+	return fmt.Sprintf("time: about %s%s: %d wave(s) of max_parallel %d%s × %s per wave, the pace of the rollout of %s (%d node(s) converged %s after its commit, max_parallel %d)",
+		d(e.Seconds), when, e.Waves, e.MaxParallel, spread, d(e.PerWaveSeconds), coordinator.ShortSHA(e.From.SHA), e.From.Nodes, d(e.From.Seconds), e.From.MaxParallel)
 }
