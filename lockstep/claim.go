@@ -181,9 +181,9 @@ func (h *Holders) ClaimOf(name string) (Claim, bool) {
 }
 
 // Counted lists the names that use a slot: live holders, and claims that
-// are not reported lost. The time is not used: no clock ends a claim (see
-// Claim); it stays so that callers need not change.
-func (h *Holders) Counted(time.Time) []string {
+// are not reported lost. It takes no time: no clock ends a claim (see
+// Claim).
+func (h *Holders) Counted() []string {
 	snap := &snapshot{live: h.Holding, holders: holders{Claims: h.Claims}}
 	busy, _ := snap.budget("")
 	return busy
