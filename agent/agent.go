@@ -78,6 +78,10 @@ type Config struct {
 	// hold runs, to undo, record and release. Optional, defaults to
 	// leaseGrace (30 s).
 	leaseGrace time.Duration
+	// beforeLostMark, when set, is called as reportLost builds the
+	// transaction that marks a node lost, after the read it decides on:
+	// for a test that makes that node reclaim its slot just then.
+	beforeLostMark func()
 	// noStateMirror keeps the node's state out of its Consul service: the
 	// service is registered once, and again only for the session's or the
 	// alive check, not at each change of state, which saves a Consul agent

@@ -141,7 +141,7 @@ func counted(t *testing.T, st *coordinator.Store, group, node string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gs.Holders != nil && slices.Contains(gs.Holders.Counted(time.Now()), node)
+	return gs.Holders != nil && slices.Contains(gs.Holders.Counted(), node)
 }
 
 // Issue 25 item 9: a holder killed mid-step under a CANCEL, its new

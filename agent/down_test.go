@@ -90,7 +90,7 @@ func slotOf(t *testing.T, st *coordinator.Store, group string) (inLine, using []
 		inLine = append(inLine, n)
 	}
 	using = groupkit.HolderNames(gs.Holders)
-	for _, n := range gs.Holders.Counted(time.Now()) {
+	for _, n := range gs.Holders.Counted() {
 		if !slices.Contains(using, n) {
 			using = append(using, n)
 		}

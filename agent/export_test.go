@@ -26,6 +26,15 @@ func WithLeaseGrace(c Config, d time.Duration) Config {
 	return c
 }
 
+// WithBeforeLostMark returns c with f called as the agent builds the
+// transaction that marks another node lost and records its failure, after
+// the read it decides on, at each try: a test's reclaim by that node
+// comes between the judgement and the write.
+func WithBeforeLostMark(c Config, f func()) Config {
+	c.beforeLostMark = f
+	return c
+}
+
 // ErrSetAside lets a test's runtime fail a step before it started anything
 // of the release, as Docker's does when it cannot set the old container
 // aside.

@@ -132,12 +132,6 @@ func (a *Agent) record(ctx context.Context, node, sha, msg string) error {
 	return a.recordPendingFailure(ctx, &pendingFailure{node: node, sha: sha, msg: msg})
 }
 
-// recordClaim is record for a node lost while replacing, charged to the
-// commit its claim c was for (coordinator.RecordLost).
-func (a *Agent) recordClaim(ctx context.Context, node string, c lockstep.Claim, msg string) error {
-	return a.recordPendingFailure(ctx, &pendingFailure{node: node, msg: msg, note: c.Note, since: c.Since})
-}
-
 // recordPendingFailure records p, as record says.
 func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.settleTimeout)
@@ -145,13 +139,7 @@ func (a *Agent) recordPendingFailure(ctx context.Context, p *pendingFailure) err
 	var b backoff
 	writer := a.cfg.Node // whose part of the log its events go in
 	for {
-		var action coordinator.Action
-		var err error
-		if p.note != "" {
-			action, err = a.cfg.Store.RecordLost(ctx, a.cfg.Group, writer, p.node, p.note, p.since, p.msg)
-		} else {
-			action, err = a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, writer, p.node, p.sha, p.msg)
-		}
+		action, err := a.cfg.Store.RecordFailureBy(ctx, a.cfg.Group, writer, p.node, p.sha, p.msg)
 		if err == nil {
 			a.log.Info("failure recorded", "node", p.node, "action", actionName(action))
 			a.unrecorded = nil
@@ -190,12 +178,10 @@ func actionName(a coordinator.Action) string {
 }
 
 // pendingFailure is a failure that could not be recorded yet: of node's to
-// reach sha, or, with note, of a node lost under a claim with that note
-// granted at since.
+// reach sha. A node lost is never pending: its failure is written with
+// its claim's lost mark or not at all (reportLost).
 type pendingFailure struct {
 	node, sha, msg string
-	note           string
-	since          time.Time
 }
 
 // recordPending records a failure a look before could not, before this

@@ -116,7 +116,7 @@ func watchSlot(g *groupkit.Group) *slotWatch {
 		defer close(w.done)
 		for {
 			if h := readHolders(g); h != nil {
-				counted := h.Counted(time.Now())
+				counted := h.Counted()
 				c, claimed := h.ClaimOf("n1")
 				switch {
 				case len(counted) > 1:

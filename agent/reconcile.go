@@ -427,25 +427,39 @@ func (a *Agent) stepTimeout() time.Duration {
 	return DefaultStepTimeout
 }
 
-// reportLost records that another node never came back from its step, as
-// a failure of that node's for the SHA, and the commit of it, its claim
-// was for (coordinator.RecordLost: a step of an earlier commit of a SHA
-// desired again counts nothing), and only then marks its claim lost, so
-// that the failure is never missed; a second reporter's record of the same
-// node counts once. It says whether the claim is marked: if not, the
-// caller waits before it tries again.
+// reportLost marks another node's claim lost, as that node never came back
+// from its step, and records, in the same transaction, a failure of that
+// node's for the SHA, and the commit of it, its claim was for
+// (coordinator.LostOps: a step of an earlier commit of a SHA desired again
+// counts nothing). One transaction, so that the failure is counted if and
+// only if the claim is marked: never missed, never counted twice, and
+// never for a node that reclaimed its slot after it was judged lost. It
+// says whether the report is done (marked, or nothing left to mark): if
+// not, the caller waits before it tries again.
 func (a *Agent) reportLost(ctx context.Context, m *lockstep.Semaphore, lost *lockstep.LostError) bool {
 	c := lost.Claim
 	msg := lost.Name + " lost while replacing; not back within " + c.Until.Sub(c.Since).Round(time.Second).String()
 	a.log.Warn("a node never came back from its step", "lost", lost.Name, "since", c.Since)
-	if c.Note != "" {
-		if err := a.recordClaim(ctx, lost.Name, c, msg); err != nil {
-			return false
+	var failure api.TxnOps
+	action := coordinator.ActionNone
+	marked, err := m.MarkLostWith(ctx, lost.Name, c, func(ctx context.Context) (api.TxnOps, error) {
+		if a.cfg.beforeLostMark != nil {
+			a.cfg.beforeLostMark()
 		}
-	}
-	if err := m.MarkLost(ctx, lost.Name, c); err != nil {
-		a.log.Warn("cannot mark the lost node's claim", "error", err)
+		if c.Note == "" {
+			return nil, nil
+		}
+		var err error
+		failure, action, err = a.cfg.Store.LostOps(ctx, a.cfg.Group, a.cfg.Node, lost.Name, c.Note, c.Since, msg)
+		return failure, err
+	})
+	if err != nil {
+		a.log.Warn("cannot mark the lost node's claim, nor record its failure", "error", err)
 		return false
+	}
+	if marked && len(failure) > 0 {
+		a.cfg.Store.PruneNodeEvents(ctx, a.cfg.Group, a.cfg.Node)
+		a.log.Info("failure recorded", "node", lost.Name, "action", actionName(action))
 	}
 	return true
 }

@@ -63,7 +63,7 @@ func TestReturningAgentMovesNothingUnderCancel(t *testing.T) {
 		t.Fatalf("%s's old container is no longer set aside", victim)
 	}
 	gs := f.state()
-	if counted := gs.Holders.Counted(time.Now()); len(counted) != 0 {
+	if counted := gs.Holders.Counted(); len(counted) != 0 {
 		t.Fatalf("slots still counted under the CANCEL with every workload healthy: %v", counted)
 	}
 	// A new commit resolves the interrupted step under the victim's slot

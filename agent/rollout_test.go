@@ -68,7 +68,7 @@ func TestKilledHolderRolloutCompletes(t *testing.T) {
 		}
 		return nil
 	})
-	if counted := f.state().Holders.Counted(time.Now()); len(counted) != 1 || counted[0] != victim {
+	if counted := f.state().Holders.Counted(); len(counted) != 1 || counted[0] != victim {
 		t.Fatalf("slots counted while %s is dead: %v, want its own", victim, counted)
 	}
 	back := time.Now()

@@ -68,7 +68,7 @@ func TestAgentsWithNothingToDoHoldNoSession(t *testing.T) {
 	// passed its fence first, converged.
 	g.WaitFor(time.Minute, "the holder settled and the waiter cancelled", func() bool {
 		gs, err := g.Store.Read(ctx, g.Name, nil)
-		if err != nil || gs.Holders == nil || len(gs.Holders.Counted(time.Now())) > 0 {
+		if err != nil || gs.Holders == nil || len(gs.Holders.Counted()) > 0 {
 			return false
 		}
 		settled := 0

@@ -128,7 +128,7 @@ func watchZones(ctx context.Context, t *testing.T, c *api.Client, group string, 
 // record, the slot keys and the holder keys), counts two nodes in.
 func (w *zonesWatch) judge(h *lockstep.Holders, zoneOf map[string]string) {
 	used := map[string]bool{}
-	for _, n := range h.Counted(time.Now()) {
+	for _, n := range h.Counted() {
 		used[n] = true
 	}
 	byZone := map[string][]string{}

@@ -37,23 +37,50 @@ func (s *Store) RecordFailure(ctx context.Context, group, node, sha, msg string)
 // events go in the writer's part of the log (Keys.NodeEvents), logged as
 // by AgentBy(writer).
 func (s *Store) RecordFailureBy(ctx context.Context, group, writer, node, sha, msg string) (Action, error) {
-	return s.recordFailure(ctx, group, writer, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, nil)
+	return s.recordFailure(ctx, group, writer, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()})
 }
 
-// RecordLost records that node never came back from the step its claim on
-// a slot was for, as RecordFailureBy does, reported by the agent of node
-// writer: note is the claim's (ClaimNote), since its grant. A claim for an
-// earlier commit of the SHA that is desired again now (X, then Y, then X
-// once more) is no failure of this rollout, and is not recorded:
-// RecordLost writes nothing and returns ActionNone. A note that names no
-// SHA charges nothing either.
-func (s *Store) RecordLost(ctx context.Context, group, writer, node, note string, since time.Time, msg string) (Action, error) {
+// LostOps are the ops that record that node never came back from the step
+// its claim on a slot was for, as RecordFailureBy records a failure, with
+// failure_action, reported by the agent of node writer: note is the
+// claim's (ClaimNote), since its grant. They go into the transaction that
+// marks the claim lost (lockstep's MarkLostWith), so that the failure is
+// counted if and only if the claim is marked: never for a node that
+// reclaimed its slot meanwhile, and never missed by a reporter that dies
+// between two writes. They check what they were read at (desired, the
+// SHA's failure count): one that fails is a conflict, to be read again.
+// A claim for an earlier commit of the SHA that is desired again now (X,
+// then Y, then X once more) is no failure of this rollout, nor is a note
+// that names no SHA: then there are no ops, and ActionNone. The writer
+// prunes its part of the log after the transaction (PruneNodeEvents).
+func (s *Store) LostOps(ctx context.Context, group, writer, node, note string, since time.Time, msg string) (api.TxnOps, Action, error) {
 	sha, committed := parseClaimNote(note)
 	if !ValidSHA(sha) {
-		return ActionNone, nil
+		return nil, ActionNone, nil
 	}
-	earlier := func(g *GroupState) bool { return g.earlierCommit(sha, committed, since) }
-	return s.recordFailure(ctx, group, writer, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, earlier)
+	k, err := s.Keys(group)
+	if err != nil {
+		return nil, ActionNone, err
+	}
+	if err := hashspec.ValidateName(writer); err != nil {
+		return nil, ActionNone, fmt.Errorf("writer: %w", err)
+	}
+	gs, err := s.Read(ctx, group, nil)
+	if err != nil {
+		return nil, ActionNone, err
+	}
+	if gs.earlierCommit(sha, committed, since) {
+		return nil, ActionNone, nil
+	}
+	ops, action := gs.failureTxn(k, Failure{Node: node, SHA: sha, Error: msg, At: s.clock().UTC()}, writer)
+	return ops, action, nil
+}
+
+// PruneNodeEvents deletes the oldest events of node's part of group's log
+// beyond the store's limit, best effort: after a transaction of the node's
+// agent that appended to it outside this Store (LostOps).
+func (s *Store) PruneNodeEvents(ctx context.Context, group, node string) {
+	s.prune(ctx, group, NodeWriter(node))
 }
 
 // ClaimNote is the note of a node's claim on a slot for a step toward d:
@@ -91,9 +118,8 @@ func (g *GroupState) earlierCommit(sha string, committed, since time.Time) bool 
 	return !since.IsZero() && since.Before(g.Desired.CommittedAt)
 }
 
-// recordFailure records f as written by the agent of node writer, unless
-// skip says that, as read, it is not to be.
-func (s *Store) recordFailure(ctx context.Context, group, writer string, f Failure, skip func(*GroupState) bool) (Action, error) {
+// recordFailure records f as written by the agent of node writer.
+func (s *Store) recordFailure(ctx context.Context, group, writer string, f Failure) (Action, error) {
 	k, err := s.Keys(group)
 	if err != nil {
 		return ActionNone, err
@@ -105,9 +131,6 @@ func (s *Store) recordFailure(ctx context.Context, group, writer string, f Failu
 		gs, err := s.Read(ctx, group, nil)
 		if err != nil {
 			return ActionNone, err
-		}
-		if skip != nil && skip(gs) {
-			return ActionNone, nil
 		}
 		ops, action := gs.failureTxn(k, f, writer)
 		_, conflict, err := s.txn(ctx, ops)

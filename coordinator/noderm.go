@@ -31,18 +31,16 @@ type Removal struct {
 	// Alive are the signs of life it was removed despite (forced).
 	Alive []string
 	// Claim is the node's claim on a slot, which RemoveNode leaves in
-	// place: it ends as every claim does (see ClaimNote).
+	// place: it ends as every claim does (see lockstep.Claim).
 	Claim *lockstep.Claim
-	// ClaimCounts says the claim still counts against max_parallel.
-	ClaimCounts bool
-	At          time.Time
+	At    time.Time
 }
 
 // NodeAlive lists the signs that node's agent is alive, as Consul shows
-// them at now: its service instance is in the catalog (nil registered: the
+// them: its service instance is in the catalog (nil registered: the
 // catalog could not be read, which is no proof of death), or its session
 // is in line or holds a slot, or its claim on a slot still counts.
-func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holders, now time.Time) []string {
+func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holders) []string {
 	var out []string
 	switch {
 	case registered == nil:
@@ -59,7 +57,7 @@ func NodeAlive(group, node string, registered map[string]bool, h *lockstep.Holde
 	case slices.Contains(slices.Collect(maps.Values(h.Names())), node):
 		out = append(out, "it is in line for a slot (its session is live)")
 	}
-	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && slices.Contains(h.Counted(now), node) {
+	if c, ok := h.ClaimOf(node); ok && !h.Live(c.Session) && slices.Contains(h.Counted(), node) {
 		out = append(out, fmt.Sprintf("its claim on a slot counts against max_parallel until it is released, or reported lost by a node in line that saw it orphaned for its lease (not before about %s)", c.Until.Format(time.RFC3339)))
 	}
 	sort.Strings(out)
@@ -112,7 +110,7 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	}
 	registered, rerr := s.Registered(ctx, group)
 	now := wallclock.Now()
-	r := &Removal{Group: group, Node: node, At: now.UTC(), Alive: NodeAlive(group, node, registered, gs.Holders, now)}
+	r := &Removal{Group: group, Node: node, At: now.UTC(), Alive: NodeAlive(group, node, registered, gs.Holders)}
 	if len(r.Alive) > 0 && !force {
 		msg := strings.Join(r.Alive, "; ")
 		if rerr != nil {
@@ -123,7 +121,7 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	}
 	if gs.Holders != nil {
 		if c, ok := gs.Holders.ClaimOf(node); ok {
-			r.Claim, r.ClaimCounts = &c, slices.Contains(gs.Holders.Counted(now), node)
+			r.Claim = &c
 		}
 	}
 	ev, err := s.EventOp(group, Event{Kind: EventNodeRemoved, At: r.At, By: by, Node: node, Reason: removalReason(reason, r)})

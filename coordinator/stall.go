@@ -52,9 +52,8 @@ type Budget struct {
 // Full says no node may be granted a slot until one of Users is done.
 func (b Budget) Full() bool { return b.Limit > 0 && len(b.Users) >= b.Limit }
 
-// SlotBudget counts who uses the slots at now. h may be nil (no slot state
-// read).
-func SlotBudget(limit int, h *lockstep.Holders, unavailable []string, now time.Time) Budget {
+// SlotBudget counts who uses the slots. h may be nil (no slot state read).
+func SlotBudget(limit int, h *lockstep.Holders, unavailable []string) Budget {
 	b := Budget{Limit: limit}
 	seen := map[string]bool{}
 	add := func(u SlotUser) {
@@ -68,7 +67,7 @@ func SlotBudget(limit int, h *lockstep.Holders, unavailable []string, now time.T
 			add(SlotUser{Node: e.Name, Why: SlotHolding})
 		}
 		// Counted also names the claims of live holders, added above.
-		for _, name := range h.Counted(now) {
+		for _, name := range h.Counted() {
 			c, _ := h.ClaimOf(name)
 			add(SlotUser{Node: name, Why: SlotOrphaned, Until: c.Until})
 		}
@@ -233,7 +232,7 @@ func Diagnose(in StallInput) *Stall {
 	if len(waiting) == 0 {
 		return nil
 	}
-	b := SlotBudget(in.Gate.Limit, in.Holders, in.Unavailable, in.Now)
+	b := SlotBudget(in.Gate.Limit, in.Holders, in.Unavailable)
 	if b.Full() || slices.ContainsFunc(b.Users, func(u SlotUser) bool { return u.Why != SlotUnavailable }) {
 		return nil // something moves, or the budget line says who holds it
 	}

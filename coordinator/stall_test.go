@@ -222,7 +222,7 @@ func TestSlotBudget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := SlotBudget(tc.limit, tc.h, tc.down, stallNow)
+			b := SlotBudget(tc.limit, tc.h, tc.down)
 			if !reflect.DeepEqual(b.Users, tc.users) || b.Full() != tc.full {
 				t.Fatalf("users %+v full %v, want %+v full %v", b.Users, b.Full(), tc.users, tc.full)
 			}

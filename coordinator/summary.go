@@ -139,7 +139,7 @@ func Summarize(in SummaryInput) Summary {
 		s.add(Row{Node: bad.Node, Standing: StandingInvalid, Presence: presence(in.Registered, bad.Node), Problem: bad.Error})
 	}
 	if in.Holders != nil {
-		s.Slots = len(in.Holders.Counted(in.Now))
+		s.Slots = len(in.Holders.Counted())
 	}
 	s.Done = in.Desired != nil && in.Gate.Open && s.Counted > 0 &&
 		s.ByState[StandingConverged] == s.Counted && s.Slots == 0

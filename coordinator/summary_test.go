@@ -189,7 +189,7 @@ func TestNodeAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := strings.Join(NodeAlive("web", tt.node, tt.registered, tt.h, stallNow), "; "); got != tt.want {
+			if got := strings.Join(NodeAlive("web", tt.node, tt.registered, tt.h), "; "); got != tt.want {
 				t.Fatalf("NodeAlive = %q, want %q", got, tt.want)
 			}
 		})

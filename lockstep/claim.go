@@ -181,9 +181,9 @@ func (h *Holders) ClaimOf(name string) (Claim, bool) {
 }
 
 // Counted lists the names that use a slot: live holders, and claims that
-// are not reported lost. The time is not used: no clock ends a claim (see
-// Claim); it stays so that callers need not change.
-func (h *Holders) Counted(time.Time) []string {
+// are not reported lost. It takes no time: no clock ends a claim (see
+// Claim).
+func (h *Holders) Counted() []string {
 	snap := &snapshot{live: h.Holding, holders: holders{Claims: h.Claims}}
 	busy, _ := snap.budget("")
 	return busy
@@ -207,32 +207,70 @@ func (h *Holders) Live(session string) bool {
 // their slot key alone, are not. Consul errors are retried, up to
 // releaseAttempts times, until ctx ends.
 func (m *Semaphore) MarkLost(ctx context.Context, name string, judged Claim) error {
-	return m.attempts(ctx, "mark lost", func() error {
-		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
-		if err != nil {
+	_, err := m.MarkLostWith(ctx, name, judged, nil)
+	return err
+}
+
+// MarkLostWith is MarkLost with the caller's ops in the mark's
+// transaction, made by with at each try after the read that try decides
+// on: what the caller records of the loss (the node's failure) is then
+// written if and only if the claim is marked, so never for a claim its
+// node reclaimed meanwhile, nor twice by two reporters. with is not called
+// when the mark is a no-op; marked says whether this call wrote it. An op
+// of the caller's that fails, unless denied, is taken for a write that
+// came between, and the try is made again from a new read, as for
+// lockstep's own ops. with may be nil.
+func (m *Semaphore) MarkLostWith(ctx context.Context, name string, judged Claim, with func(context.Context) (api.TxnOps, error)) (marked bool, err error) {
+	err = m.attempts(ctx, "mark lost", func() error {
+		ops, err := m.markLostOps(ctx, name, judged)
+		if err != nil || ops == nil {
 			return err
 		}
-		c, ok := snap.holders.Claims[name]
-		if _, live := snap.live[c.Session]; !ok || !c.sameGrant(judged) || c.Lost || live {
-			return nil
+		var extra api.TxnOps
+		if with != nil {
+			if extra, err = with(ctx); err != nil {
+				return err
+			}
 		}
-		c.Lost = true
-		rec := withClaim(snap.baseRecord(name), name, &c)
-		if kept, ok := snap.record.Claims[name]; ok && !kept.sameGrant(c) && !snap.freedBy(kept) {
-			// The record holds another grant of the name (an older
-			// version's): the mark is the slot key's alone.
-			rec = withClaim(rec, name, &kept)
+		var te *TxnError
+		if err := m.casAll(ctx, ops, extra); with != nil && errors.As(err, &te) && !isDenied(te.What) {
+			return errRace
+		} else if err != nil {
+			return err
 		}
-		if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
-			sr := r.rec
-			sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
-			ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
-			return m.casAll(ctx, append(ops, snap.markOps(m.opts.Prefix, name)...), nil)
-		}
-		rec.Released++
-		ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
-		return m.casAll(ctx, append(ops, snap.markOps(m.opts.Prefix, name)...), nil)
+		marked = true
+		return nil
 	})
+	return marked, err
+}
+
+// markLostOps are the ops that mark name's claim, the one judged lost, as
+// read now; none when there is nothing to mark (see MarkLost).
+func (m *Semaphore) markLostOps(ctx context.Context, name string, judged Claim) (api.TxnOps, error) {
+	snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := snap.holders.Claims[name]
+	if _, live := snap.live[c.Session]; !ok || !c.sameGrant(judged) || c.Lost || live {
+		return nil, nil
+	}
+	c.Lost = true
+	rec := withClaim(snap.baseRecord(name), name, &c)
+	if kept, ok := snap.record.Claims[name]; ok && !kept.sameGrant(c) && !snap.freedBy(kept) {
+		// The record holds another grant of the name (an older
+		// version's): the mark is the slot key's alone.
+		rec = withClaim(rec, name, &kept)
+	}
+	if r, ok := snap.slotOf(name); ok && r.rec.Claim != nil && r.rec.Claim.same(c) {
+		sr := r.rec
+		sr.Claim, sr.Released = &c, sr.Released+1 // its slot is free again: a stagger counts from here
+		ops := api.TxnOps{casSlot(m.opts.Prefix, r, sr), casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+		return append(ops, snap.markOps(m.opts.Prefix, name)...), nil
+	}
+	rec.Released++
+	ops := api.TxnOps{casRecord(m.opts.Prefix, rec, snap.holdersIndex)}
+	return append(ops, snap.markOps(m.opts.Prefix, name)...), nil
 }
 
 // ClaimDown writes a claim for this contender's Name, whatever the count,

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // endSession ends s the way a killed process's session ends: Consul drops
@@ -57,7 +59,7 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := hs.Counted(time.Now()); len(got) != 1 || got[0] != "n2" {
+	if got := hs.Counted(); len(got) != 1 || got[0] != "n2" {
 		t.Fatalf("counted %v, want [n2]: a lost claim must not count", got)
 	}
 	if cl, ok := hs.ClaimOf("n1"); !ok || !cl.Lost {
@@ -287,5 +289,71 @@ func TestMarkLostSparesANewerClaimOfTheSameSession(t *testing.T) {
 	}
 	if cl, _ := hs.ClaimOf("x"); cl.Lost || cl.Note != "second" {
 		t.Fatalf("x's claim after a mark of its earlier one: %+v, want the second, counting", cl)
+	}
+}
+
+// MarkLostWith writes the caller's report of the loss in the mark's
+// transaction: with the mark, or not at all. A reclaim between the
+// judgement and the write leaves nothing marked and nothing reported, and
+// a caller's op that a write in between made fail is made again from a
+// new read.
+func TestMarkLostWithWritesTheReportWithTheMark(t *testing.T) {
+	const report = "lostreport/x"
+	for _, tt := range []struct {
+		name    string
+		reclaim bool
+		stale   int // tries whose report op is a CAS at an index gone by
+		marked  bool
+	}{
+		{"not back", false, 0, true},
+		{"reclaimed between the judgement and the write", true, 0, false},
+		{"the report's op fails once", false, 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, g, ctx := committed(t, "sha-marklostwith", 1, time.Minute)
+			g.Lease = time.Minute
+			x := newSem(t, c, "x")
+			if err := x.ClaimDown(ctx, g, "step"); err != nil {
+				t.Fatal(err)
+			}
+			hs, err := ReadHolders(c, testPrefix, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			judged, _ := hs.ClaimOf("x")
+			tries := 0
+			with := func(context.Context) (api.TxnOps, error) {
+				tries++
+				if tt.reclaim && tries == 1 {
+					if _, err := x.Reclaim(ctx, g, "back"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				index := uint64(0)
+				if tries <= tt.stale {
+					index = 1 << 40
+				}
+				return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: report, Value: []byte("x lost"), Index: index}}}, nil
+			}
+			marked, err := newSem(t, c, "o").MarkLostWith(ctx, "x", judged, with)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := c.KV().Get(report, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs, err = ReadHolders(c, testPrefix, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, _ := hs.ClaimOf("x")
+			if marked != tt.marked || (p != nil) != tt.marked || cl.Lost != tt.marked {
+				t.Fatalf("marked %v, report written %v, claim %+v after %d tries; want all %v", marked, p != nil, cl, tries, tt.marked)
+			}
+			if want := tt.stale + 1; tries != want && !tt.reclaim {
+				t.Fatalf("%d tries, want %d", tries, want)
+			}
+		})
 	}
 }

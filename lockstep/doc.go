@@ -41,8 +41,10 @@
 // releases it when its step is resolved. A waiter at the head of the line
 // that has itself watched a claim be orphaned (its session gone) and
 // unchanged for the claim's whole lease, on its own monotonic clock, gets
-// a *LostError, reports it (a failure of that node's, say) and calls
-// MarkLost: only then does the claim stop counting. The lease is judged on
+// a *LostError and calls MarkLost, or MarkLostWith to write its report (a
+// failure of that node's, say) in the mark's transaction, so that the
+// report stands if and only if the mark does: only then does the claim
+// stop counting. The lease is judged on
 // that one clock: the skew between hosts cannot shorten it, and a waiter
 // that starts again starts its watch again, later, never sooner. ClaimDown
 // claims a slot, whatever the count, for a name that is down already, so

@@ -68,7 +68,7 @@ func watchCounted(ctx context.Context, t testing.TB, c *api.Client) <-chan watch
 				continue
 			}
 			index = meta.LastIndex
-			now := ParseHolders(testPrefix, ps).Counted(time.Now())
+			now := ParseHolders(testPrefix, ps).Counted()
 			w.most = max(w.most, len(now))
 			older := olderCounted(t, ps)
 			for _, n := range now {
@@ -173,7 +173,7 @@ func stress(t *testing.T, c *api.Client, g Gate, n int) {
 		t.Fatalf("an older agent would not count every claim: %s", w.missed)
 	}
 	h, err := ReadHolders(c, testPrefix, nil)
-	if err != nil || len(h.Holding) != 0 || len(h.Counted(time.Now())) != 0 {
+	if err != nil || len(h.Holding) != 0 || len(h.Counted()) != 0 {
 		t.Fatalf("after every release: %+v, %v", h, err)
 	}
 }

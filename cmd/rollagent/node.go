@@ -46,13 +46,11 @@ func (c *NodeRmCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 // claimNote says what becomes of the removed node's claim on a slot, which
 // node rm leaves to lockstep.
 func claimNote(r *coordinator.Removal, now time.Time) string {
-	switch {
-	case r.Claim.Lost:
+	if r.Claim.Lost {
 		return "its claim on a slot was already reported lost and no longer counts against max_parallel"
-	case r.ClaimCounts:
-		return fmt.Sprintf("its claim on a slot still counts against max_parallel, as the node may be half replaced: "+
-			"it ends when the node releases it or, with its agent gone, when a node in line has seen it gone for its lease (%s, so not within %s) and records it lost",
-			r.Claim.Until.Sub(r.Claim.Since).Round(time.Second), max(r.Claim.Until.Sub(now), 0).Round(time.Second))
 	}
-	return "its claim on a slot no longer counts against max_parallel (its lease ran out); the next node in line records it lost"
+	// Any other claim counts: no clock ends one (lockstep.Claim).
+	return fmt.Sprintf("its claim on a slot still counts against max_parallel, as the node may be half replaced: "+
+		"it ends when the node releases it or, with its agent gone, when a node in line has seen it gone for its lease (%s, so not within %s) and records it lost",
+		r.Claim.Until.Sub(r.Claim.Since).Round(time.Second), max(r.Claim.Until.Sub(now), 0).Round(time.Second))
 }

@@ -90,3 +90,27 @@ func TestNodeRm(t *testing.T) {
 		}
 	}
 }
+
+// node rm says what becomes of the removed node's claim: lost, or counting
+// until released or reported lost, however long ago its lease began.
+func TestClaimNote(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		claim lockstep.Claim
+		want  string
+	}{
+		{"within its lease", lockstep.Claim{Since: now.Add(-time.Minute), Until: now.Add(12 * time.Minute)},
+			"its claim on a slot still counts against max_parallel, as the node may be half replaced: it ends when the node releases it or, with its agent gone, when a node in line has seen it gone for its lease (13m0s, so not within 12m0s) and records it lost"},
+		{"its lease long past", lockstep.Claim{Since: now.Add(-time.Hour), Until: now.Add(-47 * time.Minute)},
+			"its claim on a slot still counts against max_parallel, as the node may be half replaced: it ends when the node releases it or, with its agent gone, when a node in line has seen it gone for its lease (13m0s, so not within 0s) and records it lost"},
+		{"lost", lockstep.Claim{Since: now.Add(-time.Hour), Until: now.Add(-47 * time.Minute), Lost: true},
+			"its claim on a slot was already reported lost and no longer counts against max_parallel"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := claimNote(&coordinator.Removal{Claim: &tt.claim}, now); got != tt.want {
+				t.Fatalf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

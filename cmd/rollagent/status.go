@@ -233,11 +233,9 @@ func printTable(out io.Writer, s statusJSON) error {
 		switch {
 		case c.Lost:
 			fmt.Fprintf(out, "slot of %s: lost (not back by its lease); recorded failed, no longer counts\n", cell(c.Name))
-		case c.Counts:
+		default: // a claim counts until it is released or reported lost
 			fmt.Fprintf(out, "slot held by %s for %s, its agent gone: it counts as down until it is back, or until a node in line that saw it gone for its lease (%s) records it lost\n",
 				cell(c.Name), s.At.Sub(c.Since).Round(time.Second), c.Until.Sub(c.Since).Round(time.Second))
-		default:
-			fmt.Fprintf(out, "slot of %s: its lease ran out; the next waiter records it lost\n", cell(c.Name))
 		}
 	}
 	printBudget(out, s)

@@ -247,7 +247,7 @@ func newStatusJSON(gs *coordinator.GroupState, o statusOptions, now time.Time) s
 			s.Holders = append(s.Holders, holderJSON{Name: h.Name, Since: h.Since})
 		}
 		sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Name < s.Holders[j].Name })
-		s.Orphans = orphans(gs, now)
+		s.Orphans = orphans(gs)
 		s.Waiting = len(gs.Holders.Waiting)
 	}
 	diagnose(&s, gs, sum, now)
@@ -300,11 +300,11 @@ func nonNil[T any](s []T) []T {
 }
 
 // orphans lists the claims of gs whose session is gone, by node name.
-func orphans(gs *coordinator.GroupState, now time.Time) []claimJSON {
+func orphans(gs *coordinator.GroupState) []claimJSON {
 	h := gs.Holders
 	out := []claimJSON{}
 	counted := map[string]bool{}
-	for _, n := range h.Counted(now) {
+	for _, n := range h.Counted() {
 		counted[n] = true
 	}
 	for name, c := range h.Claims {

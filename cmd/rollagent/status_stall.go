@@ -42,7 +42,7 @@ type stallReasonJSON struct {
 
 // diagnose fills the slot budget and the stall diagnosis of s from gs.
 func diagnose(s *statusJSON, gs *coordinator.GroupState, sum coordinator.Summary, now time.Time) {
-	b := coordinator.SlotBudget(sum.Gate.Limit, gs.Holders, gs.Unavailable, now)
+	b := coordinator.SlotBudget(sum.Gate.Limit, gs.Holders, gs.Unavailable)
 	s.Budget = budgetJSON{Full: b.Full(), UsedBy: []slotUserJSON{}}
 	for _, u := range b.Users {
 		s.Budget.UsedBy = append(s.Budget.UsedBy, slotUserJSON{Node: u.Node, Why: u.Why, Down: gs.DownWhy[u.Node]})

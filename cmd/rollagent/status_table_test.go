@@ -80,3 +80,38 @@ func rows(ns ...coordinator.NodeState) []nodeJSON {
 	}
 	return out
 }
+
+// An orphaned claim is either lost or counting: no clock ends a claim, so
+// the table has a line for each and no third.
+func TestStatusTableOrphanedClaims(t *testing.T) {
+	now := tableNow
+	sha := strings.Repeat("ab", 32)
+	since := now.Add(-time.Minute)
+	for _, tt := range []struct {
+		name  string
+		claim claimJSON
+		want  string
+	}{
+		{"counting, its lease long past", claimJSON{Name: "n2", Since: since.Add(-time.Hour), Until: since.Add(-50 * time.Minute), Counts: true},
+			"slot held by n2 for 1h1m0s, its agent gone: it counts as down until it is back, or until a node in line that saw it gone for its lease (10m0s) records it lost\n"},
+		{"counting, within its lease", claimJSON{Name: "n2", Since: since, Until: since.Add(13 * time.Minute), Counts: true},
+			"slot held by n2 for 1m0s, its agent gone: it counts as down until it is back, or until a node in line that saw it gone for its lease (13m0s) records it lost\n"},
+		{"lost", claimJSON{Name: "n2", Since: since, Until: since.Add(13 * time.Minute), Lost: true},
+			"slot of n2: lost (not back by its lease); recorded failed, no longer counts\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := statusJSON{Group: "web", At: now,
+				Desired: &coordinator.Desired{SHA: sha, CommittedAt: since, Author: "ops"},
+				Gate:    gateJSON{Open: true, Reason: "open", MaxParallel: 1},
+				Orphans: []claimJSON{tt.claim},
+			}
+			var out bytes.Buffer
+			if err := printTable(&out, s); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); !strings.Contains(got, tt.want) || strings.Count(got, "n2") != 1 {
+				t.Fatalf("want the one line %q:\n%s", tt.want, got)
+			}
+		})
+	}
+}
