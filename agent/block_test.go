@@ -57,22 +57,47 @@ func TestBlockHoldsRolloutUntilTheCheckPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	critical := time.Now()
 	v2 := f.commitBlocked("v2", []hashspec.Block{{Service: "postgres", Tag: "primary"}}, nil)
 	blocked := func(s *coordinator.NodeState) bool {
-		return s.State == coordinator.StateWaiting && strings.HasPrefix(s.Error, `blocked by Consul check "pg1 alive" (critical) on node `)
+		return s.State == coordinator.StateWaiting && strings.HasPrefix(s.Error, `blocked by Consul check "pg1 alive" (critical) on node `) &&
+			len(s.Blocked) == 1 && s.Blocked[0].CheckID == "pg1-alive"
 	}
 	for _, n := range nodes {
 		waitNode(t, f.st, f.group, n, "blocked by the primary's check", blocked)
 	}
 	f.waitUIGate(nodes, coordinator.GateBlockedByCheck, `blocked by Consul check "pg1 alive" (critical) on node `)
+	since := f.blockedSince(critical, time.Now())
 	f.restartAll(nodes)
 	time.Sleep(3 * coordinator.BlockRecheck)
 	for _, n := range nodes {
 		waitNode(t, f.st, f.group, n, "still blocked after its restart", blocked)
 	}
+	if again := f.blockedSince(critical, time.Now()); !again.Equal(since) {
+		t.Errorf("blocked since %s after every agent's restart, want %s: the check never passed", again, since)
+	}
 	passed := setTTL(t, c, "pg1-alive", api.HealthPassing)
 	f.waitConverged(nodes, v2)
 	f.beganFrom(nodes, v2, passed, "the check passed")
+}
+
+// blockedSince is when the group's reader says its first failing check
+// began to fail (status's "since"), which must lie between from and to, as
+// its reason says.
+func (f *windowFleet) blockedSince(from, to time.Time) time.Time {
+	f.t.Helper()
+	h := f.state().Health
+	if h == nil || len(h.Failing) == 0 {
+		f.t.Fatalf("health %+v, want a failing check", h)
+	}
+	since := h.Failing[0].Since
+	if since.Before(from.Truncate(time.Second)) || since.After(to) {
+		f.t.Fatalf("blocked since %s, want between %s and %s", since, from, to)
+	}
+	if !strings.HasSuffix(h.Failing[0].String(), ", since "+since.UTC().Format(time.RFC3339)) {
+		f.t.Errorf("reason %q does not say since when", h.Failing[0].String())
+	}
+	return since
 }
 
 // A check that fails mid-rollout: the node mid-step finishes its step and

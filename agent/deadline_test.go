@@ -177,7 +177,8 @@ func TestProgressDeadlineNotWhileBlocked(t *testing.T) {
 }
 
 // Under failure_action=pause the deadline closes the gate (deadline_passed)
-// and every node says so; resume lifts it as it lifts a failure pause, and
+// and every node says so, in its record and its Consul service (what the
+// Consul UI shows); resume lifts it as it lifts a failure pause, and
 // the deadline does not pass again for the commit.
 func TestProgressDeadlinePausesUntilResume(t *testing.T) {
 	nodes := []string{"n1", "n2"}
@@ -197,11 +198,16 @@ func TestProgressDeadlinePausesUntilResume(t *testing.T) {
 			return s.State == coordinator.StatePaused && strings.HasPrefix(s.Error, "deadline passed: "+coordinator.DeadlineReason(testDeadline))
 		})
 	}
+	f.waitUIGate(nodes, coordinator.GateDeadlinePassed, "deadline passed: "+coordinator.DeadlineReason(testDeadline))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := f.st.ResumeBy(ctx, f.group, "op"); err != nil {
 		t.Fatal(err)
 	}
+	testkit.Eventually(t, time.Minute, "no service to show the gate deadline_passed after resume", func() bool {
+		es, _, err := f.consul.Health().Service(coordinator.ServiceName(f.group), "gate:"+string(coordinator.GateDeadlinePassed), false, nil)
+		return err == nil && len(es) == 0
+	})
 	testkit.Steady(t, 2*testDeadline, 500*time.Millisecond, func() error {
 		if evs, _ := f.deadlines(v2); len(evs) != 1 {
 			return fmt.Errorf("%d deadline events after resume, want 1", len(evs))

@@ -114,7 +114,7 @@ func jitterOrNot(d time.Duration) time.Duration {
 func (a *Agent) look(ctx context.Context, gs *coordinator.GroupState, obs Observed) Look {
 	now := wallclock.Now()
 	v := coordinator.Evaluate(coordinator.GateInput{Group: gs, Now: now, Mono: time.Now()})
-	a.pub.sawGate(v)
+	a.pub.sawGate(v, gs, now)
 	l := Look{Unreadable: gs.DesiredUnreadable(), SHA: obs.SHA, Leftover: obs.Leftover, Open: v.Open, Reason: v.Reason,
 		Hold: v.Hold}
 	if !v.Recheck.IsZero() {

@@ -39,6 +39,12 @@ type nodeRecord struct {
 	// gate is the state of the gate at the last look, "" while it was
 	// open: a record of a node that waits under it carries it.
 	gate coordinator.GateState
+	// blocked are the checks the looks saw not passing, since when
+	// (coordinator.SeenBlocks): a record under a gate blocked_by_check
+	// carries them. seenAdopted says those of the record found in KV at
+	// the first look were taken over, so a restart keeps each since.
+	blocked     []coordinator.BlockSeen
+	seenAdopted bool
 	// drained is what the agent put into Consul maintenance and has not
 	// lifted yet (update.drain): every record carries it, so that KV holds
 	// it before any is set, and a successor finds it (adopted).
@@ -68,6 +74,9 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	if state.Waits() {
 		n.Gate = r.gate
 	}
+	if n.Gate == coordinator.GateBlockedByCheck {
+		n.Blocked = r.blocked
+	}
 	if n.Error == "" && r.drained != nil && len(r.drained.Missing) > 0 {
 		n.Error = missingNote(r.drained.Missing)
 	}
@@ -77,15 +86,24 @@ func (r *nodeRecord) state(sha, desired string, state coordinator.NodeStatus, er
 	return n
 }
 
-// sawGate notes the gate's state at a look (v), for the records built from
-// then on.
-func (r *nodeRecord) sawGate(v coordinator.Verdict) {
+// sawGate notes the gate's state at a look (v, at now, of gs), and the
+// checks it blocks on that do not pass, for the records built from then on.
+func (r *nodeRecord) sawGate(v coordinator.Verdict, gs *coordinator.GroupState, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gate = ""
 	if !v.Open {
 		r.gate = v.State
 	}
+	if !r.seenAdopted {
+		r.seenAdopted = true
+		for _, n := range gs.Nodes {
+			if n.Node == r.node {
+				r.blocked = n.Blocked
+			}
+		}
+	}
+	r.blocked = coordinator.SeenBlocks(r.blocked, gs.Health, now)
 }
 
 // observe notes what the runtime's inspection found, for the records

@@ -44,9 +44,17 @@ type BlockFailure struct {
 	// check matches the block (a block that matches nothing holds: a
 	// misspelt name must not pass for healthy).
 	Check   string
+	CheckID string // the check's ID on its Consul node
 	Status  string // critical or warning
 	Node    string // the Consul node the check runs on
 	Service string // the check's service, "" for a node's check
+	// Since is when an agent of the group first saw the check not
+	// passing, in a run of its looks that each saw it so, as the records
+	// of nodes the gate holds by it say (NodeState.Blocked, the earliest);
+	// zero when none does. Filled for readers of the whole group (status,
+	// the exporter), not for an agent's own look, whose record keeps its
+	// reason unchanged while the same checks fail.
+	Since time.Time
 }
 
 func (f BlockFailure) String() string {
@@ -60,6 +68,9 @@ func (f BlockFailure) String() string {
 	s := fmt.Sprintf("blocked by Consul check %q (%s) on node %s", f.Check, f.Status, f.Node)
 	if f.Service != "" {
 		s += ", service " + f.Service
+	}
+	if !f.Since.IsZero() {
+		s += ", since " + f.Since.UTC().Format(time.RFC3339)
 	}
 	return s
 }

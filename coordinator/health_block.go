@@ -98,7 +98,7 @@ func blockFailures(bs []hashspec.Block, onNode bool, node string, checks api.Hea
 			return cmp.Or(strings.Compare(x.Node, y.Node), strings.Compare(x.ServiceID, y.ServiceID), strings.Compare(x.CheckID, y.CheckID))
 		})
 		for _, c := range failing {
-			out = append(out, BlockFailure{Block: b, OnNode: onNode, Check: cmp.Or(c.Name, c.CheckID),
+			out = append(out, BlockFailure{Block: b, OnNode: onNode, Check: cmp.Or(c.Name, c.CheckID), CheckID: c.CheckID,
 				Status: c.Status, Node: c.Node, Service: c.ServiceName})
 		}
 	}
@@ -153,5 +153,8 @@ func (s *Store) withHealth(ctx context.Context, g *GroupState, local bool) *Grou
 		}
 	}
 	g.Health = s.blockHealth(ctx, &g.Spec.Update, local, false, others)
+	if !local {
+		g.Health.seenSince(g.Nodes)
+	}
 	return g
 }

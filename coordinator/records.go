@@ -168,6 +168,10 @@ type NodeState struct {
 	// that is waiting, paused or cancelled while the gate is closed: the
 	// window, a check, a pause), "" otherwise: the Consul UI shows it.
 	Gate GateState `json:"gate,omitempty"`
+	// Blocked are the Consul checks the node's agent sees not passing
+	// while the gate is blocked_by_check, each since it first saw it so
+	// (BlockSeen): on a record that carries that Gate, absent otherwise.
+	Blocked []BlockSeen `json:"blocked,omitempty"`
 	// Drained is what the agent put into Consul maintenance on its node
 	// (update.drain), written before it sets any and kept until it has
 	// lifted it: nil while nothing is.

@@ -62,5 +62,5 @@ func (s *Store) casMark(ctx context.Context, k Keys, pair *api.KVPair, cur NodeS
 func SamePublished(a, b NodeState) bool {
 	return a.Node == b.Node && a.SHA == b.SHA && a.Desired == b.Desired && a.State == b.State && a.Error == b.Error &&
 		a.ConsulNode == b.ConsulNode && a.Domain == b.Domain && a.Fenced == b.Fenced && a.ImageID == b.ImageID && a.Gate == b.Gate &&
-		a.Drained.Equal(b.Drained)
+		a.Drained.Equal(b.Drained) && sameSeen(a.Blocked, b.Blocked)
 }

@@ -76,6 +76,37 @@ type gateJSON struct {
 	// PassedFence are, under a CANCEL, the nodes that may still finish a
 	// step toward the cancelled SHA (coordinator.GroupState.PassedFence).
 	PassedFence []fencedJSON `json:"passed_fence"`
+	// BlockedBy are the blocks of update.block_on that do not pass.
+	BlockedBy []blockJSON `json:"blocked_by"`
+}
+
+// blockJSON is a block of update.block_on that does not pass: the check
+// that fails it, or none when no check matches it.
+type blockJSON struct {
+	Block   string `json:"block"`
+	Check   string `json:"check,omitempty"`
+	Status  string `json:"status,omitempty"`
+	Node    string `json:"node,omitempty"`
+	Service string `json:"service,omitempty"`
+	// Since is when an agent first saw the check not passing
+	// (coordinator.BlockFailure.Since), null when no record says.
+	Since *time.Time `json:"since"`
+}
+
+func blockedBy(h *coordinator.GateHealth) []blockJSON {
+	out := []blockJSON{}
+	if h == nil {
+		return out
+	}
+	for _, f := range h.Failing {
+		b := blockJSON{Block: f.Block.String(), Check: f.Check, Status: f.Status, Node: f.Node, Service: f.Service}
+		if !f.Since.IsZero() {
+			since := f.Since
+			b.Since = &since
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // fencedJSON is a node that passed a fence toward a cancelled SHA before
@@ -215,7 +246,7 @@ func gateReason(v coordinator.Verdict, now time.Time) string {
 // as the spec writes them and the numbers they mean for the group now.
 func newGateJSON(gs *coordinator.GroupState, v coordinator.Verdict, now time.Time) gateJSON {
 	g := gateJSON{Open: v.Open, State: v.State, Reason: gateReason(v, now), OpensAt: opensAt(v), SHA: v.SHA,
-		MaxParallel: v.MaxParallel, Nodes: gs.NodeCount(), PassedFence: passedFence(gs)}
+		MaxParallel: v.MaxParallel, Nodes: gs.NodeCount(), PassedFence: passedFence(gs), BlockedBy: blockedBy(gs.Health)}
 	if gs.Spec != nil {
 		g.MaxParallelPolicy = v.Policy.String()
 		g.MaxFailures, g.MaxFailuresPolicy = gs.MaxFailures(), gs.Spec.Update.MaxFailures.String()

@@ -70,7 +70,7 @@ func (c *StatusCmd) printOutageJSON(out io.Writer, gs *coordinator.GroupState, o
 		s = newStatusJSON(gs, c.options(), now)
 	} else {
 		s = newStatusJSON(&coordinator.GroupState{Group: c.Group}, c.options(), now)
-		s.Gate = gateJSON{Reason: "unknown: no state read from Consul yet"}
+		s.Gate = gateJSON{Reason: "unknown: no state read from Consul yet", PassedFence: []fencedJSON{}, BlockedBy: []blockJSON{}}
 	}
 	s.Outage = &outageJSON{Since: o.since, Seconds: now.Sub(o.since).Seconds(), Error: o.err.Error()}
 	enc := json.NewEncoder(out)

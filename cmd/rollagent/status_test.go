@@ -108,7 +108,7 @@ func TestStatusJSONSchema(t *testing.T) {
 	for _, tt := range []struct{ path, got, want string }{
 		{"top level", jsonKeys(doc), "at,desired,domain_waits,failures,gate,group,holders,image_splits,nodes,orphaned_claims,problems,progress,progress_deadline,schema,slot_budget,stall,unavailable,waiting_for_slot,waiting_to_go_last"},
 		{"slot_budget", jsonKeys(doc["slot_budget"]), "full,used_by"},
-		{"gate", jsonKeys(doc["gate"]), "max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
+		{"gate", jsonKeys(doc["gate"]), "blocked_by,max_failures,max_failures_policy,max_parallel,max_parallel_policy,nodes,open,opens_at,passed_fence,reason,sha,state"},
 		{"progress", jsonKeys(doc["progress"]), "by_state,converged,done,eta,failed,lost,other,replacing,total,verifying,waiting"},
 		{"progress.by_state", jsonKeys(doc["progress"].(map[string]any)["by_state"]),
 			"behind,cancelled,converged,down,failed,invalid,lost,paused,replacing,unknown,verifying,waiting"},
@@ -127,8 +127,10 @@ func TestStatusJSONSchema(t *testing.T) {
 			t.Errorf("%s is %v, want a list (empty, not null)", list, doc[list])
 		}
 	}
-	if _, ok := doc["gate"].(map[string]any)["passed_fence"].([]any); !ok {
-		t.Errorf("gate.passed_fence is %v, want a list (empty, not null)", doc["gate"])
+	for _, list := range []string{"passed_fence", "blocked_by"} {
+		if _, ok := doc["gate"].(map[string]any)[list].([]any); !ok {
+			t.Errorf("gate.%s is %v, want a list (empty, not null)", list, doc["gate"])
+		}
 	}
 	if _, ok := doc["slot_budget"].(map[string]any)["used_by"].([]any); !ok {
 		t.Errorf("slot_budget.used_by is %v, want a list (empty, not null)", doc["slot_budget"])
