@@ -95,6 +95,14 @@ func (s *snapshot) budget(self string) (busy []string, orphans map[string]Claim)
 	for _, e := range s.live {
 		names[e.Name] = true
 	}
+	for _, n := range s.unread {
+		names[n] = true
+	}
+	for _, n := range s.unreadSlots {
+		// A name of no one's ("/" is in it): a claim the read could not
+		// see, which counts apart from every other.
+		names[fmt.Sprintf("%s%d", slotsPrefix, n)] = true
+	}
 	for name, c := range s.holders.Claims {
 		if !c.counts() {
 			continue
