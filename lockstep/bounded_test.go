@@ -1,11 +1,13 @@
 package lockstep
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
@@ -105,4 +107,33 @@ func floodedSem(t *testing.T, c *api.Client, name string) (*Semaphore, *testkit.
 		t.Fatal(err)
 	}
 	return m, &buf
+}
+
+// A key of our own name that a bounded read left unread is no slot we
+// know we use: it does not let our grant "take over" a slot beside K
+// others, and counts as our grant would, once.
+func TestUnreadOwnKeyIsNoSlotOfOurs(t *testing.T) {
+	m := &Semaphore{opts: Options{Name: "me", WaitTime: time.Second, Releases: &ReleaseClock{}},
+		log: hclog.NewNullLogger(), now: time.Now, orphans: map[string]orphanSeen{}}
+	tests := []struct {
+		name string
+		k    int
+		snap *snapshot
+		full bool
+	}{
+		{"unread key of ours beside a holder", 1, &snapshot{live: map[string]Entry{"s1": {Name: "a"}}, unread: []string{"me"}}, true},
+		{"unread key of ours beside a holder, K=2", 2, &snapshot{live: map[string]Entry{"s1": {Name: "a"}}, unread: []string{"me"}}, false},
+		{"unread keys of ours and another's", 2, &snapshot{live: map[string]Entry{"s1": {Name: "a"}}, unread: []string{"me", "b"}}, true},
+		{"unread key of ours alone", 1, &snapshot{live: map[string]Entry{}, unread: []string{"me"}}, false},
+		{"our live holder key beside a holder", 1, &snapshot{live: map[string]Entry{"s1": {Name: "a"}, "s2": {Name: "me"}}}, false},
+		{"no one", 1, &snapshot{live: map[string]Entry{}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wait, full, err := m.headWait(context.Background(), Gate{Limit: tt.k}, tt.snap)
+			if err != nil || full != tt.full || (wait > 0) != tt.full {
+				t.Errorf("headWait = %v, %v, %v; want full %v", wait, full, err, tt.full)
+			}
+		})
+	}
 }

@@ -122,6 +122,20 @@ func (s *snapshot) budget(self string) (busy []string, orphans map[string]Claim)
 	return busy, orphans
 }
 
+// uses says name holds or claims a slot, as read: a live holder key or a
+// claim that counts, not a key a bounded read left unread (s.unread).
+func (s *snapshot) uses(name string) bool {
+	if c, ok := s.holders.Claims[name]; ok && c.counts() {
+		return true
+	}
+	for _, e := range s.live {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // orphanSeen is when this contender first saw a claim orphaned, on its own
 // clock: a reading of time.Now, whose monotonic part is what Sub uses.
 type orphanSeen struct {

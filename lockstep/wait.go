@@ -212,8 +212,13 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	lost, wake := m.judge(orphans)
 	// Our own claim, counted already, is taken over by our grant: it adds
 	// no node. One that no longer counts (reported lost) takes nothing, so
-	// we wait as anyone would.
-	ours := slices.Contains(busy, m.opts.Name)
+	// we wait as anyone would. A key of our name that a bounded read left
+	// unread is no slot we know we use: it is counted as our grant would
+	// be, once, so our grant must fit beside the others.
+	ours := snap.uses(m.opts.Name)
+	if !ours {
+		busy = slices.DeleteFunc(busy, func(n string) bool { return n == m.opts.Name })
+	}
 	near := snap.sameDomain(m.opts.Domain, m.opts.Name, busy)
 	switch {
 	case lost != nil:
