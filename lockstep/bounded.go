@@ -49,12 +49,6 @@ const (
 	maxSlotReads = 256
 )
 
-// ErrUnreadable means the semaphore could not be read within the bounds a
-// contender accepts: the holders record, or the names of the keys under
-// the prefix, are over them. Nothing is granted until they are not; the
-// read is retried, as one that failed to reach Consul is.
-var ErrUnreadable = errors.New("lockstep: the semaphore's keys are over the size a contender reads")
-
 // sessionID matches the IDs Consul gives sessions: only a key named by
 // one can be locked by its session, and so count.
 var sessionID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -234,9 +228,13 @@ func quoted(names []string) string {
 // between the reads only lowers the count (doc.go, "Slot keys").
 func (m *Semaphore) readSplit(ctx context.Context, prefix string, index uint64, wait time.Duration) (*snapshot, error) {
 	if index > 0 {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: max(wait, time.Millisecond)}).WithContext(readlimit.With(ctx, namesLimit))
-		if _, _, err := m.c.KV().Keys(prefix, "", q); err != nil {
-			return nil, unreadable(err, prefix, "the names of its keys")
+		// Only the answer's coming back matters, not what it says: cut
+		// at its first bytes, it still tells that the prefix moved (or
+		// the wait ran out).
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: max(wait, time.Millisecond)}).WithContext(readlimit.With(ctx, 1))
+		var tl *readlimit.TooLargeError
+		if _, _, err := m.c.KV().Keys(prefix, "", q); err != nil && !errors.As(err, &tl) {
+			return nil, consulErr{err}
 		}
 	}
 	var pairs api.KVPairs
@@ -247,11 +245,12 @@ func (m *Semaphore) readSplit(ctx context.Context, prefix string, index uint64, 
 	if rec != nil {
 		pairs = append(pairs, rec)
 	}
-	names, meta, err := m.c.KV().Keys(prefix, "", (&api.QueryOptions{}).WithContext(readlimit.With(ctx, namesLimit)))
+	l, err := m.listNames(ctx, prefix)
 	if err != nil {
-		return nil, unreadable(err, prefix, "the names of its keys")
+		return nil, err
 	}
-	plan := planSplit(m.opts.Prefix, names, m.key)
+	plan := planSplit(m.opts.Prefix, l.names, m.key)
+	plan.busy, plan.ignored = append(plan.busy, l.busy...), append(plan.ignored, l.ignored...)
 	for _, key := range plan.gets {
 		p, _, err := m.c.KV().Get(key, (&api.QueryOptions{}).WithContext(readlimit.With(ctx, keyLimit)))
 		var tl *readlimit.TooLargeError
@@ -267,7 +266,7 @@ func (m *Semaphore) readSplit(ctx context.Context, prefix string, index uint64, 
 	if err := m.checkSessions(ctx, &plan); err != nil {
 		return nil, err
 	}
-	snap := parseSnapshot(m.opts.Prefix, pairs, meta.LastIndex)
+	snap := parseSnapshot(m.opts.Prefix, pairs, l.index)
 	snap.unread, snap.unreadSlots = plan.busy, plan.slotsUnread
 	snap.problem = plan.problem(m.opts.Prefix)
 	m.report(snap.problem)

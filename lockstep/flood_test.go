@@ -201,3 +201,59 @@ func TestWaiterBehindABloatedKey(t *testing.T) {
 		t.Errorf("read %d bytes while n50's key was written 8 times", read)
 	}
 }
+
+// A node's token writes so many keys with long names in its own folders
+// that their names alone are over what a read lists at once: the names
+// are listed folder by folder, its holder folder counts as it holding
+// (against it alone: at K=2 the line still moves beside it), and reads
+// stay bounded. (A read that lists the holder names at once finds that
+// none can be locked, and counts no one for them: safe either way.)
+func TestNamesFloodInOwnFolders(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g, ctx := commit(t, c, "names-flood", 2), ctxFor(t, time.Minute)
+	long := strings.Repeat("n", 400)
+	var ops api.TxnOps
+	for i := range 1600 {
+		for _, key := range []string{HolderKey(testPrefix, "n99", fmt.Sprintf("%s-%d", long, i)), ContenderKey(testPrefix, "n99", fmt.Sprintf("%s-%d", long, i))} {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: key}})
+		}
+		if len(ops) == 64 {
+			if ok, _, _, err := c.Txn().Txn(ops, nil); err != nil || !ok {
+				t.Fatalf("flood: ok=%v %v", ok, err)
+			}
+			ops = nil
+		}
+	}
+	bc, cnt := boundedClient(srv)
+	a, alog := floodedSem(t, bc, "n01")
+	b, _ := floodedSem(t, bc, "n02")
+	before := cnt.Bytes()
+	h, err := a.Acquire(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("n01 read %d bytes to join and take the slot", cnt.Bytes()-before)
+	if !strings.Contains(alog.String(), "n99") || !strings.Contains(alog.String(), "counts as holding") {
+		t.Errorf("the flood is not reported: %q", alog.String())
+	}
+	before = cnt.Bytes()
+	waiter := acquireAsync(t, ctx, b, g)
+	time.Sleep(time.Second)
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-waiter:
+		if h2 == nil {
+			t.FailNow()
+		}
+		_ = h2.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("n02 was not granted after n01 released")
+	}
+	t.Logf("n02 read %d bytes to join, wait and take the slot", cnt.Bytes()-before)
+	if got := cnt.Bytes() - before; got > namesLimit+lineListLimit+256<<10 {
+		t.Errorf("n02 read %d bytes", got)
+	}
+}

@@ -91,6 +91,9 @@ type Semaphore struct {
 	// split says a listing of the prefix was over its bound: reads go
 	// key by key (readSplit) until one leaves nothing unread.
 	split atomic.Bool
+	// folders says a listing of the names under the prefix was over its
+	// bound: they are listed by folder (byFolder) until then too.
+	folders atomic.Bool
 
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any

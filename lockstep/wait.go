@@ -297,6 +297,7 @@ func (m *Semaphore) readWait(ctx context.Context, prefix string, index uint64, w
 		snap, err := m.readSplit(ctx, prefix, index, wait)
 		if err == nil && snap.problem == "" {
 			m.split.Store(false)
+			m.folders.Store(false)
 		}
 		return snap, err
 	}
