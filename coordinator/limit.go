@@ -2,14 +2,13 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/rollagent/rollagent/internal/readlimit"
 )
 
 // Bounds of what a reader accepts from Consul (see NewClient). A group's
@@ -45,20 +44,12 @@ const (
 )
 
 // TooLargeError is an answer from Consul cut off at the reader's limit.
-type TooLargeError struct {
-	Limit int64
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("consul's answer is larger than the %d bytes this read accepts", e.Limit)
-}
-
-type limitKey struct{}
+type TooLargeError = readlimit.TooLargeError
 
 // withReadLimit bounds the bodies of the answers to requests made with ctx
 // to n bytes, on a client made by NewClient.
 func withReadLimit(ctx context.Context, n int64) context.Context {
-	return context.WithValue(ctx, limitKey{}, n)
+	return readlimit.With(ctx, n)
 }
 
 // NewClient is api.NewClient with a transport that cuts an answer off at
@@ -92,43 +83,8 @@ func NewClient(cfg *api.Config) (*api.Client, error) {
 }
 
 // LimitTransport wraps next (nil: http.DefaultTransport) as NewClient does.
+// The limits lockstep's reads set (see lockstep's doc.go, "Bounded
+// reads") are honoured by it too.
 func LimitTransport(next http.RoundTripper) http.RoundTripper {
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	return limitTransport{next}
+	return readlimit.Transport(next)
 }
-
-type limitTransport struct{ next http.RoundTripper }
-
-func (l limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := l.next.RoundTrip(r)
-	if n, ok := r.Context().Value(limitKey{}).(int64); ok && err == nil && resp.StatusCode == http.StatusOK {
-		resp.Body = &limitedBody{rc: resp.Body, left: n, limit: n}
-	}
-	return resp, err
-}
-
-// limitedBody fails a read past its limit. The caller then closes it,
-// which drops the connection rather than reading the rest.
-type limitedBody struct {
-	rc          io.ReadCloser
-	left, limit int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, &TooLargeError{Limit: b.limit}
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left+1] // one byte more tells a body of exactly the limit from a larger one
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		return n, &TooLargeError{Limit: b.limit}
-	}
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.rc.Close() }

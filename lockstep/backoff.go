@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/internal/readlimit"
 	pace "github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/internal/watch"
 )
@@ -36,6 +37,13 @@ func (m *Semaphore) watchKey(ctx context.Context, what, key string, from uint64,
 	opts := watch.Options{From: from, Backoff: r.b, OnError: onError}
 	return watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		p, meta, err := m.c.KV().Get(key, m.blocking(ctx, index))
+		var tl *readlimit.TooLargeError
+		if errors.As(err, &tl) {
+			// Over the bound the caller's ctx set (readlimit.With): no
+			// key lockstep writes is, so it is seen as gone.
+			next, done := seen(nil, 0)
+			return next, done, nil
+		}
 		if err != nil {
 			return 0, false, err
 		}

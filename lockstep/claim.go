@@ -95,6 +95,14 @@ func (s *snapshot) budget(self string) (busy []string, orphans map[string]Claim)
 	for _, e := range s.live {
 		names[e.Name] = true
 	}
+	for _, n := range s.unread {
+		names[n] = true
+	}
+	for _, n := range s.unreadSlots {
+		// A name of no one's ("/" is in it): a claim the read could not
+		// see, which counts apart from every other.
+		names[fmt.Sprintf("%s%d", slotsPrefix, n)] = true
+	}
 	for name, c := range s.holders.Claims {
 		if !c.counts() {
 			continue
@@ -112,6 +120,20 @@ func (s *snapshot) budget(self string) (busy []string, orphans map[string]Claim)
 	}
 	sort.Strings(busy)
 	return busy, orphans
+}
+
+// uses says name holds or claims a slot, as read: a live holder key or a
+// claim that counts, not a key a bounded read left unread (s.unread).
+func (s *snapshot) uses(name string) bool {
+	if c, ok := s.holders.Claims[name]; ok && c.counts() {
+		return true
+	}
+	for _, e := range s.live {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // orphanSeen is when this contender first saw a claim orphaned, on its own

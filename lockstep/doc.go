@@ -158,6 +158,39 @@
 // its transaction, so that such a take and release does not bring the
 // marked grant back to count.
 //
+// # Bounded reads
+//
+// Every name's token writes under P: its own contender and holder keys,
+// and the shared record, slot keys and tail. So that what one token wrote
+// does not make each join, head wake and hold check download it, a
+// Semaphore on a client whose transport honours internal/readlimit (as
+// coordinator.NewClient's does) bounds each listing of P (512 KiB) or
+// P/.holders (128 KiB). Past it, that read and the next ones of the
+// Semaphore go key by key (readSplit) until one leaves nothing unread: the
+// record (under 1 MiB), then the names under the prefix (under 1 MiB, or
+// past it folder by folder: each name's under 64 KiB, the slot keys'
+// under 4 MiB), then each key under 4 KiB. The record is read first, so what is counted
+// is never less than the count at the record's index, which the grant
+// CASes: whatever raises the count after writes the record, and the keys
+// it made before are named by the listing that follows.
+//
+// What a bounded read leaves unread is counted on the safe side, and
+// logged (a warning, once per change): a slot key counts as a claim of no
+// one's name, and no grant takes its number (so slot keys too large to
+// read, by as many as K, stall the line until an operator removes them);
+// a holder key counts as its name holding unless the session it is named
+// by is gone (Consul never gives its ID again), and a name with more than
+// 32 holder keys, or more names in its holder folder than 64 KiB, counts
+// as holding without a read; a key that no session
+// can lock (named by no ID of Consul's shape), a key no version writes,
+// and a contender key over 4 KiB or past a name's 32 count for no one:
+// such a contender loses its place in line, and the waiter behind it,
+// watching its key, takes it for gone. A record, or the names of the
+// slot keys or of the folders of names, over its bound fails the read
+// (ErrUnreadable), retried as a Consul error is: nothing is granted
+// meanwhile. On a client without the
+// transport the reads are not bounded, as before.
+//
 // Gate.GrantChecks are the caller's checks that what it computed Limit
 // from still holds (a group's membership, for a K that is a percentage of
 // it): the grant's transaction alone checks them, never a fence, as a

@@ -34,6 +34,12 @@ var (
 	// keys under the shared .slots/ folder that no grant made (a token
 	// that may write there wrote them): nothing is granted until they go.
 	ErrNoSlotNumber = errors.New("lockstep: every slot number is taken")
+	// ErrUnreadable means the semaphore could not be read within the
+	// bounds a contender accepts (doc.go, "Bounded reads"): the holders
+	// record, or the names of the keys under the prefix, are over them.
+	// Nothing is granted until they are not; the read is retried, as one
+	// that failed to reach Consul is.
+	ErrUnreadable = errors.New("lockstep: the semaphore's keys are over the size a contender reads")
 )
 
 // ClosedError says which closing key shut the gate.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -87,8 +88,17 @@ type Semaphore struct {
 	// watches at the head of the line (judge).
 	orphans map[string]orphanSeen
 
+	// split says a listing of the prefix was over its bound: reads go
+	// key by key (readSplit) until one leaves nothing unread.
+	split atomic.Bool
+	// folders says a listing of the names under the prefix was over its
+	// bound: they are listed by folder (byFolder) until then too.
+	folders atomic.Bool
+
 	mu     sync.Mutex
 	active *Hold // the hold not yet released, if any
+	// problem is what the last bounded read left unread, as logged.
+	problem string
 }
 
 // New returns a Semaphore for session s.

@@ -130,6 +130,12 @@ func TestStressNeverMoreThanK(t *testing.T) {
 // stress runs n contenders through one Acquire and Release each and
 // fails unless every one held and never more than g's K at once.
 func stress(t *testing.T, c *api.Client, g Gate, n int) {
+	stressVia(t, c, c, g, n)
+}
+
+// stressVia is stress with the contenders on client via, and the
+// monitor and the checks on c.
+func stressVia(t *testing.T, c, via *api.Client, g Gate, n int) {
 	ctx := ctxFor(t, 2*time.Minute)
 	wctx, stop := context.WithCancel(ctx)
 	seen := watchCounted(wctx, t, c)
@@ -137,7 +143,7 @@ func stress(t *testing.T, c *api.Client, g Gate, n int) {
 	var log []interval
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		m := newSem(t, c, name(i))
+		m := newSem(t, via, name(i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -181,6 +181,9 @@ func (s *snapshot) pick(name string) (slotRef, error) {
 		return r, nil
 	}
 	used := map[int]bool{}
+	for _, n := range s.unreadSlots {
+		used[n] = true // it may hold a claim: never written over unread
+	}
 	free, found := slotRef{}, false
 	for _, r := range s.slots { // in no order: the lowest free one
 		switch {

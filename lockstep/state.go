@@ -164,6 +164,13 @@ type snapshot struct {
 	contenders []contender // in CreateIndex order; empty in a holders-only read
 	// bad says why the holders record could not be read, or is nil.
 	bad error
+	// unread are names counted as holding for holder keys a bounded read
+	// left unread (readSplit), and unreadSlots the numbers of slot keys
+	// it left unread, each counted as a claim: a key that could count and
+	// was not read counts. problem says what was left unread, or is "".
+	unread      []string
+	unreadSlots []int
+	problem     string
 }
 
 // parseSnapshot never fails: the holders that count are the sessions that
@@ -197,7 +204,11 @@ func parseSnapshot(prefix string, pairs api.KVPairs, index uint64) *snapshot {
 			_ = json.Unmarshal(p.Value, &e) // a grant wrote it; the record's copy wins below
 			locked[p.Session] = named{e, name}
 		case strings.HasPrefix(rel, contenderPrefix):
-			if _, ok := lockedBy(p, rel[len(contenderPrefix):]); ok {
+			// One over keyLimit is left out, as a bounded read leaves it
+			// unread (readSplit) and the waiter behind it takes it for
+			// gone (waitAhead): only its own name's token writes it, and
+			// only its place in line is lost.
+			if _, ok := lockedBy(p, rel[len(contenderPrefix):]); ok && len(p.Value) <= keyLimit {
 				s.contenders = append(s.contenders, contender{Session: p.Session, Key: p.Key,
 					CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex, holding: isHolding(p.Value)})
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/readlimit"
 )
 
 // errRace means another contender changed the holders record between our
@@ -91,7 +92,9 @@ func (m *Semaphore) waitAhead(ctx context.Context, ahead []contender, whole bool
 	}
 	pred := ahead[len(ahead)-1]
 	left := false // its key went, or is another's
-	done := m.watchKey(ctx, "wait in line", pred.Key, pred.ModifyIndex, func(p *api.KVPair, _ uint64) (uint64, bool) {
+	// Its key is its own node's to write: one over keyLimit is taken for
+	// gone, and the line read again (where it is left out).
+	done := m.watchKey(readlimit.With(ctx, keyLimit), "wait in line", pred.Key, pred.ModifyIndex, func(p *api.KVPair, _ uint64) (uint64, bool) {
 		switch {
 		case p == nil || p.Session != pred.Session || p.CreateIndex != pred.CreateIndex:
 			left = true
@@ -209,8 +212,13 @@ func (m *Semaphore) headWait(ctx context.Context, g Gate, snap *snapshot) (wait 
 	lost, wake := m.judge(orphans)
 	// Our own claim, counted already, is taken over by our grant: it adds
 	// no node. One that no longer counts (reported lost) takes nothing, so
-	// we wait as anyone would.
-	ours := slices.Contains(busy, m.opts.Name)
+	// we wait as anyone would. A key of our name that a bounded read left
+	// unread is no slot we know we use: it is counted as our grant would
+	// be, once, so our grant must fit beside the others.
+	ours := snap.uses(m.opts.Name)
+	if !ours {
+		busy = slices.DeleteFunc(busy, func(n string) bool { return n == m.opts.Name })
+	}
 	near := snap.sameDomain(m.opts.Domain, m.opts.Name, busy)
 	switch {
 	case lost != nil:
@@ -279,11 +287,30 @@ func (m *Semaphore) read(ctx context.Context, prefix string, index uint64) (*sna
 	return m.readWait(ctx, prefix, index, m.opts.WaitTime)
 }
 
-// readWait is read with a blocking query of at most wait.
+// readWait is read with a blocking query of at most wait. The listing
+// is bounded (listLimit): past it, this read and the next ones of this
+// Semaphore read key by key (readSplit), each key bounded, until one
+// finds nothing left unread, so that keys a node's token wrote under the
+// prefix do not make each read download them.
 func (m *Semaphore) readWait(ctx context.Context, prefix string, index uint64, wait time.Duration) (*snapshot, error) {
-	q := (&api.QueryOptions{WaitIndex: index, WaitTime: max(wait, time.Millisecond)}).WithContext(ctx)
+	if m.split.Load() {
+		snap, err := m.readSplit(ctx, prefix, index, wait)
+		if err == nil && snap.problem == "" {
+			m.split.Store(false)
+			m.folders.Store(false)
+		}
+		return snap, err
+	}
+	q := (&api.QueryOptions{WaitIndex: index, WaitTime: max(wait, time.Millisecond)}).WithContext(readlimit.With(ctx, m.listLimit(prefix)))
 	pairs, meta, err := m.c.KV().List(prefix, q)
-	if err != nil {
+	var tl *readlimit.TooLargeError
+	switch {
+	case errors.As(err, &tl):
+		// The listing came back, so the prefix moved past index: read it
+		// at once.
+		m.split.Store(true)
+		return m.readSplit(ctx, prefix, 0, wait)
+	case err != nil:
 		return nil, consulErr{err}
 	}
 	return parseSnapshot(m.opts.Prefix, pairs, meta.LastIndex), nil
