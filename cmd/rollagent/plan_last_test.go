@@ -40,18 +40,7 @@ func TestPlanLeaderLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := gs.Desired.SHA
-	leader, err := c.Agent().NodeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
-		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
-		return err == nil && len(checks) == 1
-	})
+	leader := leaderCheckPassing(t, c)
 	// a1 on the leader: first by name, so only the rule puts it last.
 	for _, n := range []coordinator.NodeState{
 		{Node: "a1", ConsulNode: leader},
@@ -93,4 +82,24 @@ func TestPlanLeaderLast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaderCheckPassing registers update.last's "raft-leader" check, passing,
+// on c's Consul agent, waits until the catalog has it, and returns that
+// agent's Consul node: the leader's.
+func leaderCheckPassing(t *testing.T, c *api.Client) string {
+	t.Helper()
+	node, err := c.Agent().NodeName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
+		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
+		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
+		return err == nil && len(checks) == 1
+	})
+	return node
 }

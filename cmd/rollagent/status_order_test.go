@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
@@ -48,18 +47,7 @@ func TestStatusShowsTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := gs.Desired.SHA
-	node, err := c.Agent().NodeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
-		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
-		return err == nil && len(checks) == 1
-	})
+	node := leaderCheckPassing(t, c)
 	for _, n := range []coordinator.NodeState{
 		{Node: "m1", ConsulNode: "h1", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now()},
 		{Node: "m2", ConsulNode: node, Desired: sha, State: coordinator.StateWaiting, Since: time.Now(), Gate: coordinator.GateWaitingToGoLast},
