@@ -10,17 +10,15 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // A plan orders the nodes as the gate will: the canaries first, and the
 // node update.last's check passes on (the leader) at the end, marked with
 // why, in text and in JSON; the leader is never a canary, as at commit.
 func TestPlanLeaderLast(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	srv, c, st := groupkit.Dev(t)
 	ctx := testkit.Context(t, time.Minute)
 	dir := t.TempDir()
 	spec := func(image, extra string) string {

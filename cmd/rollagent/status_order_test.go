@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // status shows both waits of an order: the group's gate waiting for the
@@ -18,9 +18,7 @@ import (
 // to go last (update.last), in text and in JSON; a commit that closes a
 // cycle is refused, naming it.
 func TestStatusShowsTheOrder(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	srv, c, st := groupkit.Dev(t)
 	ctx := testkit.Context(t, time.Minute)
 	dir := t.TempDir()
 	commit := func(group, spec string) (int, string) {
