@@ -100,7 +100,7 @@ func (s *catalog) workloadCheck(health string) *api.AgentServiceCheck {
 		return c
 	}
 	c.HTTP, c.Method = s.healthURL, http.MethodGet
-	c.Interval, c.Timeout = healthCheckInterval.String(), healthCheckTimeout.String()
+	c.Interval, c.Timeout = HealthCheckInterval.String(), healthCheckTimeout.String()
 	c.Notes += "; asked of the rollagent agent, so it fails while the agent is down"
 	return c
 }

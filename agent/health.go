@@ -7,9 +7,9 @@ import (
 )
 
 const (
-	// healthCheckInterval is how often Consul runs an HTTP workload check:
-	// as often as a TTL check is passed.
-	healthCheckInterval = serviceCheckTTL / 3
+	// HealthCheckInterval is how often Consul runs an HTTP workload check:
+	// as often as a TTL check is passed. The run command's help states it.
+	HealthCheckInterval = serviceCheckTTL / 3
 	// healthCheckTimeout bounds one run of it, and the runtime's look.
 	healthCheckTimeout = 5 * time.Second
 )

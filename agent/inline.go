@@ -16,7 +16,7 @@ import (
 // K from its check then, so it must claim its slot ahead of the line, or
 // at K = 1 the head of the line would wait on it while it waits behind.
 func (a *Agent) watchDown(ctx context.Context, stop context.CancelCauseFunc) {
-	everyTick(ctx, healthCheckInterval, func() bool {
+	everyTick(ctx, HealthCheckInterval, func() bool {
 		if h, _ := a.health.Health(ctx); h == HealthDown && ctx.Err() == nil {
 			stop(errWentDown)
 			return true

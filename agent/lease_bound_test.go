@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"math"
 	"testing"
 	"time"
@@ -45,6 +46,30 @@ func TestLeaseNeverWraps(t *testing.T) {
 				t.Fatalf("lease = %s, want %s", got, tt.want)
 			case tt.want == 0 && got < 2*hd:
 				t.Fatalf("lease = %s, want at least twice healthy_deadline %s", got, hd)
+			}
+		})
+	}
+}
+
+// An exec node's lease, with no drain, is what the run command's help says:
+// its hook timeout + twice healthy_deadline + ExecLeaseSlack.
+func TestExecLeaseIsWhatTheHelpSays(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		hook time.Duration
+		spec *hashspec.Spec
+	}{
+		{"defaults", 0, nil},
+		{"a hook timeout and a deadline", time.Minute, &hashspec.Spec{Update: hashspec.Update{HealthyDeadline: hashspec.Duration(3 * time.Minute)}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Agent{cfg: Config{Runtime: &Exec{HookTimeout: tt.hook}, leaseGrace: leaseGrace}}
+			hook, hd := cmp.Or(tt.hook, DefaultHookTimeout), hashspec.DefaultHealthyDeadline.Std()
+			if tt.spec != nil {
+				hd = tt.spec.Update.HealthyDeadline.Std()
+			}
+			if got, want := a.lease(tt.spec), hook+2*hd+ExecLeaseSlack; got != want {
+				t.Fatalf("lease = %s, want %s", got, want)
 			}
 		})
 	}

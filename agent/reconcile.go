@@ -409,6 +409,12 @@ func (a *Agent) nodeOps(n coordinator.NodeState) api.TxnOps {
 // hold runs (holdBound) to undo, record and release.
 const leaseGrace = 30 * time.Second
 
+// ExecLeaseSlack is what an exec node's claim lease adds to its hook
+// timeout and twice healthy_deadline when its spec drains nothing: the
+// bound of its Prepare and the lease's grace (Agent.lease). The run
+// command's help states the lease with it.
+const ExecLeaseSlack = execPrepareTimeout + leaseGrace
+
 // lease is how long a waiter must see a node's claim orphaned (its
 // session gone) before it reports the node lost: as long as everything
 // one hold runs could last (holdBound), since a holder cut off from Consul

@@ -56,7 +56,7 @@ func (r *nodeRecord) probeStopIndex(ctx context.Context) {
 		// No answer (Consul not up yet): the records say the index is not
 		// kept until one comes (clearStopIndex asks again). Saying it is,
 		// a stop under a policy from before the index would go unseen by
-		// the index and, for up to DefaultFullReadEvery, by every grant.
+		// the index and, for up to coordinator's fullReadEvery, by every grant.
 		r.mu.Lock()
 		r.unindexed, r.unsure = true, true
 		r.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 // no answer (its Consul agent not up yet) says in its records that it
 // keeps no index until an answer comes: said otherwise, a stop of its
 // under a policy from before the index would be missed by the grants that
-// trust the index, for up to DefaultFullReadEvery.
+// trust the index, for up to coordinator's fullReadEvery.
 func TestUnansweredStopIndexProbeLeavesRecordsUnindexed(t *testing.T) {
 	dead, err := api.NewClient(&api.Config{Address: "127.0.0.1:1"})
 	if err != nil {

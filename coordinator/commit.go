@@ -236,7 +236,7 @@ func (s *Store) convergedOps(ctx context.Context, k Keys, group string, desired 
 		return nil, nil // moved since: the commit's CAS fails and reads again
 	}
 	gs.Registered, _ = s.Registered(ctx, group)
-	sum := gs.Summary(now, DefaultLostAfter)
+	sum := gs.Summary(now, s.lostAfter())
 	if !sum.Done {
 		return nil, nil
 	}

@@ -11,14 +11,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// DefaultFullReadEvery is how long a full read of the records by Down
+// fullReadEvery is how long a full read of the records by Down
 // (every record, O(N) bytes) that found every record keeping the stop
 // index vouches for the index, for every reader of the group. It bounds
 // how late a stop mark an older agent writes without the index is
 // counted: short against what a rollout waits on (a replacement, a
 // check's DownAfter), long against the grants of a large fleet, which then
 // read every record once per this, not once per grant.
-const DefaultFullReadEvery = 5 * time.Second
+const fullReadEvery = 5 * time.Second
 
 // downCheckSkew is how far in the future a full read's mark may be dated
 // and still vouch: the writer's clock may run a little ahead of the
@@ -27,7 +27,7 @@ const downCheckSkew = time.Second
 
 // stillSays says m is as good as a new mark that says all, at now: both
 // say some record does not keep the index, which readers do not date, or
-// both say all do and m is fresh for at least half of DefaultFullReadEvery
+// both say all do and m is fresh for at least half of fullReadEvery
 // more.
 func (m *DownCheckMark) stillSays(all bool, now time.Time) bool {
 	switch {
@@ -36,7 +36,7 @@ func (m *DownCheckMark) stillSays(all bool, now time.Time) bool {
 	case !all:
 		return true
 	}
-	return m.fresh(now) && now.Sub(m.At) < DefaultFullReadEvery/2
+	return m.fresh(now) && now.Sub(m.At) < fullReadEvery/2
 }
 
 // DownCheckMark is the latest full read of a group's records by Down
@@ -59,7 +59,7 @@ func (m *DownCheckMark) check() error {
 
 // fresh says m vouches at now that every stop mark is in the index.
 func (m *DownCheckMark) fresh(now time.Time) bool {
-	return m != nil && m.AllIndexed && now.Sub(m.At) < DefaultFullReadEvery && m.At.Sub(now) <= downCheckSkew
+	return m != nil && m.AllIndexed && now.Sub(m.At) < fullReadEvery && m.At.Sub(now) <= downCheckSkew
 }
 
 // downChecks is what every copy of a Store shares of the marks of full
@@ -99,7 +99,7 @@ func (s *Store) readDownCheck(ctx context.Context, k Keys) (*DownCheckMark, uint
 // only costs the next reader a full read. It is not written again while
 // the one in KV says the same (stillSays), so that a fleet of older agents
 // pays no write for it, and a fleet with a host down, which reads every
-// record at every grant, one in every half of DefaultFullReadEvery; and it
+// record at every grant, one in every half of fullReadEvery; and it
 // is written only over the mark in read (a CAS), so that of two readers at
 // once, one writes.
 func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at time.Time) {

@@ -21,9 +21,9 @@ import (
 // fleet's agents write them, with "stop_index", so that the benchmark
 // builds and runs unchanged on a version from before the index, for the
 // ratio. The first Down (a full read, which writes downcheck) is not
-// measured: the figures are those of the grants within DefaultFullReadEvery
+// measured: the figures are those of the grants within fullReadEvery
 // of a full read; "full" deletes downcheck before each call, for the cost
-// of the full read that one grant in every DefaultFullReadEvery makes.
+// of the full read that one grant in every fullReadEvery makes.
 func BenchmarkDownRead(b *testing.B) {
 	const nodes = 1000
 	cases := []struct {

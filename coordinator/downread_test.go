@@ -193,7 +193,7 @@ func TestDownSameOnBothPaths(t *testing.T) {
 // StopIndex) counts at the next Down while any record lacks StopIndex, as
 // every Down then reads every record; one written after a full read found
 // every record indexed counts from the next full read, within
-// DefaultFullReadEvery.
+// fullReadEvery.
 func TestDownCountsAnOlderAgentsStop(t *testing.T) {
 	f := newDownFixture(t)
 	stopped := time.Now().UTC()
@@ -216,15 +216,15 @@ func TestDownCountsAnOlderAgentsStop(t *testing.T) {
 	if got, read := f.down(t, "web"); read || len(got) != 0 {
 		t.Fatalf("every record indexed: read every record %v, Down = %v, want neither", read, got)
 	}
-	// An older agent again (a downgrade), within DefaultFullReadEvery of
+	// An older agent again (a downgrade), within fullReadEvery of
 	// that full read: not seen until the next.
 	f.put(t, "web", NodeState{Node: "old", SHA: downSHA, Stopped: &stopped}, true)
 	if got, _ := f.down(t, "web"); len(got) != 0 {
-		t.Fatalf("within DefaultFullReadEvery of a full read: Down = %v, want the window documented: none", got)
+		t.Fatalf("within fullReadEvery of a full read: Down = %v, want the window documented: none", got)
 	}
-	f.now = f.now.Add(DefaultFullReadEvery)
+	f.now = f.now.Add(fullReadEvery)
 	if got, read := f.down(t, "web"); !read || !maps.Equal(got, want) {
-		t.Fatalf("DefaultFullReadEvery after the full read: read every record %v, Down = %v, want a full read and %v", read, got, want)
+		t.Fatalf("fullReadEvery after the full read: read every record %v, Down = %v, want a full read and %v", read, got, want)
 	}
 	if got, read := f.down(t, "web"); !read || !maps.Equal(got, want) {
 		t.Fatalf("the next: read every record %v, Down = %v, want a full read and %v", read, got, want)
@@ -343,8 +343,8 @@ func TestDownCheckMarkFresh(t *testing.T) {
 		{"none", nil, false},
 		{"just now", &DownCheckMark{At: now, AllIndexed: true}, true},
 		{"a record not indexed", &DownCheckMark{At: now, AllIndexed: false}, false},
-		{"nearly stale", &DownCheckMark{At: now.Add(-DefaultFullReadEvery + time.Millisecond), AllIndexed: true}, true},
-		{"stale", &DownCheckMark{At: now.Add(-DefaultFullReadEvery), AllIndexed: true}, false},
+		{"nearly stale", &DownCheckMark{At: now.Add(-fullReadEvery + time.Millisecond), AllIndexed: true}, true},
+		{"stale", &DownCheckMark{At: now.Add(-fullReadEvery), AllIndexed: true}, false},
 		{"a little ahead", &DownCheckMark{At: now.Add(downCheckSkew), AllIndexed: true}, true},
 		{"far ahead", &DownCheckMark{At: now.Add(downCheckSkew + time.Millisecond), AllIndexed: true}, false},
 	}

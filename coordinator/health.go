@@ -99,7 +99,7 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 // Down reads every record only when it must (a full read): while a host is
 // down (serfHealth critical), since any record may name its Consul node,
 // and while the mark of the latest full read by any reader
-// (Keys.DownCheck) is missing, older than DefaultFullReadEvery, dated
+// (Keys.DownCheck) is missing, older than fullReadEvery, dated
 // ahead of this reader's clock by more than downCheckSkew, or says it saw
 // a record whose writer does not keep the stop index (NodeState.StopIndex:
 // an older agent, an older ACL policy), or a stop mark not in the index.
@@ -110,7 +110,7 @@ func (s *Store) Unavailable(ctx context.Context, group string) ([]string, error)
 // the node's own record, so the answer is the same. A stop mark written
 // without the index after a full read that found every record keeping it
 // (an agent downgraded, a policy narrowed) is counted from the next full
-// read, within DefaultFullReadEvery (docs/kv-layout.md, "Older versions").
+// read, within fullReadEvery (docs/kv-layout.md, "Older versions").
 func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, error) {
 	k, err := s.Keys(group)
 	if err != nil {

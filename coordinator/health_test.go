@@ -12,15 +12,14 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // A node of the group whose agent's liveness check is critical is
 // unavailable; one whose checks pass, one whose workload alone is
 // unhealthy (its agent acts for itself), and another group's, are not.
 func TestUnavailable(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	_, c, st := groupkit.Dev(t)
 	reg := func(group, node, alive, workload string) {
 		t.Helper()
 		err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID(group, node),
@@ -215,9 +214,7 @@ func waitDown(t *testing.T, st *coordinator.Store, want map[string]coordinator.D
 // agent starting) still counts; the removed node's agent back, writing its
 // record, counts again.
 func TestRemovedNodeLeavesTheCount(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	_, c, st := groupkit.Dev(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, n := range []string{"dead", "starting"} {

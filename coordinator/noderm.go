@@ -132,7 +132,21 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 	if err != nil {
 		return nil, err
 	}
-	ops := api.TxnOps{
+	if _, conflict, err := s.txn(ctx, removeNodeOps(k, pair, node, mark, ev)); err != nil {
+		if conflict {
+			return nil, fmt.Errorf("node %s of group %s: its record changed while removing it, so its agent is alive; nothing removed", node, group)
+		}
+		return nil, err
+	}
+	// Best effort, as after every append: the next one prunes what is left.
+	s.prune(ctx, group, OperatorWriter())
+	return r, nil
+}
+
+// removeNodeOps is RemoveNode's transaction: the CAS delete of the record
+// as read, the removal mark in its place, and the removal's event.
+func removeNodeOps(k Keys, pair *api.KVPair, node string, mark []byte, ev *api.TxnOp) api.TxnOps {
+	return api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: pair.Key, Index: pair.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: pair.Key}},
 		// Its stop mark goes with its record: Down reads no record for it.
@@ -143,15 +157,6 @@ func (s *Store) RemoveNode(ctx context.Context, group, node string, force bool, 
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: k.Membership(), Value: mark}},
 		ev,
 	}
-	if _, conflict, err := s.txn(ctx, ops); err != nil {
-		if conflict {
-			return nil, fmt.Errorf("node %s of group %s: its record changed while removing it, so its agent is alive; nothing removed", node, group)
-		}
-		return nil, err
-	}
-	// Best effort, as after every append: the next one prunes what is left.
-	s.prune(ctx, group, OperatorWriter())
-	return r, nil
 }
 
 // RemovedMark is the value of Keys.Removed: who removed the node, when

@@ -69,7 +69,7 @@ func (s *Store) groupProgress(ctx context.Context, group string) GroupProgress {
 		reg = nil // not known: no node is taken for gone
 	}
 	sum := Summarize(SummaryInput{Gate: Verdict{Open: true}, Desired: g.Desired, Nodes: g.Nodes, Invalid: g.Invalid,
-		Failures: g.Failures, Registered: reg, LostAfter: DefaultLostAfter, Now: wallclock.Now()})
+		Failures: g.Failures, Registered: reg, LostAfter: s.lostAfter(), Now: wallclock.Now()})
 	p.Converged, p.Counted = sum.ByState[StandingConverged], sum.Counted
 	return p
 }
@@ -157,7 +157,7 @@ func (s *Store) behindLast(ctx context.Context, g *GroupState, l *LastState, sel
 		reg, _ = s.Registered(ctx, g.Group) // nil when unknown: no node is taken for gone
 	}
 	sum := Summarize(SummaryInput{Gate: Verdict{Open: true}, Desired: g.Desired, Nodes: nodes, Invalid: invalid,
-		Failures: g.Failures, Registered: reg, LostAfter: DefaultLostAfter, Now: wallclock.Now()})
+		Failures: g.Failures, Registered: reg, LostAfter: s.lostAfter(), Now: wallclock.Now()})
 	var out []string
 	for _, r := range sum.Rows {
 		if !r.Counts || r.Standing == StandingConverged || r.Node == self || (r.Record != nil && l.GoesLast(r.Record.ConsulNode)) {

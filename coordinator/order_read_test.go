@@ -129,6 +129,51 @@ func TestAfterProgressFromConsul(t *testing.T) {
 	}
 }
 
+// A node of an update.after group gone from Consul's catalog counts for
+// the store's lost-after (WithLostAfter), by default DefaultLostAfter, as
+// status counts it: a node gone for 5 minutes still holds the gate by
+// default, and is lost after one.
+func TestAfterCountsLostAsTheStoreSays(t *testing.T) {
+	srv := consultest.NewDev(t)
+	st := coordinator.NewStore(srv.Client(), coordinator.DefaultPrefix)
+	ctx := testkit.Context(t, time.Minute)
+	if _, err := st.Commit(ctx, "workers", orderSpec(t, []string{"managers"}, ""), "op", "order"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Commit(ctx, "managers", orderSpec(t, nil, ""), "op", "managers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Neither is in the catalog: m1 changed just now, m2 five minutes ago.
+	for _, n := range []coordinator.NodeState{
+		{Node: "m1", SHA: res.SHA, Desired: res.SHA, State: coordinator.StateConverged, Since: time.Now()},
+		{Node: "m2", Desired: res.SHA, State: coordinator.StateWaiting, Since: time.Now().Add(-5 * time.Minute)},
+	} {
+		if err := st.PutNode(ctx, "managers", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		st   *coordinator.Store
+		open bool
+	}{
+		{"by default", st, false},
+		{"lost after 10m", st.WithLostAfter(coordinator.DefaultLostAfter), false},
+		{"lost after 1m", st.WithLostAfter(time.Minute), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gs, err := tc.st.ReadFor(ctx, "workers", "w1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := gs.Gate(); v.Open != tc.open {
+				t.Fatalf("gate %s %q, want open=%v", v.State, v.Reason, tc.open)
+			}
+		})
+	}
+}
+
 // update.last from Consul: the agent on the Consul node where the check
 // passes holds while another node is behind; the others do not; status
 // holds none and lists the leader's node; when the check moves, so does

@@ -50,6 +50,10 @@ type Store struct {
 	// downs are the store's writes of Down's full reads (Keys.DownCheck),
 	// shared by every copy of the store.
 	downs *downChecks
+	// lost is how long a node gone from Consul's catalog still counts
+	// where the store counts nodes itself (see WithLostAfter). Optional,
+	// defaults to DefaultLostAfter.
+	lost time.Duration
 }
 
 func (s *Store) clock() time.Time {
@@ -86,6 +90,24 @@ func (s *Store) WithReadLimit(n int64) *Store {
 	c := *s
 	c.limit = n
 	return &c
+}
+
+// WithLostAfter returns a copy of the store that counts a node gone from
+// Consul's catalog for d after its last sign, as status --lost-after does,
+// wherever the store counts a group's nodes itself: the converged record a
+// commit writes, update.after's progress and update.last's nodes behind
+// (d <= 0: DefaultLostAfter).
+func (s *Store) WithLostAfter(d time.Duration) *Store {
+	c := *s
+	c.lost = d
+	return &c
+}
+
+func (s *Store) lostAfter() time.Duration {
+	if s.lost <= 0 {
+		return DefaultLostAfter
+	}
+	return s.lost
 }
 
 func (s *Store) readLimit() int64 {

@@ -14,63 +14,73 @@ type hclConv struct {
 func (c *hclConv) spec(hf *hclFile) *Spec {
 	s := &Spec{Name: hf.Name}
 	if hc := hf.Container; hc != nil {
-		s.Container = Container{
-			Image:       hc.Image,
-			Cmd:         hc.Cmd,
-			Entrypoint:  hc.Entrypoint,
-			Env:         hc.Env,
-			Labels:      hc.Labels,
-			Restart:     hc.Restart,
-			Privileged:  hc.Privileged,
-			NetworkMode: hc.NetworkMode,
-			PIDMode:     hc.PIDMode,
-		}
-		for _, p := range hc.Ports {
-			s.Container.Ports = append(s.Container.Ports, Port(p))
-		}
-		for _, v := range hc.Volumes {
-			s.Container.Volumes = append(s.Container.Volumes, Volume(v))
-		}
-		if h := hc.Healthcheck; h != nil {
-			s.Container.Healthcheck = c.healthcheck(h)
-		}
+		s.Container = c.container(hc)
 	}
 	if u := hf.Update; u != nil {
-		s.Update = Update{
-			MaxParallel:       c.amount(pathMaxParallel, u.MaxParallel),
-			MinHealthyTime:    c.duration(pathMinHealthyTime, u.MinHealthyTime),
-			HealthyDeadline:   c.duration(pathHealthyDeadline, u.HealthyDeadline),
-			FailureAction:     u.FailureAction,
-			MaxFailures:       c.amount(pathMaxFailures, u.MaxFailures),
-			Order:             u.Order,
-			Stagger:           c.duration(pathStagger, u.Stagger),
-			ProgressDeadline:  c.duration(pathProgress, u.ProgressDeadline),
-			After:             u.After,
-			Canary:            c.int(pathCanary, u.Canary),
-			CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
-			AutoPromote:       u.AutoPromote,
-		}
-		if l := u.Last; l != nil {
-			s.Update.Last = &Last{Check: l.Check}
-		}
-		for i, w := range u.Windows {
-			s.Update.Windows = append(s.Update.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,
-				Length: c.duration(indexPath(pathWindow, i)+".length", w.Length)})
-		}
-		for _, b := range u.BlockOn {
-			s.Update.BlockOn = append(s.Update.BlockOn, Block(b))
-		}
-		for _, b := range u.BlockOnNode {
-			s.Update.BlockOnNode = append(s.Update.BlockOnNode, Block(b))
-		}
-		if d := u.Drain; d != nil {
-			s.Update.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
-		}
-		if p := u.MaxParallelPer; p != nil {
-			s.Update.MaxParallelPer = &Spread{Key: p.Key, Max: c.int(pathSpread+".max", p.Max)}
-		}
+		s.Update = c.update(u)
 	}
 	return s
+}
+
+func (c *hclConv) container(hc *hclContainer) Container {
+	ct := Container{
+		Image:       hc.Image,
+		Cmd:         hc.Cmd,
+		Entrypoint:  hc.Entrypoint,
+		Env:         hc.Env,
+		Labels:      hc.Labels,
+		Restart:     hc.Restart,
+		Privileged:  hc.Privileged,
+		NetworkMode: hc.NetworkMode,
+		PIDMode:     hc.PIDMode,
+	}
+	for _, p := range hc.Ports {
+		ct.Ports = append(ct.Ports, Port(p))
+	}
+	for _, v := range hc.Volumes {
+		ct.Volumes = append(ct.Volumes, Volume(v))
+	}
+	if h := hc.Healthcheck; h != nil {
+		ct.Healthcheck = c.healthcheck(h)
+	}
+	return ct
+}
+
+func (c *hclConv) update(u *hclUpdate) Update {
+	up := Update{
+		MaxParallel:       c.amount(pathMaxParallel, u.MaxParallel),
+		MinHealthyTime:    c.duration(pathMinHealthyTime, u.MinHealthyTime),
+		HealthyDeadline:   c.duration(pathHealthyDeadline, u.HealthyDeadline),
+		FailureAction:     u.FailureAction,
+		MaxFailures:       c.amount(pathMaxFailures, u.MaxFailures),
+		Order:             u.Order,
+		Stagger:           c.duration(pathStagger, u.Stagger),
+		ProgressDeadline:  c.duration(pathProgress, u.ProgressDeadline),
+		After:             u.After,
+		Canary:            c.int(pathCanary, u.Canary),
+		CanaryHealthyTime: c.duration(pathCanaryHealthyTime, u.CanaryHealthy),
+		AutoPromote:       u.AutoPromote,
+	}
+	if l := u.Last; l != nil {
+		up.Last = &Last{Check: l.Check}
+	}
+	for i, w := range u.Windows {
+		up.Windows = append(up.Windows, Window{Days: w.Days, Start: w.Start, TimeZone: w.TimeZone,
+			Length: c.duration(indexPath(pathWindow, i)+".length", w.Length)})
+	}
+	for _, b := range u.BlockOn {
+		up.BlockOn = append(up.BlockOn, Block(b))
+	}
+	for _, b := range u.BlockOnNode {
+		up.BlockOnNode = append(up.BlockOnNode, Block(b))
+	}
+	if d := u.Drain; d != nil {
+		up.Drain = &Drain{Services: d.Services, Delay: c.duration(pathDrain+".delay", d.Delay)}
+	}
+	if p := u.MaxParallelPer; p != nil {
+		up.MaxParallelPer = &Spread{Key: p.Key, Max: c.int(pathSpread+".max", p.Max)}
+	}
+	return up
 }
 
 func (c *hclConv) healthcheck(h *hclHealthcheck) *Healthcheck {

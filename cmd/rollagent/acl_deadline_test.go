@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,14 +63,15 @@ func TestAgentPolicyFiresTheDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		line := "key_prefix \"rollagent/groups/web/deadline/\" {\n  policy = \"write\"\n}\n"
+		web := groupkit.Keys(t, "web")
+		line := fmt.Sprintf("key_prefix %q {\n  policy = \"write\"\n}\n", web.Deadline(""))
 		if !strings.Contains(string(rules), line) {
 			t.Fatalf("the shipped policy has no line for deadline/")
 		}
 		group := "dl-none"
 		commitDeadline(group, "demo:v2", "continue")
 		gs, _ := root.Read(ctx, group, nil)
-		without := strings.ReplaceAll(strings.Replace(string(rules), line, "", 1), "groups/web/", "groups/"+group+"/")
+		without := strings.ReplaceAll(strings.Replace(string(rules), line, "", 1), `"`+web.Root(), `"`+groupkit.Keys(t, group).Root())
 		st := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "no-deadline", without))
 		if fired, _, err := st.FireDeadline(ctx, group, "n1", gs.Desired.SHA, gs.Desired.CommittedAt); fired || err == nil ||
 			!strings.Contains(err.Error(), "ermission denied") {

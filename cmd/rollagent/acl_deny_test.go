@@ -12,20 +12,6 @@ import (
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
-// tokenWith makes a token with rules as its only policy.
-func tokenWith(t *testing.T, c *api.Client, name, rules string) string {
-	t.Helper()
-	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := c.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok.SecretID
-}
-
 // rolloutOf commits two specs to group as root, records the first as
 // converged (where a rollback with no --to goes) and pauses the second, so
 // that commit, cancel, resume and rollback would each write.

@@ -17,10 +17,11 @@ import (
 // held. The operator's token promotes, and is refused under a CANCEL.
 func TestAgentTokenCannotPromote(t *testing.T) {
 	srv, c, root := aclRoot(t)
+	k, _ := root.Keys("web")
 	// Two nodes with records before the commit, so that it picks one.
 	for _, n := range []string{"n1", "n2"} {
 		rec := coordinator.NodeState{Node: n, State: coordinator.StateConverged, Since: time.Now().UTC()}
-		if _, err := c.KV().Put(&api.KVPair{Key: "rollagent/groups/web/nodes/" + n, Value: asJSON(t, rec)}, nil); err != nil {
+		if _, err := c.KV().Put(&api.KVPair{Key: k.Node(n), Value: asJSON(t, rec)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +36,6 @@ func TestAgentTokenCannotPromote(t *testing.T) {
 	if gs.Canaries.Has("n1") {
 		other = "n2"
 	}
-	k, _ := root.Keys("web")
 	sha := gs.Desired.SHA
 	agentToken := tokenForNode(t, c, "acl-policy.hcl", "web", other)
 	agent := clientWith(t, srv.HTTPAddr, agentToken)

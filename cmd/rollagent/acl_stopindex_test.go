@@ -37,7 +37,7 @@ func TestAgentPolicyStopIndex(t *testing.T) {
 					t.Fatalf("the rules still name the new keys:\n%s", rules)
 				}
 			}
-			logs := runAgentToConvergence(t, srv, tokenWithRules(t, c, "agent-n1", rules))
+			logs := runAgentToConvergence(t, srv, tokenWith(t, c, "agent-n1", rules))
 			st := coordinator.NewStore(c, "")
 			k, _ := st.Keys("web")
 			gs, err := st.Read(t.Context(), "web", nil)

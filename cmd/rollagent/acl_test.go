@@ -42,7 +42,7 @@ func tokenFor(t *testing.T, c *api.Client, file, group string) string {
 // rule's Consul node name, here that of c's agent.
 func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string {
 	t.Helper()
-	return tokenWithRules(t, c, strings.TrimSuffix(file, ".hcl")+"-"+group+"-"+node, policyRules(t, c, file, group, node))
+	return tokenWith(t, c, strings.TrimSuffix(file, ".hcl")+"-"+group+"-"+node, policyRules(t, c, file, group, node))
 }
 
 // policyRules are the rules of the policy in file, rewritten as
@@ -70,8 +70,8 @@ func policyRules(t *testing.T, c *api.Client, file, group, node string) string {
 	).Replace(string(rules))
 }
 
-// tokenWithRules makes a token with a policy of rules, named name.
-func tokenWithRules(t *testing.T, c *api.Client, name, rules string) string {
+// tokenWith makes a token with rules as its only policy, named name.
+func tokenWith(t *testing.T, c *api.Client, name, rules string) string {
 	t.Helper()
 	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
 	if err != nil {

@@ -86,6 +86,7 @@ func (c *ExporterCmd) Run(ctx context.Context, g *Globals, log hclog.Logger) err
 // ends; wait returns once every follower has stopped.
 func exportGroups(ctx context.Context, st *coordinator.Store, groups []string, addr string,
 	opts exporterOptions, log hclog.Logger) (net.Addr, func(), error) {
+	st = st.WithLostAfter(opts.LostAfter) // update.after and update.last count as the metrics do
 	col := newGroupCollector(groups, opts.LostAfter, wallclock.Now)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -86,7 +86,8 @@ func newParser(cli *CLI, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.UsageOnError(),
 		kong.Vars{"version": version, "prefix": coordinator.DefaultPrefix, "consul_addr": DefaultConsulAddr,
 			"timeout": flagDuration(DefaultTimeout), "lost_after": flagDuration(coordinator.DefaultLostAfter),
-			"hook_timeout": flagDuration(agent.DefaultHookTimeout), "session_ttl": flagDuration(agent.DefaultSessionTTL)},
+			"hook_timeout": flagDuration(agent.DefaultHookTimeout), "session_ttl": flagDuration(agent.DefaultSessionTTL),
+			"exec_lease_slack": flagDuration(agent.ExecLeaseSlack), "health_every": flagDuration(agent.HealthCheckInterval)},
 		kong.DefaultEnvars("ROLLAGENT"),
 		kong.Configuration(loadConfig),
 	)

@@ -48,6 +48,7 @@ func (c *PlanCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	st = st.WithLostAfter(c.LostAfter) // update.after and update.last count as the plan does
 	gs, err := st.Read(ctx, c.Group, nil)
 	if err != nil {
 		return err

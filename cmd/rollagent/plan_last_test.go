@@ -10,17 +10,15 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // A plan orders the nodes as the gate will: the canaries first, and the
 // node update.last's check passes on (the leader) at the end, marked with
 // why, in text and in JSON; the leader is never a canary, as at commit.
 func TestPlanLeaderLast(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	srv, c, st := groupkit.Dev(t)
 	ctx := testkit.Context(t, time.Minute)
 	dir := t.TempDir()
 	spec := func(image, extra string) string {
@@ -40,18 +38,7 @@ func TestPlanLeaderLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := gs.Desired.SHA
-	leader, err := c.Agent().NodeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
-		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
-		return err == nil && len(checks) == 1
-	})
+	leader := leaderCheckPassing(t, c)
 	// a1 on the leader: first by name, so only the rule puts it last.
 	for _, n := range []coordinator.NodeState{
 		{Node: "a1", ConsulNode: leader},
@@ -93,4 +80,24 @@ func TestPlanLeaderLast(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaderCheckPassing registers update.last's "raft-leader" check, passing,
+// on c's Consul agent, waits until the catalog has it, and returns that
+// agent's Consul node: the leader's.
+func leaderCheckPassing(t *testing.T, c *api.Client) string {
+	t.Helper()
+	node, err := c.Agent().NodeName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
+		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
+		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
+		return err == nil && len(checks) == 1
+	})
+	return node
 }

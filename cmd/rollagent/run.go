@@ -27,11 +27,11 @@ type RunCmd struct {
 	HealthCmd   []string          `name:"health-cmd" sep:"none" help:"exec runtime: command that exits 0 while the workload is healthy."`
 	StateDir    string            `name:"state-dir" default:"/var/lib/rollagent" help:"exec runtime: where the installed SHA is kept."`
 	HookEnv     []string          `name:"hook-env" sep:"none" help:"exec runtime: name of a variable of the agent's environment to pass to the hooks (repeatable); they get PATH and the ROLLAGENT_* variables of the run, nothing else. CONSUL_* and ROLLAGENT_* names are refused."`
-	HookTimeout time.Duration     `name:"hook-timeout" default:"${hook_timeout}" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot until a node in line has seen it gone for this + 2 x healthy_deadline + 40s."`
+	HookTimeout time.Duration     `name:"hook-timeout" default:"${hook_timeout}" help:"exec runtime: bound of one run of the replace hook. A node that dies mid-step keeps its slot until a node in line has seen it gone for this + 2 x healthy_deadline + ${exec_lease_slack}."`
 	Label       map[string]string `help:"Extra label on managed containers (k=v, repeatable)."`
 	SessionTTL  time.Duration     `name:"session-ttl" default:"${session_ttl}" help:"TTL of the check that keeps this agent's slot session alive, 3s to 30s: a dead agent's node is seen down about one TTL after it dies."`
 	MetricsAddr string            `name:"metrics-addr" help:"Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)."`
-	HealthAddr  string            `name:"health-addr" default:"auto" help:"Serve the workload's health at /health on this address (e.g. 127.0.0.1:9465) and have the node's Consul agent check it there every 10s, instead of passing a TTL check every 10s; the Consul agent must reach it. auto: on an ephemeral loopback port if the Consul agent is reached over loopback, else a TTL check. off: a TTL check."`
+	HealthAddr  string            `name:"health-addr" default:"auto" help:"Serve the workload's health at /health on this address (e.g. 127.0.0.1:9465) and have the node's Consul agent check it there every ${health_every}, instead of passing a TTL check every ${health_every}; the Consul agent must reach it. auto: on an ephemeral loopback port if the Consul agent is reached over loopback, else a TTL check. off: a TTL check."`
 
 	AllowPrivileged  bool     `name:"allow-privileged" help:"Allow specs that ask for a privileged container."`
 	AllowHostNetwork bool     `name:"allow-host-network" help:"Allow specs that ask for the host network."`

@@ -38,6 +38,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	st = st.WithLostAfter(c.LostAfter) // update.after and update.last count as the rows do
 	c.timeout = g.Timeout
 	if !c.Watch {
 		gs, err := st.Read(ctx, c.Group, nil)

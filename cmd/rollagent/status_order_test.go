@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
 // status shows both waits of an order: the group's gate waiting for the
@@ -19,9 +18,7 @@ import (
 // to go last (update.last), in text and in JSON; a commit that closes a
 // cycle is refused, naming it.
 func TestStatusShowsTheOrder(t *testing.T) {
-	srv := consultest.NewDev(t)
-	c := srv.Client()
-	st := coordinator.NewStore(c, coordinator.DefaultPrefix)
+	srv, c, st := groupkit.Dev(t)
 	ctx := testkit.Context(t, time.Minute)
 	dir := t.TempDir()
 	commit := func(group, spec string) (int, string) {
@@ -48,18 +45,7 @@ func TestStatusShowsTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := gs.Desired.SHA
-	node, err := c.Agent().NodeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
-		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
-		return err == nil && len(checks) == 1
-	})
+	node := leaderCheckPassing(t, c)
 	for _, n := range []coordinator.NodeState{
 		{Node: "m1", ConsulNode: "h1", SHA: sha, Desired: sha, State: coordinator.StateConverged, Since: time.Now()},
 		{Node: "m2", ConsulNode: node, Desired: sha, State: coordinator.StateWaiting, Since: time.Now(), Gate: coordinator.GateWaitingToGoLast},

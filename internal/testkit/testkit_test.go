@@ -58,24 +58,6 @@ func TestPollIsBounded(t *testing.T) {
 	}
 }
 
-func TestPeakKeepsTheLargest(t *testing.T) {
-	values := []int{1, 4, 2}
-	var i atomic.Int64
-	p := StartPeak(time.Millisecond, func() (int, bool) {
-		n := int(i.Add(1)) - 1
-		if n >= len(values) {
-			return 0, false // a read that failed is not a sample
-		}
-		return values[n], true
-	})
-	for i.Load() < int64(len(values)+2) {
-		time.Sleep(time.Millisecond)
-	}
-	if peak, samples := p.Stop(); peak != 4 || samples != len(values) {
-		t.Fatalf("peak %d in %d samples, want 4 in %d", peak, samples, len(values))
-	}
-}
-
 func TestBufferIsReadWhileWritten(t *testing.T) {
 	var b Buffer
 	done := make(chan struct{})

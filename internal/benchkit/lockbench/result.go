@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/benchkit"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // Request classes: coordination (KV and transactions), liveness (TTL check
@@ -44,21 +44,11 @@ type reqCounts [reqClasses]int64
 
 func (r reqCounts) total() int64 { return r[reqCoord] + r[reqLive] + r[reqSetup] }
 
-// counter is an http.RoundTripper that counts requests by class.
-type counter struct {
-	base http.RoundTripper
-	n    [reqClasses]atomic.Int64
-}
-
-func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n[reqClass(r.URL.Path)].Add(1)
-	return c.base.RoundTrip(r)
-}
-
-func (c *counter) counts() reqCounts {
+// counts are the requests ctr kept, by class.
+func counts(ctr *testkit.Counter) reqCounts {
 	var out reqCounts
 	for i := range out {
-		out[i] = c.n[i].Load()
+		out[i] = int64(ctr.Count(func(r testkit.Request) bool { return reqClass(r.Path) == i }))
 	}
 	return out
 }
@@ -66,11 +56,11 @@ func (c *counter) counts() reqCounts {
 // countedClient returns a client whose requests are counted, and a func
 // that closes its idle connections. Many idle connections are kept, so that
 // a herd of waiters does not churn through loopback ports.
-func countedClient(tb testing.TB, addr string) (*api.Client, *counter, func()) {
+func countedClient(tb testing.TB, addr string) (*api.Client, *testkit.Counter, func()) {
 	tb.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
-	ctr := &counter{base: tr}
+	ctr := &testkit.Counter{Next: tr}
 	cfg := api.DefaultConfig()
 	cfg.Address, cfg.Scheme = addr, "http"
 	cfg.HttpClient = &http.Client{Transport: ctr}
@@ -132,10 +122,10 @@ type round func(ctx context.Context, run string) ([]Hold, []error, time.Duration
 
 // run runs rounds(n) rounds and sums them into one row, with the requests
 // ctr counted meanwhile (a nil ctr counts none).
-func run(b *testing.B, c *api.Client, ctr *counter, system, slug string, n int, hold time.Duration, rd round) *result {
+func run(b *testing.B, c *api.Client, ctr *testkit.Counter, system, slug string, n int, hold time.Duration, rd round) *result {
 	var before reqCounts
 	if ctr != nil {
-		before = ctr.counts()
+		before = counts(ctr)
 	}
 	var r *result
 	for i := range rounds(n) {
@@ -149,7 +139,7 @@ func run(b *testing.B, c *api.Client, ctr *counter, system, slug string, n int, 
 		r = r.merge(one)
 	}
 	if ctr != nil {
-		after := ctr.counts()
+		after := counts(ctr)
 		for i := range r.reqs {
 			r.reqs[i] = after[i] - before[i]
 		}

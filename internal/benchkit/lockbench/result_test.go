@@ -3,6 +3,9 @@ package lockbench
 import (
 	"testing"
 	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 func TestMaxOverlap(t *testing.T) {
@@ -27,5 +30,29 @@ func TestMaxOverlap(t *testing.T) {
 				t.Fatalf("maxOverlap = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// countedClient's requests are counted by class: KV and transactions,
+// liveness, and the rest.
+func TestCountedClientCountsByClass(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c, ctr, closeIdle := countedClient(t, srv.HTTPAddr)
+	defer closeIdle()
+	if _, err := c.KV().Put(&api.KVPair{Key: "lockbench/x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.KV().Get("lockbench/x", nil); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Session().Renew(id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(ctr), (reqCounts{reqCoord: 2, reqLive: 1, reqSetup: 1}); got != want {
+		t.Fatalf("counts %v, want %v", got, want)
 	}
 }

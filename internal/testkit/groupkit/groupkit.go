@@ -38,6 +38,16 @@ func New(t testing.TB, name string) *Group {
 	return On(t, consultest.NewDev(t), name)
 }
 
+// Dev starts a Consul dev agent for the test and returns it, its client
+// and a Store on that client under the default prefix: the opening of a
+// test that names its groups itself.
+func Dev(t testing.TB) (*consultest.Server, *api.Client, *coordinator.Store) {
+	t.Helper()
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	return srv, c, coordinator.NewStore(c, coordinator.DefaultPrefix)
+}
+
 // NewVia is New whose client, and so its Store, sends its requests through
 // rt: a testkit.Counter, say, for a test that counts what an agent on that
 // Store asks of Consul.
