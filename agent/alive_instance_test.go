@@ -22,6 +22,12 @@ import (
 func startAliveAgent(t *testing.T, name string, alive http.Handler) (*groupkit.Group, *inProcAgent) {
 	t.Helper()
 	g := groupkit.New(t, name)
+	return g, startAliveAgentOn(t, g, alive)
+}
+
+// startAliveAgentOn is startAliveAgent in g.
+func startAliveAgentOn(t *testing.T, g *groupkit.Group, alive http.Handler) *inProcAgent {
+	t.Helper()
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()
@@ -30,9 +36,8 @@ func startAliveAgent(t *testing.T, name string, alive http.Handler) (*groupkit.G
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	commitRecording(t, g.Store, g.Name, "v1", "")
-	p := startAgentWith(t, agent.Config{Group: g.Name, Node: "n1", Store: g.Store, Runtime: rt, Resync: time.Hour,
+	return startAgentWith(t, agent.Config{Group: g.Name, Node: "n1", Store: g.Store, Runtime: rt, Resync: time.Hour,
 		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
-	return g, p
 }
 
 // Consul copies a service's tags into a check only when a registration
@@ -158,4 +163,44 @@ func TestDeadAgentCountsDownAgent(t *testing.T) {
 		s, _, err := srv.Client().Session().Info(session, nil)
 		return err == nil && s == nil
 	})
+}
+
+// A killed agent's alive check, and the session bound to it, go when the
+// next agent of its node starts, wherever the check is: on the alive
+// instance (an agent of this version), or on the group's service (one of
+// an earlier version, or under a policy from before the alive instance).
+func TestPredecessorsAliveCheckIsDropped(t *testing.T) {
+	cases := []struct {
+		name      string
+		serviceID func(group, node string) string
+		service   func(group string) string
+	}{
+		{"on the alive instance", coordinator.AliveServiceID, func(string) string { return coordinator.AliveServiceName }},
+		{"on the group's service", coordinator.ServiceID, coordinator.ServiceName},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := groupkit.New(t, "predalive")
+			c := g.Client
+			stale := coordinator.ServiceID(g.Name, "n1") + ":alive-session-dead"
+			if err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: tc.serviceID(g.Name, "n1"), Name: tc.service(g.Name),
+				Checks: api.AgentServiceChecks{{CheckID: stale, Name: "rollagent alive", TTL: "10m", Status: api.HealthPassing}}}); err != nil {
+				t.Fatal(err)
+			}
+			var session string
+			testkit.Eventually(t, 10*time.Second, "a session on the predecessor's check", func() bool {
+				var err error
+				session, _, err = c.Session().Create(&api.SessionEntry{Name: "predecessor", NodeChecks: []string{"serfHealth", stale}}, nil)
+				return err == nil
+			})
+			p := startAliveAgentOn(t, g, agent.AliveHandler())
+			defer p.stop(t)
+			g.WaitFor(30*time.Second, "the predecessor's check and session to go", func() bool {
+				checks, err := c.Agent().Checks()
+				s, _, serr := c.Session().Info(session, nil)
+				return err == nil && serr == nil && checks[stale] == nil && s == nil &&
+					checks[coordinator.AliveAliasCheckID(g.Name, "n1")] != nil
+			})
+		})
+	}
 }
