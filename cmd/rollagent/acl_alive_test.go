@@ -32,7 +32,7 @@ func TestAgentPolicyAliveInstance(t *testing.T) {
 			rules := policyRules(t, c, "acl-policy.hcl", "web", "n1")
 			if tc.old {
 				rule := regexp.MustCompile(`service "` + coordinator.AliveServiceName + `" \{\s*policy = "write"\s*\}`)
-				if rules = rule.ReplaceAllString(rules, ""); regexp.MustCompile(`(?m)^service "`+coordinator.AliveServiceName+`"`).MatchString(rules) {
+				if rules = rule.ReplaceAllString(rules, ""); regexp.MustCompile(`(?m)^service "` + coordinator.AliveServiceName + `"`).MatchString(rules) {
 					t.Fatalf("the rules still name the service:\n%s", rules)
 				}
 			}
