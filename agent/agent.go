@@ -57,7 +57,10 @@ type Config struct {
 	// AliveURL, when set, binds the agent's lockstep session to an HTTP
 	// check that the Consul agent runs against this URL, which must be
 	// served by AliveHandler in this process, every SessionTTL/3, and that
-	// goes critical after 3 failures in a row. Its path must be this
+	// goes critical after 3 failures in a row. The check is on an instance
+	// of the service coordinator.AliveServiceName, and an alias check on
+	// the group's service shows it (or, when the token may not register
+	// that service, it is on the group's service). Its path must be this
 	// process's own (a random token, say): another process that binds the
 	// port of a killed agent must not answer for it. Such a session costs
 	// nothing while idle, so the agent keeps one for as long as it runs: a

@@ -27,15 +27,21 @@ type catalog struct {
 	// healthURL makes the workload check an HTTP check Consul runs, when
 	// set, instead of a TTL check that keepHealth passes.
 	healthURL string
-	// aliveURL, when set, adds the alive check (Config.AliveURL), run by
-	// Consul every aliveEvery, to the service, as aliveID (see register).
+	// aliveURL, when set, makes the alive check (Config.AliveURL), run by
+	// Consul every aliveEvery, as aliveID, on an instance of its own
+	// (registerAlive), which an alias check on the service shows.
 	aliveURL   string
 	aliveEvery time.Duration
 	// aliveID is this process's own: an agent restarted after a kill
-	// registers its service anew, which replaces the old process's check
-	// and so ends its session at once. Under one ID, the new process's
-	// answers would keep the dead one's session, and its slot, alive.
+	// registers its alive instance anew, which replaces the old process's
+	// check and so ends its session at once. Under one ID, the new
+	// process's answers would keep the dead one's session, and its slot,
+	// alive.
 	aliveID string
+	// aliveInline says the token may not register the alive instance (a
+	// policy from before it): the alive check goes on the service itself,
+	// listed in one registration only (see register).
+	aliveInline bool
 	// noMirror registers the service once, and again only for the
 	// session's or the alive check (Config.noStateMirror).
 	noMirror bool
@@ -47,10 +53,11 @@ type catalog struct {
 	regMu      sync.Mutex
 	session    sessionCheck // the live session's check, if any
 	registered string       // what the last registration said, to skip a repeat
-	// aliveOn says a registration that listed the alive check has landed
-	// since the last forget. Later ones leave it out, and so leave it
-	// running: Consul restarts a check that a registration lists, and arms
-	// the restarted one to go critical at its first failed run.
+	// aliveOn says a registration that listed the alive check (of the
+	// alive instance, or of the service when aliveInline) has landed since
+	// the last forget. Later ones leave it out, and so leave it running:
+	// Consul restarts a check that a registration lists, and arms the
+	// restarted one to go critical at its first failed run.
 	aliveOn bool
 }
 
@@ -119,18 +126,59 @@ func (s *catalog) mirrorOnce(ctx context.Context) error {
 }
 
 // register registers the service with n, and the session's check while
-// there is one, unless the last registration said the same. Callers hold
-// regMu.
+// there is one, unless the last registration said the same; first the
+// alive instance, unless it is registered already (registerAlive). Callers
+// hold regMu.
 //
-// A registration that lists the alive check replaces the service's checks:
-// that drops the checks a killed predecessor left on the service (its
-// session's then ends at once), which would stay critical there for good.
-// It is made once, and again after forget; the others leave the alive
-// check out, and so keep the checks they do not list, or a live holder
-// would lose its session to a single failed run after each change of state.
-// Without the alive check, every registration replaces the checks: the
-// session's check goes by being left out (dropSession).
+// Every registration lists all the service's checks and replaces them:
+// that drops the checks a killed predecessor left (its session's then
+// ends at once), which would stay critical there for good, and the
+// session's check goes by being left out (dropSession). The alias of the
+// alive check is listed each time: it has no run of failures to re-arm,
+// and so the service's tags, which Consul copies into each check it is
+// given, stay the same in the check as in the service (a check left out
+// keeps the tags of its last listing, and Consul's anti-entropy then
+// writes it to the catalog again at every full sync, forever).
+//
+// With aliveInline, the alive check itself is on the service: it is listed
+// once, and again after forget, and the registrations in between leave it
+// out and keep the checks they do not list, or a live holder would lose
+// its session to a single failed run after each change of state.
 func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health string) error {
+	if err := s.registerAlive(ctx); err != nil {
+		return err
+	}
+	reg := s.service(n, health)
+	listAlive := s.aliveURL != "" && s.aliveInline && !s.aliveOn
+	switch {
+	case listAlive:
+		reg.Checks = append(reg.Checks, s.aliveCheck())
+	case s.aliveURL != "" && !s.aliveInline:
+		reg.Checks = append(reg.Checks, s.aliveAlias())
+	}
+	if s.session.id != "" {
+		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: s.session.id, Name: "rollagent session",
+			TTL: s.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
+	}
+	said := fmt.Sprint(reg.Tags, reg.Meta, health, s.session)
+	if s.noMirror {
+		said = fmt.Sprint(s.session)
+	}
+	if said == s.registered && !listAlive {
+		return nil // each registration is a catalog write
+	}
+	replace := !s.aliveInline || listAlive
+	if err := s.store.RegisterService(ctx, reg, replace); err != nil {
+		s.registered = ""
+		return err
+	}
+	s.registered = said
+	s.aliveOn = s.aliveOn || listAlive
+	return nil
+}
+
+// service is the service's registration as n, with the workload's check.
+func (s *catalog) service(n coordinator.NodeState, health string) *api.AgentServiceRegistration {
 	reg := &api.AgentServiceRegistration{
 		ID: s.serviceID(), Name: coordinator.ServiceName(s.group),
 		Tags:   []string{"sha:" + coordinator.ShortSHA(n.SHA), "state:" + string(n.State), "desired:" + coordinator.ShortSHA(n.Desired)},
@@ -146,33 +194,11 @@ func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health 
 	if n.Error != "" {
 		reg.Meta["reason"] = metaValue(n.Error)
 	}
-	listAlive := s.aliveURL != "" && !s.aliveOn
-	if listAlive {
-		reg.Checks = append(reg.Checks, s.aliveCheck())
-	}
-	if s.session.id != "" {
-		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: s.session.id, Name: "rollagent session",
-			TTL: s.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
-	}
-	said := fmt.Sprint(reg.Tags, reg.Meta, health, s.session)
-	if s.noMirror {
-		said = fmt.Sprint(s.session)
-	}
-	if said == s.registered && !listAlive {
-		return nil // each registration is a catalog write
-	}
-	replace := s.aliveURL == "" || listAlive
-	if err := s.store.RegisterService(ctx, reg, replace); err != nil {
-		s.registered = ""
-		return err
-	}
-	s.registered = said
-	s.aliveOn = s.aliveOn || listAlive
-	return nil
+	return reg
 }
 
 // forget makes the next registration go ahead even if it says the same as
-// the last one, and list the alive check again: it may be gone with a
+// the last one, and register the alive check again: it may be gone with a
 // Consul agent that lost its state.
 func (s *catalog) forget() {
 	s.regMu.Lock()
@@ -180,10 +206,17 @@ func (s *catalog) forget() {
 	s.registered, s.aliveOn = "", false
 }
 
-// deregister removes the service when the agent stops.
+// deregister removes the service when the agent stops, then its alive
+// instance: the other way round, the alias would go critical first.
 func (s *catalog) deregister() {
 	if err := s.store.DeregisterService(s.serviceID()); err != nil {
 		s.log.Debug("could not deregister the service", "error", err)
+	}
+	if s.aliveURL == "" || s.aliveInline {
+		return
+	}
+	if err := s.store.DeregisterService(s.aliveServiceID()); err != nil {
+		s.log.Debug("could not deregister the alive instance", "error", err)
 	}
 }
 

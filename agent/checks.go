@@ -109,7 +109,7 @@ func (s *catalog) workloadCheck(health string) *api.AgentServiceCheck {
 // before Consul marks it critical, which ends the session: as long as a
 // TTL check gives, so one slow answer does not cost a holder its slot.
 // Consul arms a check it has just registered to change its status at its
-// first run, so the alive check is registered once (see register): only
+// first run, so the alive check is registered once (registerAlive): only
 // that first run, within one interval of the agent's start (or of a Consul
 // agent that lost the check), can end the session alone.
 const aliveFailures = 3

@@ -7,8 +7,8 @@ import (
 
 // publisher is what this node shows of itself, in three parts, each the
 // only owner of what it holds: its record in KV (nodeRecord, with the stop
-// mark), its Consul service with the session's and the alive check
-// (catalog), and the workload's health on the service (workloadHealth).
+// mark), its Consul service with the session's check, and the alive
+// check's instance (catalog), and the workload's health on the service (workloadHealth).
 type publisher struct {
 	*nodeRecord
 	*catalog

@@ -16,8 +16,8 @@ type sessionCheck struct {
 	ttl time.Duration
 }
 
-// withAlive registers the service as n, with the alive check, unless a
-// registration with it has landed already, and returns the check's ID.
+// withAlive registers the alive check and the service as n, unless the
+// alive check's registration has landed already, and returns its ID.
 // Consul has the check in its catalog when this returns, so a session may
 // name it.
 func (s *catalog) withAlive(ctx context.Context, n coordinator.NodeState) (string, error) {

@@ -19,6 +19,22 @@ func ServiceID(group, node string) string { return ServiceName(group) + "-" + no
 // WorkloadCheckID is the check of node's workload on its service.
 func WorkloadCheckID(group, node string) string { return ServiceID(group, node) + ":workload" }
 
+// AliveServiceName is the Consul service whose instances carry each
+// agent's alive check (agent.Config.AliveURL), one per agent: tags that
+// never change, unlike the group's service, whose tags follow each
+// node's state. No group's service is named so (ServiceName).
+const AliveServiceName = "rollagent"
+
+// AliveServiceID is node's instance of AliveServiceName. No group or node
+// name holds ':', so it is no other node's, and no group service's.
+func AliveServiceID(group, node string) string { return ServiceID(group, node) + ":alive" }
+
+// AliveAliasCheckID is the check on node's service that shows the health
+// of its AliveServiceID instance: critical while the agent does not
+// answer, which Down counts as DownAgent like any check of the service
+// other than the workload's.
+func AliveAliasCheckID(group, node string) string { return ServiceID(group, node) + ":alive-alias" }
+
 // DownReason says why Consul's state makes a node count as down.
 type DownReason string
 

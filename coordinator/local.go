@@ -35,9 +35,14 @@ func (s *Store) ConsulNode(ctx context.Context) (string, error) {
 }
 
 // RegisterService registers reg with the local Consul agent; replace drops
-// the service's checks that reg does not list.
+// the service's checks that reg does not list. A token that may not write
+// the service is refused with ErrACLDenied.
 func (s *Store) RegisterService(ctx context.Context, reg *api.AgentServiceRegistration, replace bool) error {
-	return s.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{ReplaceExistingChecks: replace}.WithContext(ctx))
+	err := s.c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{ReplaceExistingChecks: replace}.WithContext(ctx))
+	if err != nil {
+		return consulError(s.c, err)
+	}
+	return nil
 }
 
 // UpdateTTL passes, warns or fails the TTL check checkID, with output.

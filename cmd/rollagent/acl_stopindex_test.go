@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"regexp"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // With the documented agent policy, an agent that stops cleanly writes its
@@ -66,17 +66,24 @@ func TestAgentPolicyStopIndex(t *testing.T) {
 // converged: its log.
 func runAgentToConvergence(t *testing.T, srv *consultest.Server, token string) string {
 	t.Helper()
+	return runAgentToConvergenceThen(t, srv, token, nil)
+}
+
+// runAgentToConvergenceThen is runAgentToConvergence that calls converged,
+// if not nil, with the agent's log so far, before it stops the agent.
+func runAgentToConvergenceThen(t *testing.T, srv *consultest.Server, token string, converged func(logs string)) string {
+	t.Helper()
 	addr := srv.HTTPAddr
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan int, 1)
-	var logs bytes.Buffer
+	logs := &testkit.Buffer{} // read while the agent writes, by converged
 	go func() {
 		done <- run(ctx, []string{"--consul-addr=" + addr, "--token=" + token, "run", "--group=web", "--node=n1",
 			"--runtime=exec", "--state-dir=" + dir, "--replace-cmd=sh", "--replace-cmd=-c",
 			"--replace-cmd=cp \"$ROLLAGENT_SPEC\" " + dir + "/installed.json",
-			"--health-cmd=test", "--health-cmd=-f", "--health-cmd=" + dir + "/installed.json"}, &logs, &logs)
+			"--health-cmd=test", "--health-cmd=-f", "--health-cmd=" + dir + "/installed.json"}, logs, logs)
 	}()
 	if code, _, errs := runCLI(t, addr, "--token="+rootToken, "commit", "web", "-f", "testdata/web.json"); code != 0 {
 		t.Fatal(errs)
@@ -85,6 +92,9 @@ func runAgentToConvergence(t *testing.T, srv *consultest.Server, token string) s
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if gs, err := st.Read(ctx, "web", nil); err == nil && gs.Progress().Done {
+			if converged != nil {
+				converged(logs.String())
+			}
 			cancel()
 			if code := <-done; code != 0 {
 				t.Fatalf("agent exited %d: %s", code, logs.String())

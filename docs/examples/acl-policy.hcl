@@ -141,9 +141,27 @@ key_prefix "rollagent/groups/managers/" {
 session "n1" {
   policy = "write"
 }
-# Its service rollagent-<group>, with the workload check and the check its
-# session is bound to (service write covers both).
+# Its service rollagent-<group>, with the workload check, the session's
+# check (with --health-addr=off) and the alias of its liveness check
+# (service write covers them).
 service "rollagent-web" {
+  policy = "write"
+}
+# Its instance of the service "rollagent" (rollagent-web-n1:alive), which
+# carries the liveness check its session is bound to: a service of its own,
+# whose tags never change, so that each Consul agent's anti-entropy does not
+# write the check to the catalog again at every full sync, as it would on
+# rollagent-<group>, whose tags follow the node's state. Without this rule
+# (a policy from before it) the agent says so once in its log and puts the
+# check on rollagent-<group>, as before. Service rules go by name, and
+# every agent's instance has this one: on a Consul agent that carries nodes
+# of several groups, a stolen token of one can deregister another group's
+# node's instance there, which ends that node's session and counts it down
+# until its agent next makes a session (which registers it again), or
+# replace it with one whose check always passes, which ends that session
+# too and then hides the agent's death from the count of nodes down (as
+# a token of the node's own group can already do with rollagent-<group>).
+service "rollagent" {
   policy = "write"
 }
 # The services update.drain names ("frontend" here), which the agent puts
