@@ -36,7 +36,7 @@ func TestAgentPolicyAliveInstance(t *testing.T) {
 					t.Fatalf("the rules still name the service:\n%s", rules)
 				}
 			}
-			logs := runAgentToConvergenceThen(t, srv, tokenWithRules(t, c, "agent-n1", rules), func(string) {
+			logs := runAgentToConvergenceThen(t, srv, tokenWith(t, c, "agent-n1", rules), func(string) {
 				want := coordinator.AliveServiceID("web", "n1")
 				if tc.old {
 					want = coordinator.ServiceID("web", "n1")
