@@ -33,7 +33,7 @@ func (s *catalog) registerAlive(ctx context.Context) error {
 		return nil
 	}
 	reg := &api.AgentServiceRegistration{ID: s.aliveServiceID(), Name: coordinator.AliveServiceName,
-		Tags:   []string{"group:" + s.group, "node:" + s.node},
+		Tags:   coordinator.AliveTags(s.group, s.node),
 		Meta:   map[string]string{"group": s.group, "node": s.node},
 		Checks: api.AgentServiceChecks{s.aliveCheck()}}
 	err := s.store.RegisterService(ctx, reg, true)

@@ -29,10 +29,18 @@ const AliveServiceName = "rollagent"
 // name holds ':', so it is no other node's, and no group service's.
 func AliveServiceID(group, node string) string { return ServiceID(group, node) + ":alive" }
 
+// AliveTags are the tags of node's alive instance, which never change;
+// the first names its group, which Down's read of the failing checks
+// selects by.
+func AliveTags(group, node string) []string { return []string{aliveGroupTag(group), "node:" + node} }
+
+func aliveGroupTag(group string) string { return "group:" + group }
+
 // AliveAliasCheckID is the check on node's service that shows the health
-// of its AliveServiceID instance: critical while the agent does not
-// answer, which Down counts as DownAgent like any check of the service
-// other than the workload's.
+// of its AliveServiceID instance, for the Consul UI and for agents from
+// before the alive instance, which count it as DownAgent like any check of
+// the service other than the workload's. Down reads the alive instance's
+// own check instead (judge).
 func AliveAliasCheckID(group, node string) string { return ServiceID(group, node) + ":alive-alias" }
 
 // DownReason says why Consul's state makes a node count as down.
@@ -163,10 +171,9 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 // judge is Down's verdict on what in holds, and the Consul nodes whose
 // host is down, whose service instances the caller judges.
 func (in *downInputs) judge(group string) (downSet, map[string]bool) {
-	svc := ServiceName(group)
 	down, hosts := downSet{}, map[string]bool{}
 	for _, c := range in.checks {
-		n, ok := strings.CutPrefix(c.ServiceID, svc+"-")
+		n, ok := checkNode(group, c)
 		switch {
 		case c.CheckID == "serfHealth":
 			if c.Status == api.HealthCritical {
@@ -174,6 +181,11 @@ func (in *downInputs) judge(group string) (downSet, map[string]bool) {
 			}
 		case !ok, in.removed(n):
 		case !onItsNode(in.recs[n], c.Node):
+		case c.CheckID == AliveAliasCheckID(group, n):
+			// The alias is critical also while any node-level check of its
+			// Consul node is (an operator's disk check, `consul maint`),
+			// which says nothing of the agent: the alive instance's own
+			// check, which Down reads too, is what says it answers.
 		case c.CheckID != WorkloadCheckID(group, n):
 			if c.Status == api.HealthCritical {
 				down.add(n, DownAgent)
@@ -191,6 +203,21 @@ func (in *downInputs) judge(group string) (downSet, map[string]bool) {
 		}
 	}
 	return down, hosts
+}
+
+// checkNode is the node of group whose check c is: one of its instance of
+// the group's service, or of its alive instance (AliveServiceID).
+func checkNode(group string, c *api.HealthCheck) (string, bool) {
+	n, ok := strings.CutPrefix(c.ServiceID, ServiceName(group)+"-")
+	switch {
+	case !ok:
+		return "", false
+	case c.ServiceName == AliveServiceName:
+		return strings.CutSuffix(n, ":alive")
+	case c.ServiceName == ServiceName(group):
+		return n, true
+	}
+	return "", false
 }
 
 // onItsNode says whether an instance of a node's service on Consul node

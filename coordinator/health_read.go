@@ -98,7 +98,7 @@ func (s *Store) readSomeRecords(ctx context.Context, k Keys, group string, in *d
 		named[n] = true
 	}
 	for _, c := range in.checks {
-		if n, ok := strings.CutPrefix(c.ServiceID, ServiceName(group)+"-"); ok {
+		if n, ok := checkNode(group, c); ok {
 			named[n] = true
 		}
 	}
@@ -172,11 +172,13 @@ func (s *Store) getKeys(ctx context.Context, keys []string) (api.KVPairs, error)
 	return nil, fmt.Errorf("read the records Down needs: keys kept going while read")
 }
 
-// failingChecks are the checks of group's service and the serfHealth
-// checks that are not passing: critical, or warning, which only a workload
+// failingChecks are the checks of group's service, of its nodes' alive
+// instances (tagged with the group) and the serfHealth checks that are
+// not passing: critical, or warning, which only a workload
 // check says (not healthy now, and not yet down by a sustained signal).
 func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChecks, error) {
-	q := (&api.QueryOptions{Filter: fmt.Sprintf(`(ServiceName == %q or CheckID == "serfHealth") and Status != "passing"`, ServiceName(group))}).WithContext(ctx)
+	q := (&api.QueryOptions{Filter: fmt.Sprintf(`(ServiceName == %q or (ServiceName == %q and %q in ServiceTags) or CheckID == "serfHealth") and Status != "passing"`,
+		ServiceName(group), AliveServiceName, aliveGroupTag(group))}).WithContext(ctx)
 	checks, _, err := s.c.Health().State(api.HealthAny, q)
 	if err != nil {
 		return nil, consulError(s.c, err)
