@@ -50,7 +50,6 @@ func TestRev2HeadDoesNotSpinOnRecordOnlyWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = h.Release(ctx) }()
 	waiter := acquireAsync(t, ctx, b, g)
 	time.Sleep(2 * time.Second) // n02 heads the line, full, blocked
 	before, bytes := cnt.Total(), cnt.Bytes()
@@ -78,5 +77,18 @@ func TestRev2HeadDoesNotSpinOnRecordOnlyWrite(t *testing.T) {
 	}
 	if reqs > 50 {
 		t.Errorf("the head of the line spins: %d requests (%d bytes) in 3s with nothing under the prefix changing", reqs, read)
+	}
+	// The head still wakes for the release.
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-waiter:
+		if h2 == nil {
+			t.FailNow()
+		}
+		_ = h2.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("n02 was not granted after n01 released")
 	}
 }
