@@ -1,6 +1,7 @@
 package lockstep
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -90,5 +91,43 @@ func TestRev2HeadDoesNotSpinOnRecordOnlyWrite(t *testing.T) {
 		_ = h2.Release(ctx)
 	case <-time.After(10 * time.Second):
 		t.Fatal("n02 was not granted after n01 released")
+	}
+}
+
+// n99's token writes 33 small holder keys, named by sessions that do not
+// exist, and one of 200 KiB: the holders listing is over its bound, the
+// read goes key by key, and n99 (past maxKeysPerName) counts as holding
+// without a read. At K=1 the line stalls for good; the reason is in the
+// agent's log alone. Status (coordinator.Read: one listing of the tree,
+// under 4 MiB here, parsed by ParseHolders) sees no holder, no claim and
+// no problem: a stall without a reason `rollagent status` shows.
+func TestRev2StallOnHolderFloodShowsInStatus(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g := commit(t, c, "holder-count-flood", 1)
+	var small []string
+	for range maxKeysPerName + 1 {
+		small = append(small, HolderKey(testPrefix, "n99", fakeSession()))
+	}
+	flood(t, c, small, 64)
+	flood(t, c, []string{HolderKey(testPrefix, "n99", fakeSession())}, 200<<10)
+	bc, _ := boundedClient(srv)
+	a, alog := floodedSem(t, bc, "n01")
+	ctx, cancel := context.WithTimeout(ctxFor(t, time.Minute), 5*time.Second)
+	defer cancel()
+	h, err := a.Acquire(ctx, g)
+	if err == nil {
+		_ = h.Release(ctxFor(t, time.Minute))
+		return // granted: no stall
+	}
+	t.Logf("n01 was not granted: %v; its log: %q", err, alog.String())
+	pairs, _, err := c.KV().List(testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ParseHolders(testPrefix, pairs)
+	if st.Problem == "" {
+		t.Errorf("the line stalls at K=1 with n99 counted as holding, and status's view says nothing: holding %v, claims %v, waiting %v, problem %q",
+			st.Holding, st.Claims, st.Waiting, st.Problem)
 	}
 }
