@@ -266,7 +266,14 @@ func (m *Semaphore) readSplit(ctx context.Context, prefix string, index uint64, 
 	if err := m.checkSessions(ctx, &plan); err != nil {
 		return nil, err
 	}
-	snap := parseSnapshot(m.opts.Prefix, pairs, l.index)
+	// The wait is on the prefix, which holds the record, while a listing
+	// folder by folder lists only P/.holders/: its index may be below the
+	// record's, and a wait from it would return at once, each time.
+	index = l.index
+	if rec != nil {
+		index = max(index, rec.ModifyIndex)
+	}
+	snap := parseSnapshot(m.opts.Prefix, pairs, index)
 	snap.unread, snap.unreadSlots = plan.busy, plan.slotsUnread
 	snap.problem = plan.problem(m.opts.Prefix)
 	m.report(snap.problem)

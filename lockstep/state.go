@@ -3,6 +3,8 @@ package lockstep
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -308,6 +310,24 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 		if _, ok := h.Holding[ct.Session]; !ok {
 			h.Waiting = append(h.Waiting, ct.Session)
 		}
+	}
+	perName := map[string]int{}
+	for _, p := range mine {
+		if rest, ok := strings.CutPrefix(p.Key, prefix+holderPrefix); ok {
+			if name, _, ok := strings.Cut(rest, "/"); ok && name != slotsName {
+				perName[name]++
+			}
+		}
+	}
+	var over []string
+	for _, name := range slices.Sorted(maps.Keys(perName)) {
+		if perName[name] > maxKeysPerName {
+			over = append(over, name)
+		}
+	}
+	if len(over) > 0 {
+		msg := fmt.Sprintf("holder keys of %s past the %d a contender reads: a bounded read counts each such name as holding", quoted(over), maxKeysPerName)
+		h.Problem = strings.Join(slices.DeleteFunc([]string{h.Problem, msg}, func(s string) bool { return s == "" }), "; ")
 	}
 	for _, p := range mine {
 		if rest, ok := strings.CutPrefix(p.Key, prefix+contenderPrefix); ok {
