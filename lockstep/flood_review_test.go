@@ -39,7 +39,7 @@ func namesFlood(t *testing.T, c *api.Client) {
 // key, or any token's rewrite of the shared record), every wait returns
 // at once: the head re-reads the holders in a tight loop until something
 // under P/.holders/ changes, e.g. for a whole step.
-func TestRev2HeadDoesNotSpinOnRecordOnlyWrite(t *testing.T) {
+func TestHeadDoesNotSpinOnARecordOnlyWrite(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
 	g, ctx := commit(t, c, "names-flood-spin", 2), ctxFor(t, time.Minute) // n99 counts as holding
@@ -101,7 +101,7 @@ func TestRev2HeadDoesNotSpinOnRecordOnlyWrite(t *testing.T) {
 // agent's log alone. Status (coordinator.Read: one listing of the tree,
 // under 4 MiB here, parsed by ParseHolders) sees no holder, no claim and
 // no problem: a stall without a reason `rollagent status` shows.
-func TestRev2StallOnHolderFloodShowsInStatus(t *testing.T) {
+func TestHolderFloodStallShowsInStatus(t *testing.T) {
 	srv := consultest.NewDev(t)
 	c := srv.Client()
 	g := commit(t, c, "holder-count-flood", 1)
