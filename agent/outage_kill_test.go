@@ -157,9 +157,7 @@ func (k *killer) nextHolder() string {
 // Replace then finds the leftover. That is no fault of the release: the
 // agent undoes it, records no failure, and goes on.
 func TestOutageLateCallOfAKilledAgent(t *testing.T) {
-	f := newFleet(t, "late")
-	ns := nodes(1)
-	v1 := deploy(t, f, ns)
+	f, ns, v1 := deployed(t, "late", 1)
 	release := f.takeSlot()
 	v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	f.waitFor(30*time.Second, "n1 to wait for the slot", func() bool {
