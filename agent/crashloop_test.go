@@ -77,9 +77,7 @@ func TestACrashLoopingNodeTakesAGoodCommit(t *testing.T) {
 		{name: "still crash-looping", ended: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, "crashloop")
-			ns := nodes(1)
-			deploy(t, f, ns)
+			f, ns, _ := deployed(t, "crashloop", 1)
 			old := f.workloads()["n1"].Managed
 			stop := make(chan struct{})
 			restarts := 5 // Docker's delay doubles from 100ms: 1.6 s by now

@@ -14,7 +14,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/internal/dockertest"
+	"github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 // drainWatch records, on the test's monotonic clock, what Consul's health
@@ -91,8 +93,10 @@ func (w *drainWatch) watchDocker(ctx context.Context, msgs <-chan events.Message
 // watchHealth follows the passing instances of service with blocking
 // queries, each bounded by its wait time, until ctx ends.
 func (w *drainWatch) watchHealth(ctx context.Context, c *api.Client, service, id string) {
-	var index uint64
-	for ctx.Err() == nil {
+	// The first failed query ends the watch (recorded unless ctx ended), so
+	// the backoff never paces one.
+	opts := watch.Options{Backoff: retry.NewSteady(time.Second, time.Second)}
+	watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
 		entries, meta, err := c.Health().Service(service, "", true, q)
 		at := time.Now()
@@ -100,7 +104,7 @@ func (w *drainWatch) watchHealth(ctx context.Context, c *api.Client, service, id
 			if ctx.Err() == nil {
 				w.fail(fmt.Errorf("health watch: %w", err))
 			}
-			return
+			return 0, true, nil
 		}
 		passing := false
 		for _, e := range entries {
@@ -111,8 +115,8 @@ func (w *drainWatch) watchHealth(ctx context.Context, c *api.Client, service, id
 			w.health = append(w.health, healthSeen{at: at, passing: passing})
 		}
 		w.mu.Unlock()
-		index = meta.LastIndex
-	}
+		return meta.LastIndex, false, nil
+	})
 }
 
 func (w *drainWatch) fail(err error) {

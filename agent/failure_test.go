@@ -35,9 +35,7 @@ func (f *fleet) containerIDs() []string {
 }
 
 func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	f.holderName() // the rollout has started
 	f.cancel()
@@ -88,9 +86,7 @@ func TestCancelIsDurableAcrossAgentRestarts(t *testing.T) {
 }
 
 func TestBadReleasePausesAfterMaxFailures(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	v1 := deploy(t, f, ns)
+	f, ns, v1 := deployed(t, "web", 3)
 	before := f.containerIDs()
 	mon := f.sample(ns)
 	bad := f.commit(f.spec(f.image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"}), 1, "pause", 1))
@@ -118,9 +114,7 @@ func TestBadReleasePausesAfterMaxFailures(t *testing.T) {
 }
 
 func TestBadReleaseRollsBack(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	v1 := deploy(t, f, ns)
+	f, ns, v1 := deployed(t, "web", 3)
 	mon := f.sample(ns)
 	f.commit(f.spec(f.image("bad", map[string]string{"DEMOAPP_UNHEALTHY": "1"}), 1, "rollback", 1))
 	f.waitFor(90*time.Second, "the rollback to v1", func() bool {
@@ -133,9 +127,7 @@ func TestBadReleaseRollsBack(t *testing.T) {
 // No registry can be reached here, so an image that is not present cannot
 // be pulled: the pull error is reported and every node stays as it was.
 func TestMissingImageLeavesNodesAsTheyWere(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(2)
-	v1 := deploy(t, f, ns)
+	f, ns, v1 := deployed(t, "web", 2)
 	before := f.containerIDs()
 	f.commit(f.spec("rollagent-test/not-built:v9", 1, "pause", 1))
 	f.waitFor(60*time.Second, "every node to report the pull error", func() bool {

@@ -16,9 +16,7 @@ import (
 // a failure of the bad release, which leaves the node behind the good one.
 // It must go on to it, not wait for yet another commit.
 func TestFailedResumedStepOfAnOldCommitGoesOn(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	mon := f.sample(ns)
 	// Docker calls the bad release "starting" for the whole test (100
 	// probes) and never "unhealthy": the node is never down by a sustained

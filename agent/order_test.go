@@ -53,9 +53,7 @@ func (s *anySampler) finish(t *testing.T) {
 // max_parallel=2; afterwards each node runs exactly one, and the Consul
 // service shows the new SHA.
 func TestStartFirstKeepsTheOldContainerUp(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	spec := f.spec(f.image("v2", nil), 2, "pause", 1)
 	spec.Update.Order = hashspec.OrderStartFirst
 	mon := f.sampleAny(ns)

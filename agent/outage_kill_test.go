@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -122,10 +124,12 @@ func (k *killer) nextHolder() string {
 	prefix := k.f.keys().Slot()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		pairs, meta, err := c.KV().List(prefix, (&api.QueryOptions{WaitIndex: k.index, WaitTime: 10 * time.Second}).WithContext(ctx))
+	var node string
+	opts := watch.Options{From: k.index, Backoff: retry.NewSteady(10*time.Millisecond, 10*time.Millisecond)}
+	found := watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
+		pairs, meta, err := c.KV().List(prefix, (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
 		if err != nil {
-			continue // ctx ends the loop
+			return 0, false, err // tried again 10ms later, until ctx ends
 		}
 		k.index = meta.LastIndex
 		h := lockstep.ParseHolders(prefix, pairs)
@@ -135,12 +139,16 @@ func (k *killer) nextHolder() string {
 		for id, e := range h.Holding {
 			if !k.held[id] {
 				k.held[id] = true
-				return e.Name
+				node = e.Name
+				return meta.LastIndex, true, nil
 			}
 		}
+		return meta.LastIndex, false, nil
+	})
+	if !found {
+		t.Fatal("no new slot holder within 60s")
 	}
-	t.Fatal("no new slot holder within 60s")
-	return ""
+	return node
 }
 
 // A Docker call that a killed agent made can land after its restarted
@@ -149,9 +157,7 @@ func (k *killer) nextHolder() string {
 // Replace then finds the leftover. That is no fault of the release: the
 // agent undoes it, records no failure, and goes on.
 func TestOutageLateCallOfAKilledAgent(t *testing.T) {
-	f := newFleet(t, "late")
-	ns := nodes(1)
-	v1 := deploy(t, f, ns)
+	f, ns, v1 := deployed(t, "late", 1)
 	release := f.takeSlot()
 	v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	f.waitFor(30*time.Second, "n1 to wait for the slot", func() bool {

@@ -17,9 +17,7 @@ import (
 // slot belonged to the node, the restarted agent restored v1 at once, with
 // no slot and no fence, under the CANCEL.
 func TestReturningAgentMovesNothingUnderCancel(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	spec := f.spec(f.image("v2", nil), 1, "pause", 1)
 	spec.Update.MinHealthyTime = hashspec.Duration(15 * time.Second) // a long verification to be killed in
 	f.commit(spec)

@@ -22,10 +22,17 @@ func deploy(t *testing.T, f *fleet, ns []string) string {
 	return sha
 }
 
+// deployed is the opening the fleet tests share: a fleet for group, its
+// agents on n nodes, converged to a v1 release, whose SHA it returns.
+func deployed(t *testing.T, group string, n int) (*fleet, []string, string) {
+	t.Helper()
+	f := newFleet(t, group)
+	ns := nodes(n)
+	return f, ns, deploy(t, f, ns)
+}
+
 func TestRolloutConverges(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	mon := f.sample(ns)
 	start := time.Now()
 	v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
@@ -53,9 +60,7 @@ func (f *fleet) holderName() string {
 // included, at most K are ever down. Once its agent is back it reclaims
 // the slot, resolves its step, and the rollout goes on.
 func TestKilledHolderRolloutCompletes(t *testing.T) {
-	f := newFleet(t, "web")
-	ns := nodes(3)
-	deploy(t, f, ns)
+	f, ns, _ := deployed(t, "web", 3)
 	v2 := f.commit(f.spec(f.image("v2", nil), 1, "pause", 1))
 	victim := f.holderName()
 	mon := f.sample(ns)

@@ -98,29 +98,8 @@ type zonesWatch struct {
 }
 
 func watchZones(ctx context.Context, t *testing.T, c *api.Client, group string, zoneOf map[string]string) *zonesWatch {
-	k, err := coordinator.NewKeys(coordinator.DefaultPrefix, group)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &zonesWatch{}
-	ready := make(chan struct{})
-	go func() {
-		var index uint64
-		for ctx.Err() == nil {
-			ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
-			if index == 0 {
-				close(ready)
-			}
-			if err != nil {
-				index = max(index, 1)
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			index = meta.LastIndex
-			w.judge(lockstep.ParseHolders(k.Slot(), ps), zoneOf)
-		}
-	}()
-	<-ready
+	followHolders(ctx, t, c, group, func(_ time.Time, h *lockstep.Holders) { w.judge(h, zoneOf) })
 	return w
 }
 

@@ -34,54 +34,32 @@ type holdersWatch struct {
 }
 
 func watchHolders(ctx context.Context, t *testing.T, c *api.Client, group string) *holdersWatch {
-	k, err := coordinator.NewKeys(coordinator.DefaultPrefix, group)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &holdersWatch{states: map[coordinator.GateState]bool{}}
 	st := coordinator.NewStore(c, "")
-	ready := make(chan struct{})
-	go func() {
-		var index, released uint64
-		held := map[string]bool{}
-		for ctx.Err() == nil {
-			ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
-			now := time.Now()
-			if index == 0 {
-				close(ready)
-			}
-			if err != nil {
-				index = max(index, 1)
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			first := index == 0
-			index = meta.LastIndex
-			rec := lockstep.ParseHolders(k.Slot(), ps)
-			names := map[string]bool{}
-			for _, e := range rec.Holding {
-				names[e.Name] = true
-			}
-			w.mu.Lock()
-			if !first && rec.Released != released {
-				w.events = append(w.events, slotEvent{at: now, release: true, holders: len(names)})
-			}
-			for n := range names {
-				if !held[n] && !first {
-					w.events = append(w.events, slotEvent{at: now, node: n, holders: len(names)})
-				}
-			}
-			w.mu.Unlock()
-			released, held = rec.Released, names
-			if gs, err := st.Read(ctx, group, nil); err == nil {
-				v := gs.Gate()
-				w.mu.Lock()
-				w.states[v.State] = true
-				w.mu.Unlock()
+	first, released, held := true, uint64(0), map[string]bool{}
+	followHolders(ctx, t, c, group, func(now time.Time, rec *lockstep.Holders) {
+		names := map[string]bool{}
+		for _, e := range rec.Holding {
+			names[e.Name] = true
+		}
+		w.mu.Lock()
+		if !first && rec.Released != released {
+			w.events = append(w.events, slotEvent{at: now, release: true, holders: len(names)})
+		}
+		for n := range names {
+			if !held[n] && !first {
+				w.events = append(w.events, slotEvent{at: now, node: n, holders: len(names)})
 			}
 		}
-	}()
-	<-ready
+		w.mu.Unlock()
+		first, released, held = false, rec.Released, names
+		if gs, err := st.Read(ctx, group, nil); err == nil {
+			v := gs.Gate()
+			w.mu.Lock()
+			w.states[v.State] = true
+			w.mu.Unlock()
+		}
+	})
 	return w
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
 	"github.com/rollagent/rollagent/lockstep"
 )
 
@@ -174,25 +176,19 @@ func (w *gateWatch) stop() {
 // of a second or more), and its node record until the step's next record.
 func (w *gateWatch) watch(ctx context.Context, prefix string, seen func(api.KVPairs)) {
 	defer w.wg.Done()
-	var index uint64
-	for ctx.Err() == nil {
+	// A failed read (a partition, a killed server) is tried again 200ms
+	// later from index 0; an index that went back (a new leader's
+	// snapshot) starts over too (watch.Index).
+	opts := watch.Options{Backoff: retry.NewSteady(200*time.Millisecond, 200*time.Millisecond), ResetOnError: true}
+	watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
 		pairs, meta, err := w.c.api().KV().List(prefix, q)
 		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			index = 0
-			continue
+			return 0, false, err
 		}
 		seen(pairs)
-		if meta.LastIndex < index {
-			index = 0 // the index went back (a new leader's snapshot): start over
-		} else {
-			index = meta.LastIndex
-		}
-	}
+		return meta.LastIndex, false, nil
+	})
 }
 
 // slotSeen notes the grants a listing of the group's semaphore shows.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	pace "github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 // KVWatch records every state of a KV prefix that a blocking List
@@ -46,15 +48,14 @@ func WatchKV[S any](tb testing.TB, c *api.Client, prefix string, retry time.Dura
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// A failed read is tried again after retry, the same pause each time.
+	opts := watch.Options{From: index, Backoff: pace.NewSteady(retry, retry)}
 	go func() {
 		defer close(w.done)
-		for ctx.Err() == nil {
-			if next, err := read(index); err == nil {
-				index = next
-			} else if retry > 0 && ctx.Err() == nil {
-				time.Sleep(retry)
-			}
-		}
+		watch.Run(ctx, opts, func(_ context.Context, index uint64) (uint64, bool, error) {
+			last, err := read(index)
+			return last, false, err
+		})
 	}()
 	return w
 }

@@ -1,0 +1,44 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/retry"
+	"github.com/rollagent/rollagent/internal/watch"
+	"github.com/rollagent/rollagent/lockstep"
+)
+
+// followHolders reads group's holders (the record, the slot keys and the
+// holder keys) with blocking queries until ctx ends, and gives seen each
+// read, with when it returned. It returns once the first query has, so
+// that what the test does next is seen.
+func followHolders(ctx context.Context, t *testing.T, c *api.Client, group string, seen func(at time.Time, h *lockstep.Holders)) {
+	t.Helper()
+	k, err := coordinator.NewKeys(coordinator.DefaultPrefix, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	asked := false
+	// A failed read is tried again 10ms later, keeping the index.
+	opts := watch.Options{Backoff: retry.NewSteady(10*time.Millisecond, 10*time.Millisecond)}
+	go watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
+		ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), q)
+		at := time.Now()
+		if !asked {
+			asked = true
+			close(ready)
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		seen(at, lockstep.ParseHolders(k.Slot(), ps))
+		return meta.LastIndex, false, nil
+	})
+	<-ready
+}
