@@ -311,22 +311,7 @@ func ParseHolders(prefix string, pairs api.KVPairs) *Holders {
 			h.Waiting = append(h.Waiting, ct.Session)
 		}
 	}
-	perName := map[string]int{}
-	for _, p := range mine {
-		if rest, ok := strings.CutPrefix(p.Key, prefix+holderPrefix); ok {
-			if name, _, ok := strings.Cut(rest, "/"); ok && name != slotsName {
-				perName[name]++
-			}
-		}
-	}
-	var over []string
-	for _, name := range slices.Sorted(maps.Keys(perName)) {
-		if perName[name] > maxKeysPerName {
-			over = append(over, name)
-		}
-	}
-	if len(over) > 0 {
-		msg := fmt.Sprintf("holder keys of %s past the %d a contender reads: a bounded read counts each such name as holding", quoted(over), maxKeysPerName)
+	if msg := boundProblems(prefix, mine); msg != "" {
 		h.Problem = strings.Join(slices.DeleteFunc([]string{h.Problem, msg}, func(s string) bool { return s == "" }), "; ")
 	}
 	for _, p := range mine {
@@ -365,4 +350,53 @@ func (h *Holders) Names() map[string]string {
 
 func normPrefix(p string) string {
 	return strings.TrimSuffix(p, "/") + "/"
+}
+
+// boundProblems names what a bounded read of the slot (doc.go, "Bounded
+// reads") cannot take and counts on the safe side, so that a group it
+// stalls shows why where the slot is read whole, as `status` does: a name
+// with more holder keys than a contender reads, or holder key names too
+// long to list, counts as holding; a holder key too large to read counts
+// as its name holding while its session lives; a slot key too large to
+// read counts as a claim.
+func boundProblems(prefix string, pairs api.KVPairs) string {
+	keys, names := map[string]int{}, map[string]int{}
+	var large, slots []string
+	for _, p := range pairs {
+		rest, ok := strings.CutPrefix(p.Key, prefix+holderPrefix)
+		if !ok {
+			continue
+		}
+		name, _, ok := strings.Cut(rest, "/")
+		switch {
+		case !ok:
+		case name == slotsName && len(p.Value) > keyLimit:
+			slots = append(slots, p.Key)
+		case name == slotsName:
+		default:
+			keys[name]++
+			names[name] += len(p.Key)
+			if len(p.Value) > keyLimit {
+				large = append(large, p.Key)
+			}
+		}
+	}
+	var over []string
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		if keys[name] > maxKeysPerName || names[name] > folderNamesLimit {
+			over = append(over, name)
+		}
+	}
+	var msgs []string
+	if len(over) > 0 {
+		msgs = append(msgs, fmt.Sprintf("holder keys of %s past the %d (or %d bytes of names) a contender reads: a bounded read counts each such name as holding",
+			quoted(over), maxKeysPerName, folderNamesLimit))
+	}
+	if len(large) > 0 {
+		msgs = append(msgs, fmt.Sprintf("holder keys %s over %d bytes: a bounded read counts each one's name as holding while the session it names lives", quoted(large), keyLimit))
+	}
+	if len(slots) > 0 {
+		msgs = append(msgs, fmt.Sprintf("slot keys %s over %d bytes: a bounded read counts each as a claim, and no grant takes its number", quoted(slots), keyLimit))
+	}
+	return strings.Join(msgs, "; ")
 }
