@@ -1,10 +1,13 @@
 package lockstep
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // What a bounded read of the slot counts on the safe side, and so may
@@ -50,4 +53,33 @@ func manyHolderKeys(name string, n int) api.KVPairs {
 		out = append(out, &api.KVPair{Key: HolderKey(testPrefix, name, strings.Repeat("s", i+1)), Value: []byte("{}")})
 	}
 	return out
+}
+
+// A note that would make the claim's own slot key too large for a bounded
+// read is refused before anything is written: every reader would count
+// that honest claim as a key it cannot read.
+func TestLongNoteRefused(t *testing.T) {
+	srv := consultest.NewDev(t)
+	c := srv.Client()
+	g := commit(t, c, "long-note", 1)
+	m := newSem(t, c, "n1")
+	long := strings.Repeat("n", MaxNote+1)
+	ctx := ctxFor(t, time.Minute)
+	if _, err := m.AcquireWith(ctx, g, Writes{Note: long}); !errors.Is(err, ErrNoteTooLong) {
+		t.Fatalf("AcquireWith a %d-byte note: %v, want ErrNoteTooLong", len(long), err)
+	}
+	if _, err := m.Reclaim(ctx, g, long); !errors.Is(err, ErrNoteTooLong) {
+		t.Fatalf("Reclaim: %v, want ErrNoteTooLong", err)
+	}
+	if err := m.ClaimDown(ctx, g, long); !errors.Is(err, ErrNoteTooLong) {
+		t.Fatalf("ClaimDown: %v, want ErrNoteTooLong", err)
+	}
+	if pairs, _, err := c.KV().List(testPrefix, nil); err != nil || len(pairs) != 0 {
+		t.Fatalf("keys under the slot after refused notes: %d, %v; want none", len(pairs), err)
+	}
+	h, err := m.AcquireWith(ctx, g, Writes{Note: strings.Repeat("n", MaxNote)})
+	if err != nil {
+		t.Fatalf("AcquireWith a note of MaxNote bytes: %v", err)
+	}
+	_ = h.Release(ctx)
 }

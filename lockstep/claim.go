@@ -306,6 +306,9 @@ func (m *Semaphore) ClaimDown(ctx context.Context, g Gate, note string) error {
 	if err := g.validate(); err != nil {
 		return err
 	}
+	if err := checkNote(note); err != nil {
+		return err
+	}
 	now := m.now()
 	err := m.attempts(ctx, "claim down", func() error {
 		snap, err := m.read(ctx, m.opts.Prefix+holdersKey, 0)
@@ -371,6 +374,9 @@ func (m *Semaphore) casAll(ctx context.Context, cas, extra api.TxnOps) error {
 // its place, so its holder must move nothing forward.
 func (m *Semaphore) Reclaim(ctx context.Context, g Gate, note string, ops ...*api.TxnOp) (*Hold, error) {
 	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkNote(note); err != nil {
 		return nil, err
 	}
 	var h *Hold

@@ -40,6 +40,10 @@ var (
 	// Nothing is granted until they are not; the read is retried, as one
 	// that failed to reach Consul is.
 	ErrUnreadable = errors.New("lockstep: the semaphore's keys are over the size a contender reads")
+	// ErrNoteTooLong means Writes.Note is over MaxNote: the claim's slot
+	// key it goes into would be over the size a bounded read takes, and
+	// every reader would count it on the safe side as a key it cannot read.
+	ErrNoteTooLong = errors.New("lockstep: note too long")
 )
 
 // ClosedError says which closing key shut the gate.

@@ -166,8 +166,19 @@ type Writes struct {
 	// asked before that grant's transaction. Optional.
 	Check func(ctx context.Context) error
 	// Note goes into the node's claim (Claim.Note): what the step is for,
-	// such as the SHA it moves to. Optional.
+	// such as the SHA it moves to. Optional; at most MaxNote bytes.
 	Note string
+}
+
+// MaxNote bounds Writes.Note, well inside the size of one key a bounded
+// read of the slot takes (keyLimit), with the claim's other fields.
+const MaxNote = 1 << 10
+
+func checkNote(note string) error {
+	if len(note) > MaxNote {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrNoteTooLong, len(note), MaxNote)
+	}
+	return nil
 }
 
 // AcquireWith is Acquire with w's writes. A *TxnError names an op of the
@@ -180,6 +191,9 @@ type Writes struct {
 // that ran out would be reported as a node lost mid-step.
 func (m *Semaphore) AcquireWith(ctx context.Context, g Gate, w Writes) (*Hold, error) {
 	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkNote(w.Note); err != nil {
 		return nil, err
 	}
 	m.note, m.unsure = w.Note, false
