@@ -34,7 +34,15 @@ func (s *catalog) registerAlive(ctx context.Context) error {
 		return nil
 	}
 	if s.aliveOn {
-		return nil
+		// A Consul agent that lost its state has lost the instance too:
+		// the group's service's alias of it would be critical while this
+		// agent answers (agents from before the alive instance count
+		// that as down). Registrations come with changes of state only,
+		// so this local read is rare.
+		if ok, err := s.store.HasLocalService(ctx, s.aliveServiceID()); err != nil || ok {
+			return err
+		}
+		s.aliveOn = false
 	}
 	reg := &api.AgentServiceRegistration{ID: s.aliveServiceID(), Name: coordinator.AliveServiceName,
 		Tags:   coordinator.AliveTags(s.group, s.node),
