@@ -29,8 +29,20 @@ func (s *catalog) aliveServiceID() string { return coordinator.AliveServiceID(s.
 // this process runs (aliveInline), as agents did before, which it says
 // once. Callers hold regMu.
 func (s *catalog) registerAlive(ctx context.Context) error {
-	if s.aliveURL == "" || s.aliveInline || s.aliveOn {
+	if s.aliveURL == "" || s.aliveInline {
+		s.dropAliveInstance()
 		return nil
+	}
+	if s.aliveOn {
+		// A Consul agent that lost its state has lost the instance too:
+		// the group's service's alias of it would be critical while this
+		// agent answers (agents from before the alive instance count
+		// that as down). Registrations come with changes of state only,
+		// so this local read is rare.
+		if ok, err := s.store.HasLocalService(ctx, s.aliveServiceID()); err != nil || ok {
+			return err
+		}
+		s.aliveOn = false
 	}
 	reg := &api.AgentServiceRegistration{ID: s.aliveServiceID(), Name: coordinator.AliveServiceName,
 		Tags:   coordinator.AliveTags(s.group, s.node),
@@ -62,4 +74,22 @@ func (s *catalog) registerAlive(ctx context.Context) error {
 func (s *catalog) aliveAlias() *api.AgentServiceCheck {
 	return &api.AgentServiceCheck{CheckID: coordinator.AliveAliasCheckID(s.group, s.node), Name: "rollagent alive",
 		Status: api.HealthPassing, AliasService: s.aliveServiceID(), Notes: lockstep.AliveNotes}
+}
+
+// dropAliveInstance deregisters, once per process, an alive instance of
+// the node that no agent of this process's mode keeps: one a killed agent
+// left, with the alive check that is critical from then on, when this one
+// runs without an alive check (TTL mode) or may not register it. Down
+// would count the node as agent_not_answering for as long as it stays.
+// Deregistering it ends the killed agent's session too. Best effort: most
+// often there is none (404), and a token refused the service "rollagent"
+// may not deregister it either (403), which leaves it as it was.
+func (s *catalog) dropAliveInstance() {
+	if s.aliveSwept {
+		return
+	}
+	s.aliveSwept = true
+	if err := s.store.DeregisterService(s.aliveServiceID()); err != nil {
+		s.log.Debug("could not deregister an alive instance left by an earlier agent", "error", err)
+	}
 }

@@ -42,6 +42,8 @@ type catalog struct {
 	// policy from before it): the alive check goes on the service itself,
 	// listed in one registration only (see register).
 	aliveInline bool
+	// aliveSwept says dropAliveInstance has run.
+	aliveSwept bool
 	// noMirror registers the service once, and again only for the
 	// session's or the alive check (Config.noStateMirror).
 	noMirror bool

@@ -181,6 +181,12 @@ func (in *downInputs) judge(group string) (downSet, map[string]bool) {
 			}
 		case !ok, in.removed(n):
 		case !onItsNode(in.recs[n], c.Node):
+		case c.ServiceName == AliveServiceName && in.recs[n] == nil:
+			// Every group's agents may write the service "rollagent": an
+			// alive instance in the name of a node that has no record
+			// (one the group never had) may be another group's token's,
+			// registered on any Consul node. A node with no record has no
+			// workload deployed that its agent's death would take away.
 		case c.CheckID == AliveAliasCheckID(group, n):
 			// The alias is critical also while any node-level check of its
 			// Consul node is (an operator's disk check, `consul maint`),

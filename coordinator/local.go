@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/lockstep"
@@ -52,3 +53,17 @@ func (s *Store) UpdateTTL(ctx context.Context, checkID, output, status string) e
 
 // DeregisterService removes service id from the local Consul agent.
 func (s *Store) DeregisterService(id string) error { return s.c.Agent().ServiceDeregister(id) }
+
+// HasLocalService says whether the local Consul agent has service id: a
+// read of the agent's own state, no catalog write.
+func (s *Store) HasLocalService(ctx context.Context, id string) (bool, error) {
+	svc, _, err := s.c.Agent().Service(id, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		var se api.StatusError
+		if errors.As(err, &se) && se.Code == 404 {
+			return false, nil
+		}
+		return false, consulError(s.c, err)
+	}
+	return svc != nil, nil
+}
