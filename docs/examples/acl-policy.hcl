@@ -161,6 +161,11 @@ service "rollagent-web" {
 # replace it with one whose check always passes, which ends that session
 # too and then hides the agent's death from the count of nodes down (as
 # a token of the node's own group can already do with rollagent-<group>).
+# On its own Consul node, such a token can also register an instance in
+# another group's name with a failing check: Down counts an alive instance
+# only for a node of the group with a record, on the Consul node that
+# record names (consul_node), so it can count no made-up node down, nor a
+# real one whose record names its Consul node.
 service "rollagent" {
   policy = "write"
 }
