@@ -8,7 +8,9 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/internal/consultest"
+	retrykit "github.com/rollagent/rollagent/internal/retry"
 	"github.com/rollagent/rollagent/internal/testkit"
+	"github.com/rollagent/rollagent/internal/watch"
 )
 
 const testPrefix = "rollagent/g/slot"
@@ -152,4 +154,19 @@ func wantGrantedAfterRelease(t *testing.T, ctx context.Context, waiter <-chan *H
 	case <-time.After(10 * time.Second):
 		t.Fatal(notAfter)
 	}
+}
+
+// watchList calls seen with every answer of a blocking list of prefix, its
+// index and when it came, until ctx ends: a failed query is tried again
+// after 10 ms.
+func watchList(ctx context.Context, c *api.Client, prefix string, seen func(ps api.KVPairs, index uint64, at time.Time)) {
+	opts := watch.Options{Backoff: retrykit.NewSteady(10*time.Millisecond, 10*time.Millisecond)}
+	watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
+		ps, meta, err := c.KV().List(prefix, (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
+		if err != nil {
+			return 0, false, err
+		}
+		seen(ps, meta.LastIndex, time.Now())
+		return meta.LastIndex, false, nil
+	})
 }

@@ -59,15 +59,8 @@ type watched struct {
 func watchCounted(ctx context.Context, t testing.TB, c *api.Client) <-chan watched {
 	out := make(chan watched, 1)
 	go func() {
-		var index uint64
 		var w watched
-		for ctx.Err() == nil {
-			ps, meta, err := c.KV().List(HoldersKey(testPrefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
-			if err != nil {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			index = meta.LastIndex
+		watchList(ctx, c, HoldersKey(testPrefix), func(ps api.KVPairs, index uint64, _ time.Time) {
 			now := ParseHolders(testPrefix, ps).Counted()
 			w.most = max(w.most, len(now))
 			older := olderCounted(t, ps)
@@ -76,7 +69,7 @@ func watchCounted(ctx context.Context, t testing.TB, c *api.Client) <-chan watch
 					w.missed = fmt.Sprintf("at index %d this version counted %v, an older agent %v", index, now, older)
 				}
 			}
-		}
+		})
 		out <- w
 	}()
 	return out

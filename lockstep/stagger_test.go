@@ -79,28 +79,18 @@ type change struct {
 func watchHolders(ctx context.Context, c *api.Client, prefix string) func() []change {
 	var mu sync.Mutex
 	var seen []change
-	go func() {
-		var index uint64
-		for ctx.Err() == nil {
-			ps, meta, err := c.KV().List(HoldersKey(prefix), (&api.QueryOptions{WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx))
-			now := time.Now()
-			if err != nil {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			index = meta.LastIndex
-			h := ParseHolders(prefix, ps)
-			ch := change{at: now, released: h.Released, holders: map[string]bool{}}
-			for _, e := range h.Holding {
-				ch.holders[e.Name] = true
-			}
-			mu.Lock()
-			if n := len(seen); n == 0 || seen[n-1].released != ch.released || len(seen[n-1].holders) != len(ch.holders) {
-				seen = append(seen, ch)
-			}
-			mu.Unlock()
+	go watchList(ctx, c, HoldersKey(prefix), func(ps api.KVPairs, _ uint64, now time.Time) {
+		h := ParseHolders(prefix, ps)
+		ch := change{at: now, released: h.Released, holders: map[string]bool{}}
+		for _, e := range h.Holding {
+			ch.holders[e.Name] = true
 		}
-	}()
+		mu.Lock()
+		if n := len(seen); n == 0 || seen[n-1].released != ch.released || len(seen[n-1].holders) != len(ch.holders) {
+			seen = append(seen, ch)
+		}
+		mu.Unlock()
+	})
 	return func() []change {
 		mu.Lock()
 		defer mu.Unlock()
