@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/internal/readlimit"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // Bounds of what a reader accepts from Consul (see NewClient). A group's
@@ -28,12 +29,11 @@ const (
 	lookLimit = 2 << 20
 	// keyNamesLimit bounds a listing of key names alone.
 	keyNamesLimit = 4 << 20
-	// slotRecordLimit bounds the slot's holders record: a claim per node
-	// that holds or was lost, some 300 bytes each.
-	slotRecordLimit = 1 << 20
-	// slotKeyLimit bounds one contender or holder key of the slot: an
-	// entry of a hundred bytes.
-	slotKeyLimit = 4 << 10
+	// slotRecordLimit and slotKeyLimit bound the slot's holders record and
+	// one of its keys as lockstep's own bounded reads do, so that status
+	// and agents read a slot alike.
+	slotRecordLimit = lockstep.RecordLimit
+	slotKeyLimit    = lockstep.KeyLimit
 	// maxSlotKeys bounds how many contender and holder keys a split read
 	// reads one by one.
 	maxSlotKeys = 1024

@@ -15,6 +15,16 @@ import (
 	"github.com/rollagent/rollagent/internal/readlimit"
 )
 
+// RecordLimit bounds the holders record as a bounded read takes it: a
+// claim per name that holds or was lost, some 300 bytes each. Consul's own
+// bound on a value (512 KiB by default) is below it.
+const RecordLimit = 1 << 20
+
+// KeyLimit bounds one contender, holder or slot key as a bounded read
+// takes it: an entry or a slot record of a few hundred bytes (a claim's
+// note is at most MaxNote).
+const KeyLimit = 4 << 10
+
 // Bounds of what a contender accepts from one read of the semaphore (see
 // doc.go, "Bounded reads"), on a client whose transport honours them
 // (coordinator.NewClient). Every node's token writes under the prefix: its
@@ -30,13 +40,10 @@ const (
 	// line, a release, a claim): the record, the slot keys and a holder
 	// key per holder.
 	holdersListLimit = 128 << 10
-	// recordLimit bounds the holders record: a claim per name that holds
-	// or was lost, some 300 bytes each. Consul's own bound on a value
-	// (512 KiB by default) is below it.
-	recordLimit = 1 << 20
-	// keyLimit bounds one contender, holder or slot key: an entry or a
-	// slot record of a few hundred bytes.
-	keyLimit = 4 << 10
+	// recordLimit bounds the holders record (RecordLimit).
+	recordLimit = RecordLimit
+	// keyLimit bounds one contender, holder or slot key (KeyLimit).
+	keyLimit = KeyLimit
 	// namesLimit bounds a listing of the key names under the prefix.
 	namesLimit = 1 << 20
 	// maxKeysPerName bounds the contender, and apart the holder, keys of

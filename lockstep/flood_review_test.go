@@ -80,18 +80,7 @@ func TestHeadDoesNotSpinOnARecordOnlyWrite(t *testing.T) {
 		t.Errorf("the head of the line spins: %d requests (%d bytes) in 3s with nothing under the prefix changing", reqs, read)
 	}
 	// The head still wakes for the release.
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-waiter:
-		if h2 == nil {
-			t.FailNow()
-		}
-		_ = h2.Release(ctx)
-	case <-time.After(10 * time.Second):
-		t.Fatal("n02 was not granted after n01 released")
-	}
+	handOver(t, ctx, h, waiter, "n02 was not granted after n01 released")
 }
 
 // n99's token writes 33 small holder keys, named by sessions that do not

@@ -240,18 +240,7 @@ func TestNamesFloodInOwnFolders(t *testing.T) {
 	before = cnt.Bytes()
 	waiter := acquireAsync(t, ctx, b, g)
 	time.Sleep(time.Second)
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-waiter:
-		if h2 == nil {
-			t.FailNow()
-		}
-		_ = h2.Release(ctx)
-	case <-time.After(10 * time.Second):
-		t.Fatal("n02 was not granted after n01 released")
-	}
+	handOver(t, ctx, h, waiter, "n02 was not granted after n01 released")
 	t.Logf("n02 read %d bytes to join, wait and take the slot", cnt.Bytes()-before)
 	if got := cnt.Bytes() - before; got > namesLimit+lineListLimit+256<<10 {
 		t.Errorf("n02 read %d bytes", got)

@@ -121,6 +121,24 @@ func acquireAsync(t testing.TB, ctx context.Context, m *Semaphore, g Gate, ops .
 	return got
 }
 
+// handOver releases h and waits up to 10 s for waiter's grant, which it
+// releases in turn, failing the test with why if none comes.
+func handOver(t testing.TB, ctx context.Context, h *Hold, waiter <-chan *Hold, why string) {
+	t.Helper()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-waiter:
+		if h2 == nil {
+			t.FailNow()
+		}
+		_ = h2.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 // deadHolder is name granted a slot at g whose session then ended, as a
 // node that dies mid-step leaves it: its claim stays, its holder key goes.
 func deadHolder(t *testing.T, ctx context.Context, c *api.Client, g Gate, name string) *Semaphore {
