@@ -54,7 +54,9 @@ func seenAt(seen []BlockSeen, node, checkID string) int {
 }
 
 // seenSince fills the Since of each failing check of h, the group's and
-// each node's, from the sightings of the records of nodes: the earliest.
+// each node's, from the sightings of the records of nodes: the earliest,
+// of the records whose agents did not stop (a stopped agent's record
+// keeps what it saw until it stopped, not whether the check passed since).
 func (h *GateHealth) seenSince(nodes []NodeState) {
 	if h == nil {
 		return
@@ -76,6 +78,9 @@ func earliestSeen(nodes []NodeState, node, checkID string) time.Time {
 		return at
 	}
 	for _, n := range nodes {
+		if n.Stopped != nil {
+			continue // its agent looks no more: what it saw may have passed since
+		}
 		if i := seenAt(n.Blocked, node, checkID); i >= 0 && (at.IsZero() || n.Blocked[i].Since.Before(at)) {
 			at = n.Blocked[i].Since
 		}

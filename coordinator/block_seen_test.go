@@ -68,3 +68,23 @@ func TestSeenSince(t *testing.T) {
 		t.Errorf("reason %q, want %q", got, want)
 	}
 }
+
+// review 941161d: a record its agent no longer updates (a clean stop)
+// keeps the sightings it had; a check that passed and failed again since
+// is said to fail since the stopped agent's first sight, not the live
+// agents'. A reader takes the since of records whose agents still look.
+func TestSeenSinceLeavesAStoppedAgentsSightingOut(t *testing.T) {
+	t0 := time.Date(2026, 6, 2, 1, 0, 0, 0, time.UTC)
+	again := t0.Add(3 * time.Hour) // the check passed, then failed again
+	stopped := t0.Add(time.Hour)
+	lag := BlockFailure{Block: hashspec.Block{Check: "replication-lag"}, Check: "replication-lag", CheckID: "lag", Status: "critical", Node: "db2"}
+	nodes := []NodeState{
+		{Node: "n1", Gate: GateBlockedByCheck, Stopped: &stopped, Blocked: []BlockSeen{{Node: "db2", CheckID: "lag", Since: t0}}},
+		{Node: "n2", Gate: GateBlockedByCheck, Blocked: []BlockSeen{{Node: "db2", CheckID: "lag", Since: again}}},
+	}
+	h := &GateHealth{Failing: []BlockFailure{lag}}
+	h.seenSince(nodes)
+	if !h.Failing[0].Since.Equal(again) {
+		t.Errorf("since %s, want %s: n1's agent stopped at %s and saw nothing since", h.Failing[0].Since, again, stopped)
+	}
+}
