@@ -128,3 +128,45 @@ func TestEventPartOf(t *testing.T) {
 		})
 	}
 }
+
+// An honest fleet's log outgrows one listing by its size alone: the parts
+// are then read part by part, which is no problem to report, and every
+// event is still there.
+func TestHistoryOfAnHonestLogPastTheLimit(t *testing.T) {
+	ctx := testCtx(t)
+	srv := consultest.NewDev(t)
+	st := NewStore(srv.Client(), "")
+	if _, err := st.Commit(ctx, "web", specWith(t, "pause", 5, 1), "me", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	const nodes, each = 40, 3
+	k, _ := st.Keys("web")
+	for n := range nodes {
+		node := fmt.Sprintf("n%02d", n)
+		var ops api.TxnOps
+		for i := range each {
+			ev := mustJSON(Event{Kind: EventFailure, At: time.Now().UTC(), By: AgentBy(node), Node: node})
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: fmt.Sprintf("%s%020d-e", k.NodeEvents(node), i), Value: ev}})
+		}
+		if _, _, err := st.txn(ctx, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, counter := countedClient(t, srv)
+	small := NewStore(c, "")
+	small.limit = 8 << 10 // the whole log is some 40 KiB
+	log, err := small.Events(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Problems) != 0 {
+		t.Errorf("problems %q, want none: nothing was cut", log.Problems)
+	}
+	if got := len(log.Events); got != nodes*each+1 {
+		t.Errorf("%d events, want %d (the commit and every node's)", got, nodes*each+1)
+	}
+	if n := counter.Total(); n < nodes {
+		t.Errorf("%d requests: the log was not read part by part", n)
+	}
+	t.Logf("history: %d requests, %d bytes", counter.Total(), counter.Bytes())
+}

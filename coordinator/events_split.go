@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"golang.org/x/sync/errgroup"
 )
 
 // eventsSplit reads the log when one listing of it is over the read
@@ -20,15 +21,12 @@ import (
 // Problems. The parts are not one snapshot.
 func (s *Store) eventsSplit(ctx context.Context, k Keys) (*EventLog, error) {
 	r := &eventReader{s: s, k: k}
-	r.problems = append(r.problems, fmt.Sprintf("%s: the event log is over the %d bytes a read accepts; read part by part", k.EventsPrefix(), s.readLimit()))
 	parts, loose, err := r.parts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, part := range parts {
-		if err := r.part(ctx, part); err != nil {
-			return nil, err
-		}
+	if err := r.readParts(ctx, parts); err != nil {
+		return nil, err
 	}
 	for _, prefix := range []string{k.EventsPrefix(), k.NodeEventsPrefix()} {
 		if err := r.newest(ctx, prefix, loose[prefix]); err != nil {
@@ -41,6 +39,32 @@ func (s *Store) eventsSplit(ctx context.Context, k Keys) (*EventLog, error) {
 	log := ParseEvents(k, r.pairs)
 	log.Problems = append(r.problems, log.Problems...)
 	return log, nil
+}
+
+// eventPartReads is how many parts of the log eventsSplit reads at once:
+// a large fleet's log is past the read limit by its honest parts alone
+// (some 240 nodes with full parts), one request each.
+const eventPartReads = 8
+
+// readParts reads the parts, eventPartReads at a time, each into an
+// eventReader of its own, and gathers what they read in the parts' order.
+func (r *eventReader) readParts(ctx context.Context, parts []string) error {
+	each := make([]*eventReader, len(parts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(eventPartReads)
+	for i, part := range parts {
+		each[i] = &eventReader{s: r.s, k: r.k}
+		g.Go(func() error { return each[i].part(gctx, part) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, e := range each {
+		r.pairs = append(r.pairs, e.pairs...)
+		r.problems = append(r.problems, e.problems...)
+		r.tooLarge = append(r.tooLarge, e.tooLarge...)
+	}
+	return nil
 }
 
 // eventReader gathers what eventsSplit reads of the log part by part.
