@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
@@ -34,18 +33,7 @@ func TestExporterWaitingToGoLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := gs.Desired.SHA
-	leader, err := c.Agent().NodeName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Agent().CheckRegister(&api.AgentCheckRegistration{ID: "raft-leader", Name: "raft-leader",
-		AgentServiceCheck: api.AgentServiceCheck{TTL: "10m", Status: api.HealthPassing}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the catalog to have the leader check passing", func() bool {
-		checks, _, err := c.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
-		return err == nil && len(checks) == 1
-	})
+	leader := leaderCheckPassing(t, c)
 	put := func(n coordinator.NodeState) {
 		t.Helper()
 		n.Desired, n.Since = sha, time.Now()
