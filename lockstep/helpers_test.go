@@ -160,18 +160,7 @@ func wantGrantedAfterRelease(t *testing.T, ctx context.Context, waiter <-chan *H
 		t.Fatal(whileHeld)
 	case <-time.After(time.Second):
 	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-waiter:
-		if h2 == nil {
-			t.FailNow()
-		}
-		_ = h2.Release(ctx)
-	case <-time.After(10 * time.Second):
-		t.Fatal(notAfter)
-	}
+	handOver(t, ctx, h, waiter, notAfter)
 }
 
 // watchList calls seen with every answer of a blocking list of prefix, its
