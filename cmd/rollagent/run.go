@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -114,7 +113,7 @@ func (c *RunCmd) runtime(log hclog.Logger) (agent.Runtime, error) {
 		return &agent.Exec{ReplaceCmd: c.ReplaceCmd, HealthCmd: c.HealthCmd, StateDir: c.StateDir,
 			Group: c.Group, Node: c.Node, Log: log, HookTimeout: c.HookTimeout, PassEnv: c.HookEnv}, nil
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := agent.DialDocker()
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}

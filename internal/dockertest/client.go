@@ -36,16 +36,20 @@ func Labels() map[string]string { return map[string]string{Label: RunID()} }
 
 // Connect dials the engine from the environment (DOCKER_HOST and friends)
 // and pings it. Version negotiation matters: the engines here speak API 1.41,
-// older than this client's default.
+// older than this client's default. The ping fixes the version before the
+// client is shared: left to the first requests, two at once race on it
+// (see agent.DialDocker).
 func Connect(ctx context.Context) (*client.Client, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cli.Ping(ctx); err != nil {
+	ping, err := cli.Ping(ctx)
+	if err != nil {
 		cli.Close()
 		return nil, err
 	}
+	cli.NegotiateAPIVersionPing(ping)
 	return cli, nil
 }
 

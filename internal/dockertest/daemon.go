@@ -182,7 +182,9 @@ func (d *Daemon) Stop() error {
 	}
 }
 
-// Client returns a client of this daemon, closed when the test ends.
+// Client returns a client of this daemon, closed when the test ends, its
+// API version fixed by a ping, as Connect's is, so that it may be shared.
+// The daemon must be running.
 func (d *Daemon) Client(t testing.TB) *client.Client {
 	t.Helper()
 	cli, err := client.NewClientWithOpts(client.WithHost(d.Host), client.WithAPIVersionNegotiation())
@@ -190,6 +192,13 @@ func (d *Daemon) Client(t testing.TB) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), daemonTimeout)
+	defer cancel()
+	ping, err := cli.Ping(ctx)
+	if err != nil {
+		t.Fatalf("private dockerd: %v", err)
+	}
+	cli.NegotiateAPIVersionPing(ping)
 	return cli
 }
 
