@@ -267,6 +267,8 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: prepareStopped + "pull: context canceled"}},
 		{"drain failed", open(Look{SHA: shaA, Healthy: true}), event{end: endDrainFailed, err: "drain: denied"},
 			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "drain: denied" + drainDeferred}},
+		{"held before the first step: nothing touched, the slot goes back", open(Look{SHA: shaA, Healthy: true}), event{end: endHeld, err: "outside the maintenance window"},
+			outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: "outside the maintenance window" + heldUntouched}},
 		{"stopped", open(Look{SHA: shaA}), event{end: endStopped, err: "fence: cancelled"},
 			outcome{Result: resultAborted, Keep: true, State: coordinator.StateWaiting, Reason: "fence: cancelled"}},
 		{"restore failed", open(Look{SHA: shaB, Leftover: true}), event{end: endRestoreFailed, err: "disk full"},
@@ -311,7 +313,7 @@ func TestConclude(t *testing.T) {
 // says so.
 func TestConcludeEveryLook(t *testing.T) {
 	everyLook(func(l Look) {
-		for e := endNothing; e <= endDrainFailed; e++ {
+		for e := endNothing; e < numEnds; e++ {
 			o := conclude(l, event{end: e, err: "error", cause: "cause"})
 			switch {
 			case o.Replace && (e != endVerified || o != outcome{Replace: true}):

@@ -132,3 +132,23 @@ func addBounds(ds ...time.Duration) time.Duration {
 	}
 	return sum
 }
+
+// heldBeforeStep evaluates the gate once more right before the first
+// destructive step of a turn that has touched nothing of a healthy
+// workload, on the clock and the health of the checks blocked on as they
+// are now: the two things Consul cannot check in a fence. A maintenance
+// window that closed or a check that failed since the grant (or since the
+// look that reclaimed the slot: a pull under it may take minutes) gives
+// the slot back untouched; its reason is returned, "" if the gate is open.
+// Only a rule that says so (coordinator.Closed.BeforeStep) is judged: one
+// that closes the gate outright is left to the fences, and a node whose
+// step began finishes it, as a hold lets it.
+func (t *turn) heldBeforeStep(ctx context.Context) string {
+	if !t.l.Healthy || t.l.Leftover {
+		return ""
+	}
+	if _, v := t.a.gateNow(ctx, t.gs); !v.Open && v.BeforeStep {
+		return v.Reason
+	}
+	return ""
+}

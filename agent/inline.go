@@ -88,14 +88,25 @@ func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, 
 	})
 }
 
-// blockClosed reads the health of the checks the desired spec of gs blocks
-// on, consistently, for the read right before a grant, and evaluates the
-// gate on gs with it: the reason it is closed, or "" when it is open.
-func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, string) {
+// gateNow evaluates the gate on gs with the clock as it is now and, when
+// its desired spec blocks on checks, their health read now, consistently:
+// what Consul cannot check in a grant or a fence. It returns that health
+// (nil when nothing is blocked on) and the verdict.
+func (a *Agent) gateNow(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, coordinator.Verdict) {
 	g := *gs
-	g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
-	if v := coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()}); !v.Open {
-		return g.Health, v.Reason
+	if g.Spec != nil && g.Spec.Update.Blocks() {
+		g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
 	}
-	return g.Health, ""
+	return g.Health, coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()})
+}
+
+// blockClosed is gateNow for the read right before a grant: the health of
+// the checks blocked on, and the reason the gate is closed, or "" when it
+// is open.
+func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, string) {
+	h, v := a.gateNow(ctx, gs)
+	if !v.Open {
+		return h, v.Reason
+	}
+	return h, ""
 }

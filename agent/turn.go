@@ -151,6 +151,10 @@ func (t *turn) replace(ctx context.Context) ending {
 			return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endPrepareFailed, err: err.Error()}))
 		}
 	}
+	if reason := t.heldBeforeStep(ctx); reason != "" {
+		t.a.log.Info("not replacing: a hold closed the gate since the grant; giving the slot back untouched", "reason", reason)
+		return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endHeld, err: reason}))
+	}
 	// Drained before the first step, with an old workload to stop: out
 	// of the runtime's call, which its step bound limits.
 	drained := t.gs.Spec.Update.Drain != nil && t.l.SHA != ""

@@ -45,6 +45,9 @@ type Verdict struct {
 	// Poll: Recheck is when to look again at what no write to Consul's KV
 	// announces (a check's health), not when the gate opens.
 	Poll bool
+	// BeforeStep: a holder gives its slot back untouched if this verdict
+	// stands right before its first step (see Closed.BeforeStep).
+	BeforeStep bool
 }
 
 // GateState is the kind of verdict, for scripts and metrics; Reason says
@@ -111,6 +114,13 @@ type Closed struct {
 	// Poll says Recheck is only when to look again (see Verdict.Poll);
 	// optional, defaults to false.
 	Poll bool
+	// BeforeStep has a holder judge the rule once more right before the
+	// first step of its turn, for a hold that Consul cannot check in a
+	// fence (the clock, a check's health): closed then, the node gives
+	// its slot back untouched. Optional, defaults to false: a KeyRule's
+	// fences check it, and a hold about order or spacing (after, last,
+	// stagger) is not taken back from a node granted under it.
+	BeforeStep bool
 }
 
 // NewCommitOpens is what opens any closed gate: a new SHA has a gate of
@@ -221,6 +231,7 @@ func Evaluate(in GateInput) Verdict {
 		}
 		if closed {
 			v.State, v.Reason, v.Opens, v.Hold, v.Poll = r.State(), c.Reason, cmp.Or(c.Opens, NewCommitOpens), c.Hold, c.Poll
+			v.BeforeStep = c.BeforeStep
 			if c.Node != "" {
 				v.Node = c.Node
 			}

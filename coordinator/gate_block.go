@@ -89,7 +89,8 @@ func (blockRule) Close(in GateInput) (Closed, bool) {
 	if g.Spec == nil || !g.Spec.Update.Blocks() {
 		return Closed{}, false
 	}
-	c := Closed{Opens: "the checks it blocks on passing opens the gate", Hold: true, Recheck: in.Now.Add(BlockRecheck), Poll: true}
+	c := Closed{Opens: "the checks it blocks on passing opens the gate", Hold: true, Recheck: in.Now.Add(BlockRecheck), Poll: true,
+		BeforeStep: true}
 	switch h := g.Health; {
 	case h == nil:
 		c.Reason = "cannot read Consul health for block_on: not read"

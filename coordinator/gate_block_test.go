@@ -43,6 +43,9 @@ func TestBlockRule(t *testing.T) {
 			if w := v.Wait(now); w != v.Reason {
 				t.Errorf("Wait = %q: a poll is no time the gate opens", w)
 			}
+			if !v.BeforeStep {
+				t.Errorf("verdict %+v: a failed check must be judged again before a holder's first step", v)
+			}
 		})
 	}
 	// A CANCEL stops every step: it wins over a hold.

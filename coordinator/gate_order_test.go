@@ -39,7 +39,9 @@ func TestAfterRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group(fixture{spec: tc.spec})(t)
 			g.After = tc.after
-			checkPollRule(t, afterRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck)
+			if v := checkPollRule(t, afterRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck); v.BeforeStep {
+				t.Errorf("verdict %+v: a hold on order is not taken back from a holder", v)
+			}
 		})
 	}
 	// A CANCEL stops every step: it wins over a hold.
@@ -98,7 +100,9 @@ func TestLastRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group(fixture{spec: tc.spec})(t)
 			g.Last = tc.last
-			checkPollRule(t, lastRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck)
+			if v := checkPollRule(t, lastRule{}, GateInput{Group: g, Now: now}, tc.closes, tc.reason, OrderRecheck); v.BeforeStep {
+				t.Errorf("verdict %+v: a hold on order is not taken back from a holder", v)
+			}
 		})
 	}
 }

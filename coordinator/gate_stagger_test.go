@@ -62,7 +62,7 @@ func TestStaggerRule(t *testing.T) {
 			if !c.Hold || c.Node != "" || !strings.HasPrefix(c.Reason, "stagger: next grant after 5m") || !c.Recheck.Equal(now.Add(tc.recheck)) {
 				t.Fatalf("closed %+v: want a hold, node state waiting, the stagger's reason and recheck %s", c, now.Add(tc.recheck))
 			}
-			if v.State != GateStagger || !v.Hold || !strings.HasSuffix(v.Wait(now), tc.wait) {
+			if v.State != GateStagger || !v.Hold || v.BeforeStep || !strings.HasSuffix(v.Wait(now), tc.wait) {
 				t.Fatalf("verdict %+v (Wait %q), want stagger ending %q", v, v.Wait(now), tc.wait)
 			}
 		})

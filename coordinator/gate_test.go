@@ -179,8 +179,8 @@ func TestWindowRule(t *testing.T) {
 				t.Errorf("outside a window is a hold with node state waiting, got %+v", c)
 			}
 			v := Evaluate(GateInput{Group: g, Now: tc.now})
-			if v.Open == tc.closes || !v.Recheck.Equal(tc.recheck) || v.Hold != tc.closes {
-				t.Errorf("verdict %+v: open must be %v with recheck %s", v, !tc.closes, tc.recheck)
+			if v.Open == tc.closes || !v.Recheck.Equal(tc.recheck) || v.Hold != tc.closes || v.BeforeStep != tc.closes {
+				t.Errorf("verdict %+v: open must be %v with recheck %s, judged again before a holder's first step when closed", v, !tc.closes, tc.recheck)
 			}
 			if w := v.Wait(tc.now); tc.closes && !strings.HasSuffix(w, tc.wait) {
 				t.Errorf("Wait = %q, want it to end %q", w, tc.wait)
@@ -189,7 +189,7 @@ func TestWindowRule(t *testing.T) {
 	}
 	// A CANCEL stops every step: it wins over a hold.
 	cg := group(fixture{spec: s, cancel: true})(t)
-	if v := Evaluate(GateInput{Group: cg, Now: tue.Add(-time.Hour)}); v.State != GateCancelled || v.Hold {
+	if v := Evaluate(GateInput{Group: cg, Now: tue.Add(-time.Hour)}); v.State != GateCancelled || v.Hold || v.BeforeStep {
 		t.Errorf("cancelled outside a window: %+v, want cancelled and no hold", v)
 	}
 }

@@ -40,7 +40,8 @@ func (windowRule) Close(in GateInput) (Closed, bool) {
 		reason = fmt.Sprintf("outside the maintenance window; the next opens %s %s",
 			st.Next.In(loc).Format("Mon 15:04"), zone)
 	}
-	return Closed{Reason: reason, Opens: "the next maintenance window opens the gate", Hold: true, Recheck: st.Next}, true
+	return Closed{Reason: reason, Opens: "the next maintenance window opens the gate", Hold: true, Recheck: st.Next,
+		BeforeStep: true}, true
 }
 
 // RoundWait shows a wait to the minute ("3h12m", "45m"), or to the
