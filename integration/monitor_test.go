@@ -103,5 +103,8 @@ func (c *cluster) monitor() *fleetwatch.Monitor {
 // down count is the verdict also when a wait gives up.
 func (c *cluster) judgeDown(t *testing.T) (judge func()) {
 	mon := c.monitor()
-	return func() { mon.Finish(t, fleetwatch.AtMost(1)) }
+	return func() {
+		t.Helper() // Finish's tally names the scenario's line, not this one
+		mon.Finish(t, fleetwatch.AtMost(1))
+	}
 }
