@@ -40,7 +40,7 @@ func TestARebootingNodeCounts(t *testing.T) {
 		startAgent(t, st, group, n, rt, agent.Allow{})
 	}
 	v2 := commitRecording(t, st, group, "v2", "")
-	waitInLine(t, st, group, []string{"n1", "n2"}, rts["n1"], rts["n2"])
+	waitInLine(t, g, []string{"n1", "n2"}, rts["n1"], rts["n2"])
 	if !hostCritical(c, host.Name) {
 		t.Fatal("n3's host came back by itself")
 	}
@@ -86,7 +86,7 @@ func TestAConvergedNodeWhoseWorkloadCrashedCounts(t *testing.T) {
 	for n, rt := range rts {
 		startAgent(t, st, group, n, rt, agent.Allow{})
 	}
-	waitInLine(t, st, group, []string{"n1", "n2"}, rts["n1"], rts["n2"])
+	waitInLine(t, g, []string{"n1", "n2"}, rts["n1"], rts["n2"])
 	if s := agentCheck(t, srv.Client(), check); s != api.HealthCritical {
 		t.Fatalf("n3's workload check is %q, not critical any more", s)
 	}

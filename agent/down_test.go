@@ -11,7 +11,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -124,17 +123,17 @@ func hostCritical(c *api.Client, node string) bool {
 	return false
 }
 
-// waitInLine waits until every node of nodes is in line for the slot (its
+// waitInLine waits until every node of nodes is in line for g's slot (its
 // contender key in Consul), or one of rts has begun a Replace.
-func waitInLine(t *testing.T, st *coordinator.Store, group string, nodes []string, rts ...*scriptedRuntime) {
+func waitInLine(t *testing.T, g *groupkit.Group, nodes []string, rts ...*scriptedRuntime) {
 	t.Helper()
-	testkit.Eventually(t, time.Minute, "every waiter in line, or a replacement", func() bool {
+	g.WaitFor(time.Minute, "every waiter in line, or a replacement", func() bool {
 		for _, rt := range rts {
 			if len(rt.replaces()) > 0 {
 				return true
 			}
 		}
-		inLine, _ := slotOf(t, st, group)
+		inLine, _ := slotOf(t, g.Store, g.Name)
 		for _, n := range nodes {
 			if !slices.Contains(inLine, n) {
 				return false

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -23,13 +21,7 @@ func commitDrained(t *testing.T, st *coordinator.Store, group, release string, n
 	t.Helper()
 	s := recordingSpec(t, group, release, "")
 	s.Update.Drain = &hashspec.Drain{Services: names}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := st.Commit(ctx, group, s, "test", "commit "+release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.SHA
+	return commitSpec(t, st, group, release, s)
 }
 
 // registerServices registers each service ID under its name on the dev
@@ -83,7 +75,7 @@ func TestDrainLiftedWithoutRecord(t *testing.T) {
 	}
 	rt := &recordingRuntime{sha: sha}
 	startAgent(t, g.Store, g.Name, "n1", rt, agent.Allow{})
-	testkit.Eventually(t, 30*time.Second, "n1's own maintenance lifted", func() bool {
+	g.WaitFor(30*time.Second, "n1's own maintenance lifted", func() bool {
 		_, on := consulMaintenance(t, c)["web-1"]
 		return !on
 	})

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -66,6 +68,14 @@ func newInProcFleetOn(t *testing.T, group string, srv *consultest.Server, cli *c
 	f.releases = fleettest.NewReleases(t, cli, "rollagent-test/demoapp")
 	t.Cleanup(f.stopAll)
 	return f
+}
+
+// startDockerAgent runs node's agent in this process on a real Docker
+// runtime whose containers carry the test run's label.
+func startDockerAgent(t *testing.T, f *fleet, st *coordinator.Store, node string) *inProcAgent {
+	t.Helper()
+	rt := agent.NewDocker(f.docker, f.group, node, dockertest.Labels(), hclog.NewNullLogger())
+	return startAgent(t, st, f.group, node, rt, agent.Allow{})
 }
 
 // image builds a demoapp release once per fleet.

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -35,7 +34,7 @@ func TestLostReportSparesANodeThatReclaims(t *testing.T) {
 			gs := readGroup(t, st, group)
 			note := coordinator.ClaimNote(gs.Desired)
 			putExpiredClaim(t, srv.Client(), k, "n2", note, time.Now())
-			n2 := n2Semaphore(t, srv.Client(), k)
+			n2 := slotSemaphore(t, srv.Client(), k, "n2") // n2's agent back
 			gate := lockstep.Gate{DesiredKey: k.Desired(), DesiredIndex: gs.DesiredPair.ModifyIndex, Limit: 1, Lease: time.Hour}
 
 			var once sync.Once
@@ -90,25 +89,4 @@ func TestLostReportSparesANodeThatReclaims(t *testing.T) {
 			noFailureCounted(t, st, group, "a node that reclaimed its slot before it was marked lost")
 		})
 	}
-}
-
-// n2Semaphore is n2's agent back: a session of its own on the group's slot.
-func n2Semaphore(t *testing.T, c *api.Client, k coordinator.Keys) *lockstep.Semaphore {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := lockstep.NewSession(ctx, c, lockstep.SessionOptions{Name: "n2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Close(ctx)
-	})
-	m, err := lockstep.New(c, s, lockstep.Options{Prefix: k.Slot(), Name: "n2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -61,10 +61,10 @@ func TestReviewLostTxnInterleavings(t *testing.T) {
 					return ops, err
 				})
 			}
-			n1 := reviewSemaphore(t, srv.Client(), k, "n1")
+			n1 := slotSemaphore(t, srv.Client(), k, "n1")
 			var between func()
 			if tt.between == "reporter" {
-				n3 := reviewSemaphore(t, srv.Client(), k, "n3")
+				n3 := slotSemaphore(t, srv.Client(), k, "n3")
 				between = func() {
 					if marked, err := report(n3, "n3", nil); err != nil || !marked {
 						t.Errorf("the other reporter: marked %v, %v", marked, err)
@@ -122,9 +122,9 @@ func TestReviewLostTxnInterleavings(t *testing.T) {
 	}
 }
 
-// reviewSemaphore is a contender named name on k's slot, with a session
+// slotSemaphore is a contender named name on k's slot, with a session
 // of its own.
-func reviewSemaphore(t *testing.T, c *api.Client, k coordinator.Keys, name string) *lockstep.Semaphore {
+func slotSemaphore(t *testing.T, c *api.Client, k coordinator.Keys, name string) *lockstep.Semaphore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

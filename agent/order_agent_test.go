@@ -10,8 +10,6 @@ import (
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
-	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -76,31 +74,26 @@ func TestAfterWorkersWaitForManagers(t *testing.T) {
 // lastFleet is three nodes of one group, each on a Consul client agent of
 // its own, so that a node check (the leader's) passes on one of them.
 type lastFleet struct {
-	t       *testing.T
-	group   string
-	nodes   []string
-	clients map[string]*api.Client
-	consul  *api.Client // the test's own, on the server
-	st      *coordinator.Store
-	rts     map[string]*timedRuntime
+	*groupkit.Group // its Client and Store are the test's own, on the server
+	t               *testing.T
+	nodes           []string
+	clients         map[string]*api.Client
+	rts             map[string]*timedRuntime
 }
 
 func newLastFleet(t *testing.T, slow time.Duration) *lastFleet {
-	srv := consultest.NewDev(t)
-	f := &lastFleet{t: t, group: fleettest.Group("last"), nodes: []string{"n1", "n2", "n3"},
+	f := &lastFleet{Group: groupkit.New(t, "last"), t: t, nodes: []string{"n1", "n2", "n3"},
 		clients: map[string]*api.Client{}, rts: map[string]*timedRuntime{}}
-	cls := consultest.NewClients(t, srv, len(f.nodes), "")
-	f.consul = srv.Client()
-	f.st = coordinator.NewStore(f.consul, coordinator.DefaultPrefix)
-	v1 := commitRecording(t, f.st, f.group, "v1", "")
+	cls := consultest.NewClients(t, f.Srv, len(f.nodes), "")
+	v1 := commitRecording(t, f.Store, f.Name, "v1", "")
 	for i, n := range f.nodes {
 		f.clients[n] = cls[i].Client()
 		registerTTLCheck(t, f.clients[n], "raft-leader", api.HealthCritical)
 		f.rts[n] = newTimed(slow)
-		startAgent(t, coordinator.NewStore(f.clients[n], coordinator.DefaultPrefix), f.group, n, f.rts[n], agent.Allow{})
+		startAgent(t, coordinator.NewStore(f.clients[n], coordinator.DefaultPrefix), f.Name, n, f.rts[n], agent.Allow{})
 	}
 	for _, n := range f.nodes {
-		waitNode(t, f.st, f.group, n, "converged on v1", func(s *coordinator.NodeState) bool {
+		waitNode(t, f.Store, f.Name, n, "converged on v1", func(s *coordinator.NodeState) bool {
 			return s.SHA == v1 && s.State == coordinator.StateConverged
 		})
 	}
@@ -122,8 +115,8 @@ func (f *lastFleet) lead(node string) time.Time {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	testkit.Eventually(f.t, 10*time.Second, "the catalog to have the leader check passing on "+node+" alone", func() bool {
-		checks, _, err := f.consul.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
+	f.WaitFor(10*time.Second, "the catalog to have the leader check passing on "+node+" alone", func() bool {
+		checks, _, err := f.Client.Health().State(api.HealthPassing, &api.QueryOptions{Filter: `CheckID == "raft-leader"`})
 		return err == nil && len(checks) == 1 && checks[0].Node == name
 	})
 	return time.Now()
@@ -134,7 +127,7 @@ func (f *lastFleet) lead(node string) time.Time {
 func (f *lastFleet) wentLast(leader, sha string) {
 	f.t.Helper()
 	for _, n := range f.nodes {
-		waitNode(f.t, f.st, f.group, n, "converged on "+sha[:12], func(s *coordinator.NodeState) bool {
+		waitNode(f.t, f.Store, f.Name, n, "converged on "+sha[:12], func(s *coordinator.NodeState) bool {
 			return s.SHA == sha && s.State == coordinator.StateConverged
 		})
 	}
@@ -144,7 +137,7 @@ func (f *lastFleet) wentLast(leader, sha string) {
 			others = append(others, n)
 		}
 	}
-	_, last := convergedAt(f.t, f.st, f.group, others, sha)
+	_, last := convergedAt(f.t, f.Store, f.Name, others, sha)
 	if at, ok := f.rts[leader].beganAt(sha); !ok || at.Before(last) {
 		f.t.Errorf("the leader %s began replacing at %s (ok %v), before the last other node converged at %s",
 			leader, at.Format(time.StampMilli), ok, last.Format(time.StampMilli))
@@ -157,17 +150,17 @@ func (f *lastFleet) wentLast(leader, sha string) {
 func TestLastLeaderGoesLast(t *testing.T) {
 	f := newLastFleet(t, 3*time.Second)
 	f.lead("n2")
-	v2 := commitOrdered(t, f.st, f.group, "v2", nil, "raft-leader")
-	waitNode(t, f.st, f.group, "n2", "waiting to go last", func(s *coordinator.NodeState) bool {
+	v2 := commitOrdered(t, f.Store, f.Name, "v2", nil, "raft-leader")
+	waitNode(t, f.Store, f.Name, "n2", "waiting to go last", func(s *coordinator.NodeState) bool {
 		return s.State == coordinator.StateWaiting && s.Gate == coordinator.GateWaitingToGoLast
 	})
-	ui := &windowFleet{t: t, consul: f.consul, group: f.group} // the Consul UI's view, through the catalog
+	ui := &windowFleet{t: t, consul: f.Client, group: f.Name} // the Consul UI's view, through the catalog
 	ui.waitUIGate([]string{"n2"}, coordinator.GateWaitingToGoLast, `waits to go last (check "raft-leader"`)
 	f.wentLast("n2", v2)
 
-	v3 := commitOrdered(t, f.st, f.group, "v3", nil, "raft-leader")
+	v3 := commitOrdered(t, f.Store, f.Name, "v3", nil, "raft-leader")
 	var first string
-	fleettest.WaitFor(t, time.Minute, "a first replacement to begin", func() bool {
+	f.WaitFor(time.Minute, "a first replacement to begin", func() bool {
 		for _, n := range f.nodes {
 			if _, ok := f.rts[n].beganAt(v3); ok {
 				first = n

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/consultest"
@@ -72,14 +70,6 @@ func TestSpreadDockerKeepsOneNodeDownPerZone(t *testing.T) {
 	if len(holders.shared) > 0 {
 		t.Errorf("Consul's holders record had two nodes of a zone using a slot: %v", holders.shared)
 	}
-}
-
-// startDockerAgent runs node's agent in this process on a real Docker
-// runtime whose containers carry the test run's label.
-func startDockerAgent(t *testing.T, f *fleet, st *coordinator.Store, node string) *inProcAgent {
-	t.Helper()
-	rt := agent.NewDocker(f.docker, f.group, node, dockertest.Labels(), hclog.NewNullLogger())
-	return startAgent(t, st, f.group, node, rt, agent.Allow{})
 }
 
 // spreadDockerSpec is a demoapp release at max_parallel 2, one node down

@@ -99,13 +99,13 @@ func TestAmountParseErrors(t *testing.T) {
 		{"HCL float", hcl(`2.5`), FormatHCL, []string{"g.hcl:6", pathMaxParallel, "integer"}},
 		{"HCL bool", hcl(`true`), FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
 		{"HCL list", hcl(`[1]`), FormatHCL, []string{"g.hcl:6", pathMaxParallel}},
-		{"HCL max_failures", "container {\n  image = \"x\"\n}\nupdate {\n  max_failures = \"12.5%\"\n}\n", FormatHCL, []string{"g.hcl:5", pathMaxFailures}},
+		{"HCL max_failures", updateHCL("  max_failures = \"12.5%\"\n"), FormatHCL, []string{"g.hcl:5", pathMaxFailures}},
 		{"JSON fraction", json(`"25.5%"`), FormatJSON, []string{"g.json:3", pathMaxParallel, `"25.5%"`}},
 		{"JSON 0%", json(`"0%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
 		{"JSON 007%", json(`"007%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
 		{"JSON percent sign alone", json(`"%"`), FormatJSON, []string{"g.json:3", pathMaxParallel}},
 		{"JSON bool", json(`true`), FormatJSON, []string{"g.json:3", pathMaxParallel, "a boolean"}},
 		{"JSON object", json(`{"percent": 25}`), FormatJSON, []string{"g.json:3", pathMaxParallel, "an object"}},
-		{"JSON max_failures", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"max_failures\": \"1.5%\"}}\n", FormatJSON, []string{"g.json:2", pathMaxFailures}},
+		{"JSON max_failures", updateJSON(`{"max_failures": "1.5%"}`), FormatJSON, []string{"g.json:2", pathMaxFailures}},
 	})
 }

@@ -51,15 +51,10 @@ func TestCanaryCanonical(t *testing.T) {
 // type its line.
 func TestCanaryParseErrors(t *testing.T) {
 	runParseErrors(t, []parseErrorCase{
-		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  canary = -1\n}\n", FormatHCL,
-			[]string{"g.hcl: ", pathCanary, "negative"}},
-		{"HCL auto without time", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  auto_promote = true\n}\n", FormatHCL,
-			[]string{"g.hcl: ", pathCanaryHealthyTime, "auto_promote"}},
-		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  canary = 1\n  canary_healthy_time = \"soon\"\n}\n", FormatHCL,
-			[]string{"g.hcl:6", pathCanaryHealthyTime}},
-		{"JSON a string count", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"canary\": \"2\"}}\n", FormatJSON,
-			[]string{"g.json:2", pathCanary}},
-		{"JSON auto a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n \"canary\": 1,\n \"auto_promote\": \"yes\"}}\n", FormatJSON,
-			[]string{"g.json:4", "auto_promote"}},
+		{"HCL negative", updateHCL("  canary = -1\n"), FormatHCL, []string{"g.hcl: ", pathCanary, "negative"}},
+		{"HCL auto without time", updateHCL("  canary = 1\n  auto_promote = true\n"), FormatHCL, []string{"g.hcl: ", pathCanaryHealthyTime, "auto_promote"}},
+		{"HCL not a duration", updateHCL("  canary = 1\n  canary_healthy_time = \"soon\"\n"), FormatHCL, []string{"g.hcl:6", pathCanaryHealthyTime}},
+		{"JSON a string count", updateJSON(`{"canary": "2"}`), FormatJSON, []string{"g.json:2", pathCanary}},
+		{"JSON auto a string", updateJSON("{\n \"canary\": 1,\n \"auto_promote\": \"yes\"}"), FormatJSON, []string{"g.json:4", "auto_promote"}},
 	})
 }

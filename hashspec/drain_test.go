@@ -63,16 +63,11 @@ func TestDrainParseErrors(t *testing.T) {
 		{"HCL bad delay", strings.Replace(hcl, `"10s"`, `"10"`, 1), FormatHCL, []string{"g.hcl:7", "update.drain.delay"}},
 		{"HCL two blocks", strings.Replace(hcl, "  }\n}", "  }\n  drain {\n  }\n}", 1), FormatHCL, []string{"g.hcl:9", "drain"}},
 		{"HCL no services", strings.Replace(hcl, "    services = [\"web\"]\n", "", 1), FormatHCL, []string{"update.drain.services"}},
-		{"JSON misspelt", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"drain\": {\n  \"service\": [\"web\"]}}}\n", FormatJSON,
-			[]string{"g.json:3", "update.drain.service"}},
-		{"JSON delay a number", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"drain\": {\"services\": [\"web\"],\n  \"delay\": 10}}}\n",
-			FormatJSON, []string{"g.json:3", "update.drain.delay"}},
-		{"JSON services a string", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"drain\": {\"services\": \"web\"}}}\n", FormatJSON,
-			[]string{"g.json:2", "update.drain.services"}},
-		{"JSON a null service", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"drain\": {\"services\": [null]}}}\n", FormatJSON,
-			[]string{"update.drain.services[0]"}},
-		{"JSON empty drain", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"drain\": {}}}\n", FormatJSON,
-			[]string{"update.drain.services"}},
+		{"JSON misspelt", updateJSON("{\"drain\": {\n  \"service\": [\"web\"]}}"), FormatJSON, []string{"g.json:3", "update.drain.service"}},
+		{"JSON delay a number", updateJSON("{\"drain\": {\"services\": [\"web\"],\n  \"delay\": 10}}"), FormatJSON, []string{"g.json:3", "update.drain.delay"}},
+		{"JSON services a string", updateJSON(`{"drain": {"services": "web"}}`), FormatJSON, []string{"g.json:2", "update.drain.services"}},
+		{"JSON a null service", updateJSON(`{"drain": {"services": [null]}}`), FormatJSON, []string{"update.drain.services[0]"}},
+		{"JSON empty drain", updateJSON(`{"drain": {}}`), FormatJSON, []string{"update.drain.services"}},
 	})
 }
 

@@ -121,6 +121,18 @@ func runSHACases(t *testing.T, cases []shaCase) {
 	}
 }
 
+// updateHCL is the HCL source of a spec of image x whose update block
+// holds body, which begins on line 5.
+func updateHCL(body string) string {
+	return "container {\n  image = \"x\"\n}\nupdate {\n" + body + "}\n"
+}
+
+// updateJSON is the JSON source of a spec of image x whose "update" is
+// update, which begins on line 2.
+func updateJSON(update string) string {
+	return "{\"container\": {\"image\": \"x\"},\n \"update\": " + update + "}\n"
+}
+
 // parseErrorCase is a spec that must not load, and what its error says.
 type parseErrorCase struct {
 	name, src string

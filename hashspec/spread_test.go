@@ -58,10 +58,8 @@ func TestSpreadParseErrors(t *testing.T) {
 		{"JSON misspelt", strings.Replace(json, `"key"`, `"kye"`, 1), FormatJSON, []string{"g.json:2", "update.max_parallel_per.kye"}},
 		{"JSON max a string", strings.Replace(json, `"max": 1`, `"max": "1"`, 1), FormatJSON, []string{"g.json:3", "update.max_parallel_per.max"}},
 		{"JSON max 0", strings.Replace(json, `"max": 1`, `"max": 0`, 1), FormatJSON, []string{"g.json", "update.max_parallel_per.max"}},
-		{"JSON a number", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"max_parallel_per\": 1}}\n", FormatJSON,
-			[]string{"g.json:2", "update.max_parallel_per"}},
-		{"JSON empty", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"max_parallel_per\": {}}}\n", FormatJSON,
-			[]string{"update.max_parallel_per.key", "update.max_parallel_per.max"}},
+		{"JSON a number", updateJSON(`{"max_parallel_per": 1}`), FormatJSON, []string{"g.json:2", "update.max_parallel_per"}},
+		{"JSON empty", updateJSON(`{"max_parallel_per": {}}`), FormatJSON, []string{"update.max_parallel_per.key", "update.max_parallel_per.max"}},
 	})
 }
 

@@ -38,15 +38,10 @@ func TestStaggerCanonical(t *testing.T) {
 // no duration its line too (as every parse error does).
 func TestStaggerParseErrors(t *testing.T) {
 	runParseErrors(t, []parseErrorCase{
-		{"HCL negative", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"-5s\"\n}\n", FormatHCL,
-			[]string{"g.hcl: ", pathStagger, "negative"}},
-		{"HCL too large", "container {\n  image = \"x\"\n}\nupdate {\n  max_parallel = 2\n  stagger = \"25h\"\n}\n", FormatHCL,
-			[]string{"g.hcl: ", pathStagger, "at most"}},
-		{"HCL not a duration", "container {\n  image = \"x\"\n}\nupdate {\n  stagger = \"soon\"\n}\n", FormatHCL,
-			[]string{"g.hcl:5", pathStagger}},
-		{"JSON negative", "{\"container\": {\"image\": \"x\"},\n \"update\": {\n  \"stagger\": \"-1m\"\n}}\n", FormatJSON,
-			[]string{"g.json: ", pathStagger, "negative"}},
-		{"JSON a number", "{\"container\": {\"image\": \"x\"},\n \"update\": {\"stagger\": 300}}\n", FormatJSON,
-			[]string{"g.json:2", pathStagger}},
+		{"HCL negative", updateHCL("  stagger = \"-5s\"\n"), FormatHCL, []string{"g.hcl: ", pathStagger, "negative"}},
+		{"HCL too large", updateHCL("  max_parallel = 2\n  stagger = \"25h\"\n"), FormatHCL, []string{"g.hcl: ", pathStagger, "at most"}},
+		{"HCL not a duration", updateHCL("  stagger = \"soon\"\n"), FormatHCL, []string{"g.hcl:5", pathStagger}},
+		{"JSON negative", updateJSON("{\n  \"stagger\": \"-1m\"\n}"), FormatJSON, []string{"g.json: ", pathStagger, "negative"}},
+		{"JSON a number", updateJSON(`{"stagger": 300}`), FormatJSON, []string{"g.json:2", pathStagger}},
 	})
 }

@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/rollagent/rollagent/coordinator"
-	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 func (c *cluster) leaderKilled(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	sha := c.commit(mgrs, "v3", "pause")
 	c.holder(mgrs, "", time.Minute)
 	leader := c.leader()
@@ -32,8 +30,7 @@ func (c *cluster) leaderKilled(t *testing.T) {
 // partition heals, so the next node is expected only then. The victim
 // counts in the down count all along.
 func (c *cluster) partitioned(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	sha := c.commit(wkrs, "v3", "pause")
 	victim := c.midStep(wkrs, time.Minute)
 	ip := c.partition(victim)
@@ -48,8 +45,7 @@ func (c *cluster) partitioned(t *testing.T) {
 }
 
 func (c *cluster) cancelDurable(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	sha := c.commit(mgrs, "v4", "pause")
 	c.holder(mgrs, "", time.Minute)
 	ctx, cancel := c.ctx()
@@ -129,8 +125,7 @@ func (c *cluster) restartEverything() {
 }
 
 func (c *cluster) badRelease(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	good := c.state(wkrs).Desired.SHA
 	bad := c.commit(wkrs, "bad", "pause")
 	c.waitFor(2*time.Minute, "the workers to pause", func() bool {
@@ -149,8 +144,7 @@ func (c *cluster) badRelease(t *testing.T) {
 }
 
 func (c *cluster) twoGroups(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v6", "pause"), c.commit(wkrs, "v6", "pause")
 	c.waitConverged(mgrs, managers, ms, 3*time.Minute)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"testing"
 
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/fleettest"
@@ -95,4 +96,15 @@ func (c *cluster) monitor() *fleetwatch.Monitor {
 		groups[g] = true
 	}
 	return fleetwatch.Start(c.watchOptions(slices.Sorted(maps.Keys(groups))...))
+}
+
+// judgeDown starts the invariant monitor and returns what judges it: at
+// most one node down at once. A scenario defers that call, so that the
+// down count is the verdict also when a wait gives up.
+func (c *cluster) judgeDown(t *testing.T) (judge func()) {
+	mon := c.monitor()
+	return func() {
+		t.Helper() // Finish's tally names the scenario's line, not this one
+		mon.Finish(t, fleetwatch.AtMost(1))
+	}
 }

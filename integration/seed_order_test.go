@@ -16,7 +16,6 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/dockertest"
 	"github.com/rollagent/rollagent/internal/fleettest"
-	"github.com/rollagent/rollagent/internal/fleetwatch"
 )
 
 // seedOrder is the seed's fleet rolled in its operator's order (issue 29):
@@ -28,8 +27,7 @@ import (
 // granted before the last manager converged, the leader's node last, and
 // never two managers down (the monitor, Docker's health status).
 func (c *cluster) seedOrder(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	check := "seed-leader-" + dockertest.RunID()[:6]
 	perm := rand.Perm(len(managers))
 	first, leader := managers[perm[0]], managers[perm[1]]

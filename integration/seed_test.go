@@ -34,8 +34,7 @@ const (
 // workload). The slot belongs to the node, so until it is back no other
 // manager may be taken down: at most K=1 unhealthy, counting the victim.
 func (c *cluster) seed(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	start := time.Now()
 	ms, ws := c.commit(mgrs, "v2", "pause"), c.commit(wkrs, "v2", "pause")
 	victim := c.midStep(mgrs, time.Minute)
@@ -57,8 +56,7 @@ func (c *cluster) seed(t *testing.T) {
 // closes the gate. No other manager is taken down meanwhile. Revived under
 // the pause, it moves nothing until the operator resumes.
 func (c *cluster) holderLost(t *testing.T) {
-	mon := c.monitor()
-	defer mon.Finish(t, fleetwatch.AtMost(1)) // the down count is the verdict, also when a wait gives up
+	defer c.judgeDown(t)()
 	sha := c.commit(mgrs, "v2-lost", "pause")
 	victim := c.midStep(mgrs, time.Minute)
 	granted := c.grantedAt(mgrs, victim)

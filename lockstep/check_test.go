@@ -82,10 +82,7 @@ func TestAcquireChecksRightBeforeTheGrant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := ReadHolders(c, testPrefix, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := readHolders(t, c)
 			if tc.wantErr != nil {
 				if r.h != nil || step != nil || len(h.Holding)+len(h.Waiting) > 0 {
 					t.Fatalf("a grant that Check refused: hold %v, step %+v, holding %v, waiting %v", r.h, step, h.Holding, h.Waiting)

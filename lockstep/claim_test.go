@@ -55,10 +55,7 @@ func TestClaimOutlivesItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after MarkLost: %v", err)
 	}
-	hs, err := ReadHolders(c, testPrefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs := readHolders(t, c)
 	if got := hs.Counted(); len(got) != 1 || got[0] != "n2" {
 		t.Fatalf("counted %v, want [n2]: a lost claim must not count", got)
 	}
@@ -260,10 +257,7 @@ func TestMarkLostSparesANewerClaimOfTheSameSession(t *testing.T) {
 	if err := x.ClaimDown(ctx, g, "first"); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := ReadHolders(c, testPrefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs := readHolders(t, c)
 	judged, ok := hs.ClaimOf("x")
 	if !ok {
 		t.Fatal("no claim after ClaimDown")
@@ -283,10 +277,7 @@ func TestMarkLostSparesANewerClaimOfTheSameSession(t *testing.T) {
 	if err := newSem(t, c, "o").MarkLost(ctx, "x", judged); err != nil {
 		t.Fatal(err)
 	}
-	hs, err = ReadHolders(c, testPrefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs = readHolders(t, c)
 	if cl, _ := hs.ClaimOf("x"); cl.Lost || cl.Note != "second" {
 		t.Fatalf("x's claim after a mark of its earlier one: %+v, want the second, counting", cl)
 	}
@@ -316,10 +307,7 @@ func TestMarkLostWithWritesTheReportWithTheMark(t *testing.T) {
 			if err := x.ClaimDown(ctx, g, "step"); err != nil {
 				t.Fatal(err)
 			}
-			hs, err := ReadHolders(c, testPrefix, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			hs := readHolders(t, c)
 			judged, _ := hs.ClaimOf("x")
 			tries := 0
 			with := func(context.Context) (api.TxnOps, error) {
@@ -343,10 +331,7 @@ func TestMarkLostWithWritesTheReportWithTheMark(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hs, err = ReadHolders(c, testPrefix, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			hs = readHolders(t, c)
 			cl, _ := hs.ClaimOf("x")
 			if marked != tt.marked || (p != nil) != tt.marked || cl.Lost != tt.marked {
 				t.Fatalf("marked %v, report written %v, claim %+v after %d tries; want all %v", marked, p != nil, cl, tries, tt.marked)

@@ -32,10 +32,7 @@ func domainSem(t *testing.T, c *api.Client, name, domain string, opts Options) (
 // holders record and the holder keys, and the domain the record gives each.
 func holdingDomains(t *testing.T, c *api.Client) map[string]string {
 	t.Helper()
-	h, err := ReadHolders(c, testPrefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readHolders(t, c)
 	out := map[string]string{}
 	for _, e := range h.Holding {
 		out[e.Name] = e.Domain

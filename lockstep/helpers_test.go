@@ -139,6 +139,17 @@ func handOver(t testing.TB, ctx context.Context, h *Hold, waiter <-chan *Hold, w
 	}
 }
 
+// readHolders reads the test slot's holders, once, failing the test if
+// Consul does not answer.
+func readHolders(t testing.TB, c *api.Client) *Holders {
+	t.Helper()
+	hs, err := ReadHolders(c, testPrefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
 // deadHolder is name granted a slot at g whose session then ended, as a
 // node that dies mid-step leaves it: its claim stays, its holder key goes.
 func deadHolder(t *testing.T, ctx context.Context, c *api.Client, g Gate, name string) *Semaphore {

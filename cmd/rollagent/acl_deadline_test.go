@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,19 +57,16 @@ func TestAgentPolicyFiresTheDeadline(t *testing.T) {
 		})
 	}
 	t.Run("without the policy's line", func(t *testing.T) {
-		rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", "acl-policy.hcl"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rules := shippedPolicy(t, "acl-policy.hcl")
 		web := groupkit.Keys(t, "web")
 		line := fmt.Sprintf("key_prefix %q {\n  policy = \"write\"\n}\n", web.Deadline(""))
-		if !strings.Contains(string(rules), line) {
+		if !strings.Contains(rules, line) {
 			t.Fatalf("the shipped policy has no line for deadline/")
 		}
 		group := "dl-none"
 		commitDeadline(group, "demo:v2", "continue")
 		gs, _ := root.Read(ctx, group, nil)
-		without := strings.ReplaceAll(strings.Replace(string(rules), line, "", 1), `"`+web.Root(), `"`+groupkit.Keys(t, group).Root())
+		without := strings.ReplaceAll(strings.Replace(rules, line, "", 1), `"`+web.Root(), `"`+groupkit.Keys(t, group).Root())
 		st := storeWith(t, srv.HTTPAddr, tokenWith(t, c, "no-deadline", without))
 		if fired, _, err := st.FireDeadline(ctx, group, "n1", gs.Desired.SHA, gs.Desired.CommittedAt); fired || err == nil ||
 			!strings.Contains(err.Error(), "ermission denied") {

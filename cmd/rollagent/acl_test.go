@@ -49,10 +49,7 @@ func tokenForNode(t *testing.T, c *api.Client, file, group, node string) string 
 // tokenForNode says.
 func policyRules(t *testing.T, c *api.Client, file, group, node string) string {
 	t.Helper()
-	rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := shippedPolicy(t, file)
 	consulNode, err := c.Agent().NodeName()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +64,17 @@ func policyRules(t *testing.T, c *api.Client, file, group, node string) string {
 		`session "n1"`, `session "`+consulNode+`"`,
 		`agent "n1"`, `agent "`+consulNode+`"`,
 		`service "rollagent-web"`, `service "rollagent-`+group+`"`,
-	).Replace(string(rules))
+	).Replace(rules)
+}
+
+// shippedPolicy is the policy in file under docs/examples, as shipped.
+func shippedPolicy(t *testing.T, file string) string {
+	t.Helper()
+	rules, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(rules)
 }
 
 // tokenWith makes a token with rules as its only policy, named name.
