@@ -29,6 +29,8 @@ type asideRuntime struct {
 	calls   []string
 	// verified, when set, runs once as WaitHealthy begins for sha.
 	verified func(sha string)
+	// prepared, when set, runs once as Prepare begins for sha.
+	prepared func(sha string)
 }
 
 func (r *asideRuntime) note(call string) {
@@ -62,7 +64,16 @@ func (r *asideRuntime) Inspect(context.Context) (agent.Observed, error) {
 	return agent.Observed{SHA: r.sha, Leftover: r.aside != ""}, nil
 }
 
-func (r *asideRuntime) Prepare(context.Context, *hashspec.Spec, string) error { return nil }
+func (r *asideRuntime) Prepare(_ context.Context, _ *hashspec.Spec, sha string) error {
+	r.mu.Lock()
+	hook := r.prepared
+	r.prepared = nil
+	r.mu.Unlock()
+	if hook != nil {
+		hook(sha)
+	}
+	return nil
+}
 
 func (r *asideRuntime) Replace(ctx context.Context, _ *hashspec.Spec, sha string, step agent.StepFunc) error {
 	r.note("Replace")

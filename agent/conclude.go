@@ -122,6 +122,11 @@ func conclude(l Look, e event) outcome {
 		// or token does wrong. Tried again after a backoff (deferDrain).
 		return outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: e.err + drainDeferred}
 	case endHeld:
+		if !l.Healthy || l.Leftover {
+			// Down, or a step of its own to finish: it must go on
+			// counting against K (turn.heldBeforeStep never asks this).
+			return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: e.err, Keep: true}
+		}
 		return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: e.err + heldUntouched}
 	case endStopped:
 		return outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: e.err, Keep: true}

@@ -269,6 +269,8 @@ func TestConclude(t *testing.T) {
 			outcome{Result: resultAborted, State: coordinator.StateFailed, Reason: "drain: denied" + drainDeferred}},
 		{"held before the first step: nothing touched, the slot goes back", open(Look{SHA: shaA, Healthy: true}), event{end: endHeld, err: "outside the maintenance window"},
 			outcome{Result: resultAborted, State: coordinator.StateWaiting, Reason: "outside the maintenance window" + heldUntouched}},
+		{"held before the first step, down meanwhile: keeps its slot", open(Look{SHA: shaA}), event{end: endHeld, err: "outside the maintenance window"},
+			outcome{Result: resultAborted, Keep: true, State: coordinator.StateWaiting, Reason: "outside the maintenance window"}},
 		{"stopped", open(Look{SHA: shaA}), event{end: endStopped, err: "fence: cancelled"},
 			outcome{Result: resultAborted, Keep: true, State: coordinator.StateWaiting, Reason: "fence: cancelled"}},
 		{"restore failed", open(Look{SHA: shaB, Leftover: true}), event{end: endRestoreFailed, err: "disk full"},
@@ -327,6 +329,8 @@ func TestConcludeEveryLook(t *testing.T) {
 				t.Errorf("%+v, end %d: conclude = %+v, want a kept slot to say so", l, e, o)
 			case o.Result == resultKept && !o.Keep:
 				t.Errorf("%+v, end %d: conclude = %+v, want the slot kept", l, e, o)
+			case e == endHeld && (!l.Healthy || l.Leftover) && !o.Keep:
+				t.Errorf("%+v, end %d: conclude = %+v, want the slot kept: the node is down or mid-step", l, e, o)
 			}
 		}
 	})

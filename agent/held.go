@@ -134,21 +134,34 @@ func addBounds(ds ...time.Duration) time.Duration {
 }
 
 // heldBeforeStep evaluates the gate once more right before the first
-// destructive step of a turn that has touched nothing of a healthy
-// workload, on the clock and the health of the checks blocked on as they
+// destructive step of a replacement of a healthy workload with nothing
+// set aside, on the clock and the health of the checks blocked on as they
 // are now: the two things Consul cannot check in a fence. A maintenance
-// window that closed or a check that failed since the grant (or since the
-// look that reclaimed the slot: a pull under it may take minutes) gives
-// the slot back untouched; its reason is returned, "" if the gate is open.
-// Only a rule that says so (coordinator.Closed.BeforeStep) is judged: one
-// that closes the gate outright is left to the fences, and a node whose
-// step began finishes it, as a hold lets it.
+// window that closed or a check that failed since the grant (or since a
+// verification under the slot, and a pull after it, which may take
+// minutes) gives the slot back untouched; its reason is returned, "" if
+// the node goes on. Only a rule that says so (coordinator.Closed.
+// BeforeStep) is judged: one that closes the gate outright is left to the
+// fences, and a node whose step began finishes it, as a hold lets it. A
+// workload that is no longer healthy goes on too: replacing it is what
+// heals it. The read is bounded as a fence is, and cut off with the hold.
 func (t *turn) heldBeforeStep(ctx context.Context) string {
 	if !t.l.Healthy || t.l.Leftover {
 		return ""
 	}
-	if _, v := t.a.gateNow(ctx, t.gs); !v.Open && v.BeforeStep {
-		return v.Reason
+	ctx, cancel := t.whileHeld(ctx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, t.a.cfg.SessionTTL*2/3)
+	defer cancelT()
+	g, v, now := t.a.gateNow(ctx, t.gs)
+	if v.Open || !v.BeforeStep {
+		return ""
 	}
-	return ""
+	if t.l.readHealth(ctx, t.a.health); !t.l.Healthy {
+		return ""
+	}
+	// The record the release writes says which gate holds it, and since
+	// when a check does, as a look's would.
+	t.a.pub.sawGate(v, g, now)
+	return v.Reason
 }

@@ -7,35 +7,81 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
+// heldStep is a node left mid-step (v1 running, v0 set aside) in a group
+// whose desired v2 blocks on a check on the node's Consul agent, passing
+// for now: the node wins its slot in line, verifies v1, drops v0 and then
+// prepares v2 under its slot.
+type heldStep struct {
+	g      *groupkit.Group
+	v1     string
+	rt     *asideRuntime
+	failed func() // turns the check critical
+}
+
+func newHeldStep(t *testing.T, name string) *heldStep {
+	t.Helper()
+	g := groupkit.New(t, name)
+	c, check := g.Srv.Client(), name+"-gate"
+	registerTTLCheck(t, c, check, api.HealthPassing)
+	v0 := commitRecording(t, g.Store, g.Name, "v0", "")
+	v1 := commitRecording(t, g.Store, g.Name, "v1", "")
+	commitBlockedTo(t, g.Store, g.Name, "v2", nil, []hashspec.Block{{Check: check}})
+	return &heldStep{g: g, v1: v1, rt: &asideRuntime{sha: v1, aside: v0, healthy: true},
+		failed: func() { setTTL(t, c, check, api.HealthCritical) }}
+}
+
 // A hold that Consul cannot check in a fence (a check's health, the
 // clock's window) is judged again right before the first step on a
-// healthy workload. A node left mid-step (v1 running, v0 set aside) wins
-// its slot in line, verifies v1 and drops v0; the check it blocks on fails
-// meanwhile. Going on to v2 would be a new replacement begun under the
-// hold: it gives its slot back instead, on v1, healthy. Before, it went on
-// and replaced v1.
+// healthy workload. The check fails while the node verifies v1: going on
+// to v2 would be a new replacement begun under the hold, so it gives its
+// slot back instead, on v1, healthy, and its record says which gate holds
+// it and since when. Before, it went on and replaced v1.
 func TestHoldBeforeTheFirstStepGivesTheSlotBack(t *testing.T) {
-	g := groupkit.New(t, "heldstep")
-	st, group, c := g.Store, g.Name, g.Srv.Client()
-	registerTTLCheck(t, c, "heldstep-gate", api.HealthPassing)
-	v0 := commitRecording(t, st, group, "v0", "")
-	v1 := commitRecording(t, st, group, "v1", "")
-	commitBlockedTo(t, st, group, "v2", nil, []hashspec.Block{{Check: "heldstep-gate"}})
-	rt := &asideRuntime{sha: v1, aside: v0, healthy: true}
-	rt.verified = func(string) { setTTL(t, c, "heldstep-gate", api.HealthCritical) }
+	h := newHeldStep(t, "heldstep")
+	st, group, rt := h.g.Store, h.g.Name, h.rt
+	rt.verified = func(string) { h.failed() }
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
-	g.WaitFor(time.Minute, "n1 to give its slot back after dropping v0, or to replace v1", func() bool {
+	h.g.WaitFor(time.Minute, "n1 to give its slot back after dropping v0, or to replace v1", func() bool {
 		calls := rt.destructiveCalls()
 		return slices.Contains(calls, "Finish") && !counted(t, st, group, "n1") || slices.Contains(calls, "Replace")
 	})
 	if calls := rt.destructiveCalls(); !slices.Equal(calls, []string{"Finish"}) {
 		t.Fatalf("the agent called %v: with the check failed, only the verified step's drop may run", calls)
 	}
-	if sha, aside := rt.state(); sha != v1 || aside != "" {
+	if sha, aside := rt.state(); sha != h.v1 || aside != "" {
 		t.Fatalf("node runs %.12s with %.12q set aside, want v1 alone", sha, aside)
+	}
+	// The release's record, or the next look's: either names the gate.
+	n := nodeState(t, st, group, "n1")
+	if n == nil || n.State != coordinator.StateWaiting || n.Gate != coordinator.GateBlockedByCheck || len(n.Blocked) == 0 {
+		t.Fatalf("n1's record %+v: want waiting, held by %s, with the check it is blocked by", n, coordinator.GateBlockedByCheck)
+	}
+}
+
+// A workload that went down after its verification, while the node
+// prepared v2, is replaced even though the check failed meanwhile: a hold
+// lets a holder heal its node, and giving the slot back would leave it
+// down, counted against K, until the check passes.
+func TestHoldBeforeTheFirstStepLetsADownNodeBeReplaced(t *testing.T) {
+	h := newHeldStep(t, "heldown")
+	st, group, rt := h.g.Store, h.g.Name, h.rt
+	rt.prepared = func(string) {
+		h.failed()
+		rt.mu.Lock()
+		rt.healthy = false
+		rt.mu.Unlock()
+	}
+	startAgent(t, st, group, "n1", rt, agent.Allow{})
+	h.g.WaitFor(time.Minute, "n1 to replace its failing workload, or to give its slot back", func() bool {
+		calls := rt.destructiveCalls()
+		return slices.Contains(calls, "Replace") || slices.Contains(calls, "Finish") && !counted(t, st, group, "n1")
+	})
+	if calls := rt.destructiveCalls(); !slices.Contains(calls, "Replace") {
+		t.Fatalf("the agent called %v: a node that failed after its verification must be replaced", calls)
 	}
 }

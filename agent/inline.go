@@ -90,23 +90,25 @@ func (a *Agent) watchMembers(ctx context.Context, stop context.CancelCauseFunc, 
 
 // gateNow evaluates the gate on gs with the clock as it is now and, when
 // its desired spec blocks on checks, their health read now, consistently:
-// what Consul cannot check in a grant or a fence. It returns that health
-// (nil when nothing is blocked on) and the verdict.
-func (a *Agent) gateNow(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, coordinator.Verdict) {
+// what Consul cannot check in a grant or a fence. It returns the group
+// state it judged (gs with that health; nil health when nothing is
+// blocked on), the verdict, and the wall clock it was judged at.
+func (a *Agent) gateNow(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GroupState, coordinator.Verdict, time.Time) {
 	g := *gs
 	if g.Spec != nil && g.Spec.Update.Blocks() {
 		g.Health = a.cfg.Store.BlockHealthNow(ctx, &g.Spec.Update)
 	}
-	return g.Health, coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: wallclock.Now(), Mono: time.Now()})
+	now := wallclock.Now()
+	return &g, coordinator.Evaluate(coordinator.GateInput{Group: &g, Now: now, Mono: time.Now()}), now
 }
 
 // blockClosed is gateNow for the read right before a grant: the health of
 // the checks blocked on, and the reason the gate is closed, or "" when it
 // is open.
 func (a *Agent) blockClosed(ctx context.Context, gs *coordinator.GroupState) (*coordinator.GateHealth, string) {
-	h, v := a.gateNow(ctx, gs)
+	g, v, _ := a.gateNow(ctx, gs)
 	if !v.Open {
-		return h, v.Reason
+		return g.Health, v.Reason
 	}
-	return h, ""
+	return g.Health, ""
 }

@@ -153,7 +153,11 @@ func (t *turn) replace(ctx context.Context) ending {
 	}
 	if reason := t.heldBeforeStep(ctx); reason != "" {
 		t.a.log.Info("not replacing: a hold closed the gate since the grant; giving the slot back untouched", "reason", reason)
-		return t.release(ctx, t.l.SHA, conclude(t.l, event{end: endHeld, err: reason}))
+		o := conclude(t.l, event{end: endHeld, err: reason})
+		if o.Keep {
+			return t.keep(ctx, o)
+		}
+		return t.release(ctx, t.l.SHA, o)
 	}
 	// Drained before the first step, with an old workload to stop: out
 	// of the runtime's call, which its step bound limits.
