@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"io"
-	"sync"
 	"sync/atomic"
 
 	"github.com/docker/docker/api/types/container"
@@ -30,13 +29,16 @@ func DialDocker() (DockerAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &negotiated{c: cli}, nil
+	return &negotiated{c: cli, turn: make(chan struct{}, 1)}, nil
 }
 
 // negotiated is a client whose requests wait for its API version.
 type negotiated struct {
-	c    *client.Client
-	mu   sync.Mutex // one negotiation at a time
+	c *client.Client
+	// turn admits one negotiation at a time; a request whose context ends
+	// while it waits (a health check's, behind a ping to a daemon that
+	// does not answer) stops waiting.
+	turn chan struct{}
 	done atomic.Bool
 }
 
@@ -45,8 +47,12 @@ func (n *negotiated) ready(ctx context.Context) error {
 	if n.done.Load() {
 		return nil
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	select {
+	case n.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-n.turn }()
 	if n.done.Load() {
 		return nil
 	}

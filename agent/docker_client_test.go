@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
 	"github.com/rollagent/rollagent/agent"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // fakeEngine answers the Engine API calls of a look and a health check, as
@@ -23,6 +26,10 @@ type fakeEngine struct {
 	host  string
 	pings atomic.Int64
 	gone  atomic.Bool
+	// stall, when set, holds each ping, counted in arrived, until it is
+	// closed.
+	stall   chan struct{}
+	arrived atomic.Int64
 }
 
 func newFakeEngine(t *testing.T) *fakeEngine {
@@ -39,6 +46,10 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/_ping"):
+			e.arrived.Add(1)
+			if e.stall != nil {
+				<-e.stall
+			}
 			e.pings.Add(1)
 			_, _ = w.Write([]byte("OK"))
 		case strings.HasSuffix(r.URL.Path, "/containers/json"):
@@ -103,8 +114,8 @@ func TestDialDockerBeforeTheDaemon(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := api.ContainerList(ctx, container.ListOptions{}); err == nil {
-		t.Fatal("a listing with no daemon succeeded")
+	if _, err := api.ContainerList(ctx, container.ListOptions{}); !client.IsErrConnectionFailed(err) {
+		t.Fatalf("a listing with no daemon: %v, want a failure to connect (the runtime's unreachable)", err)
 	}
 	e.gone.Store(false)
 	for range 3 {
@@ -114,5 +125,43 @@ func TestDialDockerBeforeTheDaemon(t *testing.T) {
 	}
 	if n := e.pings.Load(); n != 1 {
 		t.Errorf("%d pings answered, want 1: the version is negotiated once", n)
+	}
+}
+
+// A request whose context ends while another one's ping holds the
+// negotiation (a daemon that accepts and does not answer) stops waiting:
+// a health check is not held past its own bound by the look's request.
+func TestDialDockerWaitEndsWithItsContext(t *testing.T) {
+	e := newFakeEngine(t)
+	e.stall = make(chan struct{})
+	t.Setenv("DOCKER_HOST", e.host)
+	api, err := agent.DialDocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := api.ContainerList(context.Background(), container.ListOptions{})
+		first <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the first request's ping to reach the engine", func() bool { return e.arrived.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() {
+		_, err := api.ContainerInspect(ctx, "c1")
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the second request: %v, want its deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the second request waited past its context for the first one's ping")
+	}
+	close(e.stall)
+	if err := <-first; err != nil {
+		t.Errorf("the first request, once the engine answered: %v", err)
 	}
 }
