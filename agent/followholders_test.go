@@ -22,13 +22,23 @@ func followHolders(ctx context.Context, t *testing.T, c *api.Client, group strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	followPrefix(ctx, c, lockstep.HoldersKey(k.Slot()), func(at time.Time, ps api.KVPairs) {
+		seen(at, lockstep.ParseHolders(k.Slot(), ps))
+	})
+}
+
+// followPrefix lists the keys under prefix with blocking queries until ctx
+// ends, and gives seen each answer, with when it returned: every change
+// that lands a round trip after the one before. It returns once the first
+// query has.
+func followPrefix(ctx context.Context, c *api.Client, prefix string, seen func(at time.Time, ps api.KVPairs)) {
 	ready := make(chan struct{})
 	asked := false
 	// A failed read is tried again 10ms later, keeping the index.
 	opts := watch.Options{Backoff: retry.NewSteady(10*time.Millisecond, 10*time.Millisecond)}
 	go watch.Run(ctx, opts, func(ctx context.Context, index uint64) (uint64, bool, error) {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
-		ps, meta, err := c.KV().List(lockstep.HoldersKey(k.Slot()), q)
+		ps, meta, err := c.KV().List(prefix, q)
 		at := time.Now()
 		if !asked {
 			asked = true
@@ -37,7 +47,7 @@ func followHolders(ctx context.Context, t *testing.T, c *api.Client, group strin
 		if err != nil {
 			return 0, false, err
 		}
-		seen(at, lockstep.ParseHolders(k.Slot(), ps))
+		seen(at, ps)
 		return meta.LastIndex, false, nil
 	})
 	<-ready

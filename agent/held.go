@@ -143,21 +143,30 @@ func addBounds(ds ...time.Duration) time.Duration {
 // the node goes on. Only a rule that says so (coordinator.Closed.
 // BeforeStep) is judged: one that closes the gate outright is left to the
 // fences, and a node whose step began finishes it, as a hold lets it. A
-// workload that is no longer healthy goes on too: replacing it is what
-// heals it. The read is bounded as a fence is, and cut off with the hold.
+// workload read unhealthy now goes on too: replacing it is what heals it.
+// Each read is bounded as a fence is, and cut off with the hold.
 func (t *turn) heldBeforeStep(ctx context.Context) string {
 	if !t.l.Healthy || t.l.Leftover {
 		return ""
 	}
 	ctx, cancel := t.whileHeld(ctx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, t.a.cfg.SessionTTL*2/3)
-	defer cancelT()
-	g, v, now := t.a.gateNow(ctx, t.gs)
+	gctx, cancelG := context.WithTimeout(ctx, t.a.cfg.SessionTTL*2/3)
+	g, v, now := t.a.gateNow(gctx, t.gs)
+	cancelG()
 	if v.Open || !v.BeforeStep {
 		return ""
 	}
-	if t.l.readHealth(ctx, t.a.health); !t.l.Healthy {
+	hctx, cancelH := context.WithTimeout(ctx, t.a.cfg.SessionTTL*2/3)
+	l := t.l
+	l.readHealth(hctx, t.a.health)
+	read := hctx.Err() == nil
+	cancelH()
+	if read && !l.Healthy {
+		// A reading cut off says nothing: the slot goes back, and the
+		// next look sees the workload as it is.
+		t.l = l
+		t.a.log.Info("the gate closed since the grant, but the workload is not healthy: replacing it", "reason", v.Reason, "health", l.Why)
 		return ""
 	}
 	// The record the release writes says which gate holds it, and since

@@ -1,7 +1,12 @@
 package agent_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +14,7 @@ import (
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/hashspec"
+	"github.com/rollagent/rollagent/internal/testkit"
 	"github.com/rollagent/rollagent/internal/testkit/groupkit"
 )
 
@@ -31,8 +37,41 @@ func newHeldStep(t *testing.T, name string) *heldStep {
 	v0 := commitRecording(t, g.Store, g.Name, "v0", "")
 	v1 := commitRecording(t, g.Store, g.Name, "v1", "")
 	commitBlockedTo(t, g.Store, g.Name, "v2", nil, []hashspec.Block{{Check: check}})
-	return &heldStep{g: g, v1: v1, rt: &asideRuntime{sha: v1, aside: v0, healthy: true},
-		failed: func() { setTTL(t, c, check, api.HealthCritical) }}
+	failed := func() {
+		setTTL(t, c, check, api.HealthCritical)
+		// The agent reads the servers' view, which the local agent's sync
+		// reaches a moment later: the hook returns once it has.
+		q := &api.QueryOptions{RequireConsistent: true, Filter: fmt.Sprintf("CheckID == %q", check)}
+		testkit.Eventually(t, 10*time.Second, "the servers to see the check critical", func() bool {
+			hs, _, err := c.Health().State(api.HealthAny, q)
+			return err == nil && len(hs) == 1 && hs[0].Status == api.HealthCritical
+		})
+	}
+	return &heldStep{g: g, v1: v1, rt: &asideRuntime{sha: v1, aside: v0, healthy: true}, failed: failed}
+}
+
+// records follows node's record from now until the test ends, and returns
+// every version seen so far.
+func (h *heldStep) records(t *testing.T, node string) func() []coordinator.NodeState {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var mu sync.Mutex
+	var seen []coordinator.NodeState
+	followPrefix(ctx, h.g.Client, h.g.Keys.Node(node), func(_ time.Time, ps api.KVPairs) {
+		for _, p := range ps {
+			var n coordinator.NodeState
+			if p.Key == h.g.Keys.Node(node) && json.Unmarshal(p.Value, &n) == nil {
+				mu.Lock()
+				seen = append(seen, n)
+				mu.Unlock()
+			}
+		}
+	})
+	return func() []coordinator.NodeState {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
 
 // A hold that Consul cannot check in a fence (a check's health, the
@@ -45,6 +84,7 @@ func TestHoldBeforeTheFirstStepGivesTheSlotBack(t *testing.T) {
 	h := newHeldStep(t, "heldstep")
 	st, group, rt := h.g.Store, h.g.Name, h.rt
 	rt.verified = func(string) { h.failed() }
+	records := h.records(t, "n1")
 	startAgent(t, st, group, "n1", rt, agent.Allow{})
 	h.g.WaitFor(time.Minute, "n1 to give its slot back after dropping v0, or to replace v1", func() bool {
 		calls := rt.destructiveCalls()
@@ -56,10 +96,19 @@ func TestHoldBeforeTheFirstStepGivesTheSlotBack(t *testing.T) {
 	if sha, aside := rt.state(); sha != h.v1 || aside != "" {
 		t.Fatalf("node runs %.12s with %.12q set aside, want v1 alone", sha, aside)
 	}
-	// The release's record, or the next look's: either names the gate.
-	n := nodeState(t, st, group, "n1")
-	if n == nil || n.State != coordinator.StateWaiting || n.Gate != coordinator.GateBlockedByCheck || len(n.Blocked) == 0 {
-		t.Fatalf("n1's record %+v: want waiting, held by %s, with the check it is blocked by", n, coordinator.GateBlockedByCheck)
+	// The record the release wrote, not only the next look's.
+	var released *coordinator.NodeState
+	h.g.WaitFor(10*time.Second, "the release's record", func() bool {
+		for _, n := range records() {
+			if strings.HasSuffix(n.Error, "nothing was touched, and the node gave its slot back") {
+				released = &n
+				return true
+			}
+		}
+		return false
+	})
+	if n := released; n.State != coordinator.StateWaiting || n.Gate != coordinator.GateBlockedByCheck || len(n.Blocked) == 0 {
+		t.Fatalf("n1's released record %+v: want waiting, held by %s, with the check it is blocked by", n, coordinator.GateBlockedByCheck)
 	}
 }
 
