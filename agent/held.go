@@ -144,7 +144,8 @@ func addBounds(ds ...time.Duration) time.Duration {
 // BeforeStep) is judged: one that closes the gate outright is left to the
 // fences, and a node whose step began finishes it, as a hold lets it. A
 // workload read unhealthy now goes on too: replacing it is what heals it.
-// Each read is bounded as a fence is, and cut off with the hold.
+// The Consul read is bounded as a fence is; both are cut off with the
+// hold.
 func (t *turn) heldBeforeStep(ctx context.Context) string {
 	if !t.l.Healthy || t.l.Leftover {
 		return ""
@@ -157,12 +158,12 @@ func (t *turn) heldBeforeStep(ctx context.Context) string {
 	if v.Open || !v.BeforeStep {
 		return ""
 	}
-	hctx, cancelH := context.WithTimeout(ctx, t.a.cfg.SessionTTL*2/3)
+	// The health is read as a look reads it, within the runtime's own
+	// bounds (a health hook's timeout): a shorter one would cut a slow
+	// hook off, and the judge would count that as a failed reading.
 	l := t.l
-	l.readHealth(hctx, t.a.health)
-	read := hctx.Err() == nil
-	cancelH()
-	if read && !l.Healthy {
+	l.readHealth(ctx, t.a.health)
+	if read := ctx.Err() == nil; read && !l.Healthy {
 		// A reading cut off says nothing: the slot goes back, and the
 		// next look sees the workload as it is.
 		t.l = l
