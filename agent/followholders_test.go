@@ -2,6 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,4 +54,29 @@ func followPrefix(ctx context.Context, c *api.Client, prefix string, seen func(a
 		return meta.LastIndex, false, nil
 	})
 	<-ready
+}
+
+// followNode follows node's record in group k from now until the test
+// ends, and returns every version seen so far: each write a round trip
+// after the one before, a record the next write replaces at once too.
+func followNode(t *testing.T, c *api.Client, k coordinator.Keys, node string) func() []coordinator.NodeState {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var mu sync.Mutex
+	var seen []coordinator.NodeState
+	followPrefix(ctx, c, k.Node(node), func(_ time.Time, ps api.KVPairs) {
+		for _, p := range ps {
+			var n coordinator.NodeState
+			if p.Key == k.Node(node) && json.Unmarshal(p.Value, &n) == nil {
+				mu.Lock()
+				seen = append(seen, n)
+				mu.Unlock()
+			}
+		}
+	})
+	return func() []coordinator.NodeState {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
