@@ -426,16 +426,19 @@ func (a *Agent) closeSession() {
 // One on the alive check costs nothing, so it is kept, or made now if there
 // is none or it was lost: the next rollout then starts with no session and
 // no check to create, and the registration that makes the check is the one
-// that mirrors n. A failure here is tried again when the node next
-// contends.
-func (a *Agent) idleSession(ctx context.Context, n coordinator.NodeState) {
+// that mirrors n. It says whether the agent is as it should be when idle,
+// false when the session could not be made (a Consul agent busy with a
+// fleet's start-up outlasts the bound), for the caller to try again.
+func (a *Agent) idleSession(ctx context.Context, n coordinator.NodeState) bool {
 	if a.cfg.AliveURL == "" {
 		a.closeSession()
-		return
+		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := a.session(ctx, n); err != nil && ctx.Err() == nil {
-		a.log.Debug("no session made ahead of the next rollout", "error", err)
+	if _, err := a.session(ctx, n); err != nil {
+		a.log.Debug("no session made ahead of the next rollout; trying again later", "error", err)
+		return false
 	}
+	return true
 }

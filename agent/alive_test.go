@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/rollagent/rollagent/agent"
 	"github.com/rollagent/rollagent/coordinator"
 	"github.com/rollagent/rollagent/internal/testkit"
@@ -76,6 +78,54 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the session gone with the stopped agent", func() bool {
 		ss, _, err := srv.Client().Session().List(nil)
 		return err == nil && len(ss) == 0
+	})
+}
+
+// refuseSessions answers each session create with Consul's 500 while on.
+type refuseSessions struct {
+	next    http.RoundTripper
+	on      atomic.Bool
+	refused atomic.Int64
+}
+
+func (r *refuseSessions) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.on.Load() && strings.HasPrefix(req.URL.Path, "/v1/session/create") {
+		r.refused.Add(1)
+		return consulReply(req, http.StatusInternalServerError, "rpc error making call: timeout"), nil
+	}
+	return r.next.RoundTrip(req)
+}
+
+// An agent whose session could not be made while converged (its Consul
+// agent busy with a whole fleet's start-up, say) tries again, with no
+// commit to prompt it, so that the session is there before the next
+// rollout and not made in its burst.
+func TestIdleSessionIsTriedAgain(t *testing.T) {
+	refuse := &refuseSessions{next: cleanhttp.DefaultPooledTransport()}
+	refuse.on.Store(true)
+	g := groupkit.NewVia(t, "idleretry", &testkit.Counter{Next: refuse})
+	srv, st, group := g.Srv, g.Store, g.Name
+	rt := &switchHealth{}
+	rt.set(true, "serving")
+	mux := http.NewServeMux()
+	mux.Handle("/health", agent.HealthHandler(rt))
+	mux.Handle("/alive", agent.AliveHandler())
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	// n1 runs the release already, as every node of a fleet whose agents
+	// start together: it converges with no turn, so no session either.
+	rt.sha = commitRecording(t, st, group, "v1", "")
+	p := startAgentWith(t, agent.Config{Group: group, Node: "n1", Store: st, Runtime: rt, Resync: time.Hour,
+		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
+	defer p.stop(t)
+	testkit.Eventually(t, 30*time.Second, "n1 converged, its session refused", func() bool {
+		n := nodeState(t, st, group, "n1")
+		return n != nil && n.State == coordinator.StateConverged && refuse.refused.Load() > 0
+	})
+	refuse.on.Store(false)
+	testkit.Eventually(t, 30*time.Second, "a session made with no commit", func() bool {
+		ss, _, err := srv.Client().Session().List(nil)
+		return err == nil && len(ss) == 1
 	})
 }
 
