@@ -28,6 +28,9 @@ const (
 	retryPause = 10 * time.Second
 	// retryMin is the first backoff after Consul could not be reached.
 	retryMin = 250 * time.Millisecond
+	// idleRetryMost bounds the pause between an idle node's tries at its
+	// session.
+	idleRetryMost = 5 * time.Minute
 )
 
 // Config configure an Agent.
@@ -112,6 +115,9 @@ type Agent struct {
 	// drainTries paces a node's tries at a drain that the local Consul
 	// agent refuses or fails (deferDrain); nil until the first.
 	drainTries *retry.Backoff
+	// idleTries paces an idle node's tries at its session (idleSession);
+	// nil until the first failure.
+	idleTries *retry.Backoff
 	// unrecorded is a failure this process could not record yet.
 	unrecorded *pendingFailure
 	// problems is what was last logged of the group state's problems, so
@@ -426,19 +432,25 @@ func (a *Agent) closeSession() {
 // One on the alive check costs nothing, so it is kept, or made now if there
 // is none or it was lost: the next rollout then starts with no session and
 // no check to create, and the registration that makes the check is the one
-// that mirrors n. It says whether the agent is as it should be when idle,
-// false when the session could not be made (a Consul agent busy with a
-// fleet's start-up outlasts the bound), for the caller to try again.
-func (a *Agent) idleSession(ctx context.Context, n coordinator.NodeState) bool {
+// that mirrors n. It returns how soon to try again, 0 when there is no
+// need: a session that could not be made (a Consul agent busy with a
+// fleet's start-up outlasts the bound) is tried again before the next
+// rollout, which would otherwise make it in its own burst, and backs off,
+// as the Consul agent may still be carrying the tries that ran out.
+func (a *Agent) idleSession(ctx context.Context, n coordinator.NodeState) time.Duration {
 	if a.cfg.AliveURL == "" {
 		a.closeSession()
-		return true
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if a.idleTries == nil {
+		a.idleTries = retry.New(retryPause, idleRetryMost)
+	}
 	if _, err := a.session(ctx, n); err != nil {
 		a.log.Debug("no session made ahead of the next rollout; trying again later", "error", err)
-		return false
+		return a.idleTries.Next()
 	}
-	return true
+	a.idleTries.Reset()
+	return 0
 }

@@ -41,12 +41,13 @@ func (a *Agent) reconcile(ctx context.Context, gs *coordinator.GroupState) time.
 			pctx = context.WithoutCancel(ctx)
 		}
 		a.pub.set(pctx, *r.n)
-		if r.idle && !a.idleSession(ctx, *r.n) && (r.wait == 0 || r.wait > retryPause) {
-			// Nothing to contend for until desired moves, but the session
-			// is tried again before then: left to the next rollout, its
-			// registrations and its Raft write would come in the
-			// rollout's burst, on every node that missed it at start-up.
-			r.wait = jitter(retryPause)
+		if !r.idle {
+			return r.wait
+		}
+		// Nothing to contend for until desired moves, but a session that
+		// could not be made is tried again before then.
+		if again := a.idleSession(ctx, *r.n); again > 0 && (r.wait == 0 || r.wait > again) {
+			r.wait = again
 		}
 	}
 	return r.wait
