@@ -374,3 +374,89 @@ func statusSays(t *testing.T, bin, addr, group, want string) {
 		t.Fatalf("status (%v) does not say %q:\n%s", err, want, out)
 	}
 }
+
+// Issue 28, item 7, as reported: n3's agent, in line for the slot of a
+// rollout at K = 1 and so holding a session, is killed for good; its
+// session's TTL check on the group's service stays critical in the
+// catalog. Once the holder is done no other node is granted, and `node rm
+// --force` removes n3's record: the removal mark, not the record's delete
+// alone, takes it out of the count, and the last node is replaced.
+func TestANodeKilledInLineLeavesTheCountOnceRemoved(t *testing.T) {
+	g := groupkit.New(t, "nodermline")
+	c, st, group := g.Client, g.Store, g.Name
+	bin := dockertest.BuildBinary(t, "./cmd/rollagent")
+	v1 := commitRecording(t, st, group, "v1", "")
+	hold := make(chan struct{})
+	rts := map[string]*scriptedRuntime{"n1": newScripted(v1), "n2": newScripted(v1)}
+	for n, rt := range rts {
+		rt.hold = hold
+		startAgent(t, st, group, n, rt, agent.Allow{})
+		waitNode(t, st, group, n, "converged on v1", converged(v1))
+	}
+	v2 := commitRecording(t, st, group, "v2", "")
+	var first, last string
+	g.WaitFor(time.Minute, "a first replacement to begin", func() bool {
+		for n, rt := range rts {
+			if len(rt.replaces()) > 0 {
+				first = n
+			} else {
+				last = n
+			}
+		}
+		return first != "" && last != ""
+	})
+	rt3 := newScripted(v1)
+	kill := startKillable(t, g.Srv, group, "n3", rt3, false)
+	g.WaitFor(time.Minute, "n3 and "+last+" in line, n3's instance registered with its session's check", func() bool {
+		inLine, _ := slotOf(t, st, group)
+		es, _, err := c.Health().Service(coordinator.ServiceName(group), "", false, nil)
+		for _, e := range es {
+			if e.Service.ID == coordinator.ServiceID(group, "n3") {
+				session := slices.ContainsFunc(e.Checks, func(h *api.HealthCheck) bool {
+					return h.ServiceID == e.Service.ID && h.CheckID != coordinator.WorkloadCheckID(group, "n3")
+				})
+				return err == nil && session && e.Checks.AggregatedStatus() == api.HealthPassing &&
+					slices.Contains(inLine, "n3") && slices.Contains(inLine, last)
+			}
+		}
+		return false
+	})
+	kill()
+	var down map[string]coordinator.DownReason
+	if !testkit.Poll(time.Minute, func() bool {
+		var err error
+		down, err = st.Down(t.Context(), group)
+		inLine, _ := slotOf(t, st, group)
+		return err == nil && down["n3"] == coordinator.DownAgent && !slices.Contains(inLine, "n3")
+	}) {
+		t.Fatalf("Down = %v a minute after n3's agent was killed; want n3 down, its agent not answering, and out of line", down)
+	}
+	close(hold)
+	waitNode(t, st, group, first, "converged on v2", converged(v2))
+	g.Steady(10*time.Second, 500*time.Millisecond, func() error {
+		if _, using := slotOf(t, st, group); len(using) != 0 {
+			return fmt.Errorf("the slot is used by %v while n3 is down", using)
+		}
+		if r := rts[last].replaces(); len(r) != 0 {
+			return fmt.Errorf("%s was replaced while n3 is down", last)
+		}
+		if n := nodeState(t, st, group, last); n == nil || n.SHA != v1 {
+			return fmt.Errorf("%s's record says %+v while n3 is down", last, n)
+		}
+		return nil
+	})
+	statusSays(t, bin, g.Srv.HTTPAddr, group, "node n3 is down (its agent does not answer): it counts against max_parallel; "+
+		"restart its agent, or `rollagent node rm "+group+" n3 --force` if the node left the group")
+	removed := time.Now()
+	if out, err := exec.Command(bin, "--consul-addr="+g.Srv.HTTPAddr, "node", "rm", group, "n3", "--force",
+		"--reason", "host decommissioned").CombinedOutput(); err != nil {
+		t.Fatalf("node rm --force: %v\n%s", err, out)
+	}
+	waitNode(t, st, group, last, "converged on v2", converged(v2))
+	if r := rts[last].replaces(); len(r) != 1 || r[0].Before(removed) {
+		t.Fatalf("%s was replaced at %v; want once, after n3 was removed at %s", last, r, removed.Format(time.StampMilli))
+	}
+	if len(rt3.replaces()) != 0 {
+		t.Fatal("n3, killed in line, was replaced")
+	}
+}
