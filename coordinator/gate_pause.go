@@ -7,7 +7,8 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 )
 
-// GatePaused: failures paused the desired SHA.
+// GatePaused: an operator paused the group (`rollagent pause`), or failures
+// paused the desired SHA under failure_action=pause.
 const GatePaused GateState = "paused"
 
 // resumeOpens is what lifts a failure pause.
