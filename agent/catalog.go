@@ -147,6 +147,12 @@ func (s *catalog) mirrorOnce(ctx context.Context) error {
 // out and keep the checks they do not list, or a live holder would lose
 // its session to a single failed run after each change of state.
 func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health string) error {
+	if s.aliveOn && s.said(n, health) == s.registered {
+		// Nothing to write, so no need to read whether the Consul agent
+		// still has the alive instance (registerAlive): a Consul agent
+		// that lost it lost the service too, which the next write finds.
+		return nil
+	}
 	if err := s.registerAlive(ctx); err != nil {
 		return err
 	}
@@ -162,10 +168,7 @@ func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health 
 		reg.Checks = append(reg.Checks, &api.AgentServiceCheck{CheckID: s.session.id, Name: "rollagent session",
 			TTL: s.session.ttl.String(), Status: api.HealthPassing, Notes: lockstep.CheckNotes})
 	}
-	said := fmt.Sprint(reg.Tags, reg.Meta, health, s.session)
-	if s.noMirror {
-		said = fmt.Sprint(s.session)
-	}
+	said := s.said(n, health)
 	if said == s.registered && !listAlive {
 		return nil // each registration is a catalog write
 	}
@@ -177,6 +180,16 @@ func (s *catalog) register(ctx context.Context, n coordinator.NodeState, health 
 	s.registered = said
 	s.aliveOn = s.aliveOn || listAlive
 	return nil
+}
+
+// said is what a registration as n says, to tell whether the last one said
+// it already: without the state mirror (noMirror), only the session.
+func (s *catalog) said(n coordinator.NodeState, health string) string {
+	if s.noMirror {
+		return fmt.Sprint(s.session)
+	}
+	reg := s.service(n, health)
+	return fmt.Sprint(reg.Tags, reg.Meta, health, s.session)
 }
 
 // service is the service's registration as n, with the workload's check.

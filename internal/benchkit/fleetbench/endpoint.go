@@ -14,6 +14,7 @@ var fleetEndpoints = []string{
 	"wait on desired (blocking: for a commit; the gate's watch)",
 	"read desired",
 	"txn: read the node's records",
+	"read the local alive instance (before a registration)",
 	"register the service (state; session check)",
 	"create the session",
 	"txn: join the line (and write waiting)",
@@ -45,6 +46,8 @@ func endpointOf(r *http.Request) string {
 		return "create the session"
 	case strings.HasPrefix(path, "/v1/agent/check/deregister/"):
 		return "remove the session check"
+	case r.Method == http.MethodGet && strings.HasPrefix(path, "/v1/agent/service/"):
+		return "read the local alive instance (before a registration)"
 	case fleetClassOf(path) == fleetLive:
 		return "TTL check pass"
 	case r.Method != http.MethodGet || !strings.HasPrefix(path, "/v1/kv/"):

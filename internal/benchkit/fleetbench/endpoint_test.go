@@ -29,6 +29,7 @@ func TestEndpointOf(t *testing.T) {
 		{"records", "PUT", "/v1/txn", `[{"KV":{"Verb":"get-tree","Key":"$g/nodes/n1"}}]`, "txn: read the node's records"},
 		{"records of nodes down", "PUT", "/v1/txn", `[{"KV":{"Verb":"get","Key":"$g/nodes/n1"}},{"KV":{"Verb":"get","Key":"$g/nodes/n2"}}]`, "txn: head: read the records of the nodes down"},
 		{"garbled txn", "PUT", "/v1/txn", `{`, "txn: not JSON"},
+		{"alive instance", "GET", "/v1/agent/service/rollagent-web-n1:alive", "", "read the local alive instance (before a registration)"},
 		{"check removed", "PUT", "/v1/agent/check/deregister/rollagent-web-n1-session-ab", "", "remove the session check"},
 		{"other", "GET", "/v1/kv/$g/nodes/n1", "", "GET /v1/kv/" + coordinator.DefaultPrefix + "groups/*/nodes/*"},
 	}
