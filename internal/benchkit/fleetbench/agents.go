@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/rollagent/rollagent/hashspec"
 	"github.com/rollagent/rollagent/internal/benchkit/agentbench"
 	"github.com/rollagent/rollagent/internal/fleettest"
+	"github.com/rollagent/rollagent/internal/testkit"
 )
 
 // instantRuntime replaces at once and is always healthy: the benchmark
@@ -250,6 +252,33 @@ func (f *benchFleet) converged(sha string, limit time.Duration) {
 		}
 		p := gs.Progress()
 		return p.Total == f.fc.n && p.Done && gs.Desired.SHA == sha
+	})
+}
+
+// sessionsReady waits until every agent has the session it keeps while
+// idle (not in TTL mode, where a session is made per rollout), as agents
+// that have run for a while before a commit have: one that start-up's
+// burst cut off makes it again by itself, and the rollout is not to count
+// that.
+func (f *benchFleet) sessionsReady(limit time.Duration) {
+	f.b.Helper()
+	if f.fc.ttl {
+		return
+	}
+	prefix := coordinator.ServiceName(f.group) + "-"
+	// Each poll lists every session: once a second is enough.
+	testkit.EventuallyEvery(f.b, limit, time.Second, fmt.Sprintf("%d agents' idle sessions", f.fc.n), func() bool {
+		ss, _, err := f.srv.Client().Session().List(nil)
+		if err != nil {
+			return false
+		}
+		got := 0
+		for _, s := range ss {
+			if strings.HasPrefix(s.Name, prefix) {
+				got++
+			}
+		}
+		return got == f.fc.n
 	})
 }
 

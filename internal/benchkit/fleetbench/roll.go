@@ -85,6 +85,7 @@ func runFleetCase(b *testing.B, cons fleetConsul, fc fleetCase, run int, opts Op
 	f.startAgents(v1)
 	defer f.stopAgents()
 	f.converged(v1, 5*time.Minute)
+	f.sessionsReady(5 * time.Minute)
 	if err := f.traffic.waitQuiet(time.Second, 2*time.Minute); err != nil {
 		b.Fatal(err)
 	}
