@@ -135,22 +135,13 @@ func TestStatusTokenCannotWrite(t *testing.T) {
 		"promote": {"promote", "web"},
 		"node rm": {"node", "rm", "web", "n2", "--force"},
 	}
-	tries := map[string]func() error{
-		"delete desired":     func() error { _, err := statusKV.Delete(k.Desired(), nil); return err },
-		"delete n2's record": func() error { _, err := statusKV.Delete(k.Node("n2"), nil); return err },
-		"delete the group":   func() error { _, err := statusKV.DeleteTree(k.Root(), nil); return err },
-	}
+	tries := putTries(statusKV, append(agentKeys(t, "web", sha), operatorKeys(t, "web", sha)...))
+	tries["delete desired"] = func() error { _, err := statusKV.Delete(k.Desired(), nil); return err }
+	tries["delete n2's record"] = func() error { _, err := statusKV.Delete(k.Node("n2"), nil); return err }
+	tries["delete the group"] = func() error { _, err := statusKV.DeleteTree(k.Root(), nil); return err }
 	for name, args := range commands {
 		tries["rollagent "+name] = func() error {
 			return errorString(refused(t, srv, "ermission denied", append([]string{"--token=" + status}, args...)...))
-		}
-	}
-	operators := []string{k.History(sha), k.Cancel(sha), k.OperatorPause(), k.Canaries(sha), k.Promoted(sha),
-		k.Converged(sha), k.Removed("n2"), k.Membership(), k.OperatorEvents() + "1-a-0"}
-	for _, key := range append(agentKeys(t, "web", sha), operators...) {
-		tries["put "+key] = func() error {
-			_, err := statusKV.Put(&api.KVPair{Key: key, Value: []byte("{}")}, nil)
-			return err
 		}
 	}
 	deniedTries(t, c, "the status token", tries)
