@@ -117,6 +117,42 @@ func TestAgentTokenCannotCommitOrCancel(t *testing.T) {
 	})
 }
 
+// The read-only status policy changes nothing either, beyond what
+// TestAgentTokenCannotCommitOrCancel runs with it: `rollagent pause`,
+// `promote` and `node rm` exit non-zero saying permission denied, and no
+// raw write or delete of the group's keys goes through, an agent's or an
+// operator's; Consul keeps nothing of any try. The operator's token then
+// runs each command, so the refusals are about the token.
+func TestStatusTokenCannotWrite(t *testing.T) {
+	srv, c, root := aclRoot(t)
+	gs := canaryRollout(t, srv, root)
+	k, _ := root.Keys("web")
+	sha := gs.Desired.SHA
+	status := tokenFor(t, c, "acl-status.hcl", "web")
+	statusKV := clientWith(t, srv.HTTPAddr, status).KV()
+	commands := map[string][]string{
+		"pause":   {"pause", "web", "--reason=stop"},
+		"promote": {"promote", "web"},
+		"node rm": {"node", "rm", "web", "n2", "--force"},
+	}
+	tries := putTries(statusKV, append(agentKeys(t, "web", sha), operatorKeys(t, "web", sha)...))
+	tries["delete desired"] = func() error { _, err := statusKV.Delete(k.Desired(), nil); return err }
+	tries["delete n2's record"] = func() error { _, err := statusKV.Delete(k.Node("n2"), nil); return err }
+	tries["delete the group"] = func() error { _, err := statusKV.DeleteTree(k.Root(), nil); return err }
+	for name, args := range commands {
+		tries["rollagent "+name] = func() error {
+			return errorString(refused(t, srv, "ermission denied", append([]string{"--token=" + status}, args...)...))
+		}
+	}
+	deniedTries(t, c, "the status token", tries)
+	op := tokenFor(t, c, "acl-operator.hcl", "web")
+	for _, name := range []string{"promote", "node rm", "pause"} {
+		if code, _, errs := runCLI(t, srv.HTTPAddr, append([]string{"--token=" + op}, commands[name]...)...); code != 0 {
+			t.Errorf("%s with the operator's token: code %d, stderr %q", name, code, errs)
+		}
+	}
+}
+
 // storeWith is a store on addr with token.
 func storeWith(t *testing.T, addr, token string) *coordinator.Store {
 	t.Helper()

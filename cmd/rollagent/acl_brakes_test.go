@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/lockstep"
 )
 
 // A CANCEL and an operator's pause are brakes that only an operator can
@@ -89,6 +90,68 @@ func TestAgentTokenCannotReleaseABrake(t *testing.T) {
 			t.Fatalf("gate after resume: %+v, %v", gs.Gate(), err)
 		}
 	})
+}
+
+// Nor may a node's token set a brake where none is: with the shipped
+// agent policy it can write neither a CANCEL nor an operator's pause (nor
+// either at the key older agents read), by a plain put, a put that only
+// creates, or a transaction that touches desired as a real one does, and
+// `rollagent pause` with it exits non-zero saying permission denied. Consul
+// keeps nothing of any try and the gate stays open.
+func TestAgentTokenCannotSetABrake(t *testing.T) {
+	srv, c, root := aclRoot(t)
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/noname.json"); code != 0 {
+		t.Fatal(errs)
+	}
+	gs, err := root.Read(t.Context(), "web", nil)
+	if err != nil || !gs.Gate().Open {
+		t.Fatalf("gate after the commit: %+v, %v; want open", gs.Gate(), err)
+	}
+	k, _ := root.Keys("web")
+	sha := gs.Desired.SHA
+	n1 := tokenForNode(t, c, "acl-policy.hcl", "web", "n1")
+	agent := clientWith(t, srv.HTTPAddr, n1)
+	value := []byte(`{"sha":"` + sha + `","reason":"stop"}`)
+	tries := map[string]func() error{
+		"rollagent pause": func() error {
+			errs := refused(t, srv, "ermission denied", "--token="+n1, "pause", "web", "--reason=stop")
+			return errorString(errs)
+		},
+	}
+	brakes := map[string]string{"a cancel": k.Cancel(sha), "an operator pause": k.OperatorPause(),
+		"an older cancel": k.LegacyCancel(sha), "an older pause": k.LegacyOperatorPause(sha)}
+	for name, key := range brakes {
+		tries["put "+name] = func() error {
+			_, err := agent.KV().Put(&api.KVPair{Key: key, Value: value}, nil)
+			return err
+		}
+		tries["create "+name] = func() error {
+			_, _, err := agent.KV().CAS(&api.KVPair{Key: key, Value: value, ModifyIndex: 0}, nil)
+			return err
+		}
+		tries["put "+name+" and touch desired"] = func() error {
+			return txnErr(agent.Txn().Txn(lockstep.CloseOps(gs.DesiredPair, key, value), nil))
+		}
+	}
+	deniedTries(t, c, "n1's token", tries)
+	if after, err := root.Read(t.Context(), "web", nil); err != nil || !after.Gate().Open {
+		t.Fatalf("gate after the agent's tries: %+v, %v; want open", after.Gate(), err)
+	}
+}
+
+// deniedTries runs each try, named, as a subtest, and wants Consul's
+// permission denied and KV as it was before the try.
+func deniedTries(t *testing.T, c *api.Client, who string, tries map[string]func() error) {
+	t.Helper()
+	for name, try := range tries {
+		t.Run(name, func(t *testing.T) {
+			before := kvSnapshot(t, c)
+			if err := try(); err == nil || !strings.Contains(strings.ToLower(err.Error()), "permission denied") {
+				t.Fatalf("%s with %s: %v; want permission denied", name, who, err)
+			}
+			kvUnchanged(t, c, before)
+		})
+	}
 }
 
 // txnErr is the error of a transaction's answer: one Consul rolled back

@@ -89,16 +89,26 @@ func TestDeniedCommandsWriteNothing(t *testing.T) {
 }
 
 // An operator token scoped to one group can change nothing in another,
-// even where that group has a rollout to cancel, resume or roll back.
+// even where that group has a rollout to cancel, pause, resume or roll
+// back: no command, and no raw write of any of its keys, an operator's or
+// an agent's.
 func TestGroupTokenCannotTouchAnotherGroup(t *testing.T) {
 	srv, c := aclRollout(t, "web")
 	rolloutOf(t, srv, "api")
 	webOp := tokenFor(t, c, "acl-operator.hcl", "web")
-	for cmd, args := range writes(t, "api") {
+	cmds := writes(t, "api")
+	cmds["pause"] = []string{"pause", "api", "--reason=test"}
+	for cmd, args := range cmds {
 		t.Run(cmd, func(t *testing.T) {
 			refused(t, srv, "ermission denied", append([]string{"--token=" + webOp}, args...)...)
 		})
 	}
+	gs, err := coordinator.NewStore(c, "").Read(t.Context(), "api", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opKV := clientWith(t, srv.HTTPAddr, webOp).KV()
+	deniedTries(t, c, "web's operator token", putTries(opKV, append(operatorKeys(t, "api", gs.Desired.SHA), agentKeys(t, "api", gs.Desired.SHA)...)))
 	// The same token can do each in its own group, so the refusals above are
 	// about the group and not about the commands.
 	own := writes(t, "web")

@@ -11,10 +11,11 @@ import (
 
 // A node's token cannot make another node count as down: with the shipped
 // agent policy, n2's agent registers, through its own Consul agent, an
-// instance of n1's service with a critical check, which Consul takes
-// (service write is by service name). It lands on n2's Consul node, not on
-// the one n1's record names, so Down does not believe it. n1's own
-// instance going critical still counts.
+// instance in n1's name with a critical check, of n1's service or of its
+// alive instance (the service rollagent, which every agent's policy
+// writes), and Consul takes either (service write is by service name). It
+// lands on n2's Consul node, not on the one n1's record names, so Down
+// does not believe it. n1's own instance going critical still counts.
 func TestAnotherNodesTokenCannotMakeANodeDown(t *testing.T) {
 	srv := aclConsul(t)
 	c := srv.Client()
@@ -37,7 +38,7 @@ func TestAnotherNodesTokenCannotMakeANodeDown(t *testing.T) {
 		State: coordinator.StateConverged, Since: time.Now(), ConsulNode: srv.Name}); err != nil {
 		t.Fatal(err)
 	}
-	alive := coordinator.ServiceID("web", "n1") + ":alive"
+	alive := coordinator.AliveServiceID("web", "n1")
 	if err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID("web", "n1"),
 		Name: coordinator.ServiceName("web"), Check: &api.AgentServiceCheck{CheckID: alive, TTL: "10m", Status: api.HealthPassing}}); err != nil {
 		t.Fatal(err)
@@ -48,17 +49,25 @@ func TestAnotherNodesTokenCannotMakeANodeDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n2.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID("web", "n1"),
-		Name: coordinator.ServiceName("web"), Check: &api.AgentServiceCheck{CheckID: "fake", TTL: "10m", Status: api.HealthCritical}}); err != nil {
-		t.Fatalf("n2's token registers an instance in n1's name: %v", err)
-	}
-	waitCritical(t, c, host2.Name, "fake")
-	down, err := root.Down(t.Context(), "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if why, ok := down["n1"]; ok {
-		t.Fatalf("n1 counts as down (%s) by an instance n2's token registered on Consul node %s", why, host2.Name)
+	for _, forged := range []api.AgentServiceRegistration{
+		{ID: coordinator.ServiceID("web", "n1"), Name: coordinator.ServiceName("web")},
+		{ID: coordinator.AliveServiceID("web", "n1"), Name: coordinator.AliveServiceName, Tags: coordinator.AliveTags("web", "n1")},
+	} {
+		t.Run("an instance of "+forged.Name, func(t *testing.T) {
+			forged.Check = &api.AgentServiceCheck{CheckID: "fake-" + forged.Name, TTL: "10m", Status: api.HealthCritical}
+			if err := n2.Agent().ServiceRegister(&forged); err != nil {
+				t.Fatalf("n2's token registers an instance in n1's name: %v", err)
+			}
+			t.Cleanup(func() { _ = n2.Agent().ServiceDeregister(forged.ID) })
+			waitCritical(t, c, host2.Name, forged.Check.CheckID)
+			down, err := root.Down(t.Context(), "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why, ok := down["n1"]; ok {
+				t.Fatalf("n1 counts as down (%s) by an instance n2's token registered on Consul node %s", why, host2.Name)
+			}
+		})
 	}
 	// The control: n1's own instance, on its own Consul node.
 	if err := c.Agent().UpdateTTL(alive, "stopped answering", api.HealthCritical); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/consultest"
 )
 
 // A promotion is an operator's act: with the shipped agent policy a node's
@@ -18,20 +19,7 @@ import (
 func TestAgentTokenCannotPromote(t *testing.T) {
 	srv, c, root := aclRoot(t)
 	k, _ := root.Keys("web")
-	// Two nodes with records before the commit, so that it picks one.
-	for _, n := range []string{"n1", "n2"} {
-		rec := coordinator.NodeState{Node: n, State: coordinator.StateConverged, Since: time.Now().UTC()}
-		if _, err := c.KV().Put(&api.KVPair{Key: k.Node(n), Value: asJSON(t, rec)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/canary.json"); code != 0 {
-		t.Fatal(errs)
-	}
-	gs, err := root.Read(t.Context(), "web", nil)
-	if err != nil || gs.Canaries == nil || len(gs.Canaries.Nodes) != 1 {
-		t.Fatalf("canaries after the commit: %+v, %v", gs.Canaries, err)
-	}
+	gs := canaryRollout(t, srv, root)
 	other := "n1"
 	if gs.Canaries.Has("n1") {
 		other = "n2"
@@ -100,6 +88,28 @@ func TestAgentTokenCannotPromote(t *testing.T) {
 	if !promoted {
 		t.Errorf("no promote event in the log: %+v", log.Events)
 	}
+}
+
+// canaryRollout commits testdata/canary.json to web as root, after records
+// of n1 and n2 so that it picks one of them as its canary, and returns the
+// group as it reads then.
+func canaryRollout(t *testing.T, srv *consultest.Server, root *coordinator.Store) *coordinator.GroupState {
+	t.Helper()
+	k, _ := root.Keys("web")
+	for _, n := range []string{"n1", "n2"} {
+		rec := coordinator.NodeState{Node: n, State: coordinator.StateConverged, Since: time.Now().UTC()}
+		if _, err := srv.Client().KV().Put(&api.KVPair{Key: k.Node(n), Value: asJSON(t, rec)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errs := runCLI(t, srv.HTTPAddr, "--token="+rootToken, "commit", "web", "-f", "testdata/canary.json"); code != 0 {
+		t.Fatal(errs)
+	}
+	gs, err := root.Read(t.Context(), "web", nil)
+	if err != nil || gs.Canaries == nil || len(gs.Canaries.Nodes) != 1 {
+		t.Fatalf("canaries after the commit: %+v, %v", gs.Canaries, err)
+	}
+	return gs
 }
 
 func asJSON(t *testing.T, v any) []byte {

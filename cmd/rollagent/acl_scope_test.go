@@ -21,6 +21,27 @@ func agentKeys(t *testing.T, group, sha string) []string {
 		k.Pause(sha), k.Deadline(sha), k.NodeEvents("n1") + "1-a-0"}
 }
 
+// operatorKeys are the keys of group that only an operator's token writes,
+// one of each kind.
+func operatorKeys(t *testing.T, group, sha string) []string {
+	t.Helper()
+	k := groupkit.Keys(t, group)
+	return []string{k.History(sha), k.Cancel(sha), k.OperatorPause(), k.Canaries(sha), k.Promoted(sha),
+		k.Converged(sha), k.Removed("n2"), k.Membership(), k.OperatorEvents() + "1-a-0"}
+}
+
+// putTries are puts of each key through kv, named "put <key>".
+func putTries(kv *api.KV, keys []string) map[string]func() error {
+	tries := map[string]func() error{}
+	for _, key := range keys {
+		tries["put "+key] = func() error {
+			_, err := kv.Put(&api.KVPair{Key: key, Value: []byte("{}")}, nil)
+			return err
+		}
+	}
+	return tries
+}
+
 // A node's token, made from the shipped agent policy for group web, writes
 // nothing of another group: not the keys it may write in its own (its
 // record, the slot, a failure, a failure pause, its events, desired), not

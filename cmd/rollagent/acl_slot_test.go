@@ -131,3 +131,45 @@ func TestAgentTokenTakesOnlyItsOwnSlot(t *testing.T) {
 		}
 	})
 }
+
+// Write includes delete, so the same rules keep a node's token off another
+// node's slot keys that exist: n1's token can delete neither n2's holder
+// key nor its contender key, one by one, by prefix, in a transaction, nor
+// the whole slot, and Consul keeps nothing of any try. n2's own token
+// wrote them, and deletes them.
+func TestAgentTokenCannotDeleteAnotherNodesSlotKeys(t *testing.T) {
+	srv, c := aclRollout(t, "web")
+	slot := groupkit.Keys(t, "web").Slot()
+	n2 := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n2")).KV()
+	holder, contender := lockstep.HolderKey(slot, "n2", "s2"), lockstep.ContenderKey(slot, "n2", "s2")
+	for _, key := range []string{holder, contender} {
+		if _, err := n2.Put(&api.KVPair{Key: key, Value: []byte(`{}`)}, nil); err != nil {
+			t.Fatalf("n2's token may not write its own %s: %v", key, err)
+		}
+	}
+	n1 := clientWith(t, srv.HTTPAddr, tokenForNode(t, c, "acl-policy.hcl", "web", "n1"))
+	del := func(key string) func() error {
+		return func() error { _, err := n1.KV().Delete(key, nil); return err }
+	}
+	delTree := func(prefix string) func() error {
+		return func() error { _, err := n1.KV().DeleteTree(prefix, nil); return err }
+	}
+	deniedTries(t, c, "n1's token", map[string]func() error{
+		"delete n2's holder key":               del(holder),
+		"delete n2's contender key":            del(contender),
+		"delete n2's holder keys by prefix":    delTree(lockstep.HolderKey(slot, "n2", "")),
+		"delete n2's contender keys by prefix": delTree(lockstep.ContenderKey(slot, "n2", "")),
+		"delete the whole slot":                delTree(slot),
+		"delete both in a transaction": func() error {
+			return txnErr(n1.Txn().Txn(api.TxnOps{
+				{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: holder}},
+				{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: contender}},
+			}, nil))
+		},
+	})
+	for _, key := range []string{holder, contender} {
+		if _, err := n2.Delete(key, nil); err != nil {
+			t.Errorf("n2's token may not delete its own %s: %v", key, err)
+		}
+	}
+}
