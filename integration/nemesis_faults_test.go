@@ -66,7 +66,7 @@ func newFaults() *faults {
 // fault starts or ends a fault on a node.
 func (n *nemesis) fault(e event) error {
 	switch e.kind {
-	case opKillAgent, opTermAgent, opPauseAgent, opKillNode, opReboot, opCrash, opWedge, opPartition:
+	case opKillAgent, opTermAgent, opPauseAgent, opBlipAgent, opKillNode, opReboot, opCrash, opWedge, opPartition:
 		node := n.hit(e)
 		if node == "" {
 			return fmt.Errorf("skipped: %s is under another fault", e.node)
@@ -95,7 +95,7 @@ func (n *nemesis) fault(e event) error {
 // of the agent too: one mid-hook leaves the hook running (issue 25, item 5).
 func (n *nemesis) hit(e event) string {
 	node := e.node
-	if e.kind == opTermAgent || e.kind == opPauseAgent || e.kind == opKillAgent && n.c.isExec(node) {
+	if e.kind == opTermAgent || e.kind == opPauseAgent || e.kind == opBlipAgent || e.kind == opKillAgent && n.c.isExec(node) {
 		if h := n.c.state(n.c.nodes[node]).Holders; h != nil {
 			n.f.mu.Lock()
 			for _, c := range h.Holding {
@@ -126,7 +126,7 @@ func (n *nemesis) begin(kind, node string) error {
 			return n.c.agentSignalErr(node, "KILL")
 		}
 		return n.c.agentSignalErr(node, "TERM")
-	case opPauseAgent:
+	case opPauseAgent, opBlipAgent:
 		n.f.mu.Lock()
 		n.f.paused[node] = true
 		n.f.mu.Unlock()

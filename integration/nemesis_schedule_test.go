@@ -68,6 +68,7 @@ const (
 	opTermAgent  = "term-agent" // SIGTERM, a clean stop (systemctl stop), of a holder if there is one
 	opStartAgent = "start-agent"
 	opPauseAgent = "pause-agent" // the agent frozen (SIGSTOP, a frozen VM) past its lease, a holder if any
+	opBlipAgent  = "blip-agent"  // the agent frozen past its session's TTL, within its lease, a holder if any (issue 25, item 4)
 	opResumeAgnt = "unpause-agent"
 	opKillNode   = "kill-node" // a host losing power
 	opReboot     = "reboot"    // the agent stopped cleanly, then its host down
@@ -93,7 +94,7 @@ const agentLease = 30*time.Second + 2*testHealthyDeadline + 2*time.Minute + 30*t
 
 // ends pairs each kind of fault with the event that ends it.
 var ends = map[string]string{
-	opKillAgent: opStartAgent, opTermAgent: opStartAgent, opPauseAgent: opResumeAgnt, opKillNode: opReviveNode,
+	opKillAgent: opStartAgent, opTermAgent: opStartAgent, opPauseAgent: opResumeAgnt, opBlipAgent: opResumeAgnt, opKillNode: opReviveNode,
 	opReboot: opReviveNode, opCrash: opCrashEnd, opWedge: opUnwedge, opPartition: opHeal, opKillLeader: opStartSrv,
 	opCheckFail: opCheckPass,
 }
@@ -133,7 +134,7 @@ func (p *planner) between(lo, hi int) time.Duration {
 func (p *planner) draw(at, d time.Duration) {
 	kinds := []string{opCommit, opCommit, opCommit, opCommitBad, opCommitBad, opCommitSlow, opCommitTypo, opCommitPull,
 		opCancel, opCancel, opRollback, opResume, opResume, opPause, opPause, opPromote, opPromote, opPromote, opCheckFail, opCheckFail,
-		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opKillNode, opKillNode, opReboot, opReboot,
+		opKillAgent, opTermAgent, opTermAgent, opPauseAgent, opBlipAgent, opKillNode, opKillNode, opReboot, opReboot,
 		opCrash, opCrash, opWedge, opWedge, opPartition, opKillLeader}
 	kind := kinds[p.rng.IntN(len(kinds))]
 	g := p.groups[p.rng.IntN(len(p.groups))]
@@ -156,6 +157,9 @@ func (p *planner) draw(at, d time.Duration) {
 		p.fault(at, d, kind, p.between(2, 15))
 	case opPauseAgent:
 		p.fault(at, d, kind, agentLease+p.between(5, 20))
+	case opBlipAgent:
+		// The session (3 s TTL) ends; the claim, alive, must not.
+		p.fault(at, d, kind, p.between(4, 10))
 	case opKillNode, opReboot:
 		// Up to 55s: some outages outlast the lease of a holder that
 		// dies with its node, and every retry budget.

@@ -32,7 +32,8 @@ const (
 // random one), a seeded random schedule of operations against the
 // cluster (commits of good, slow, bad and misspelt releases, cancels,
 // rollbacks, operator pauses, resumes, the Consul check every commit
-// blocks on flipped to critical and back; agents killed, stopped with SIGTERM or frozen past
+// blocks on flipped to critical and back; agents killed, stopped with SIGTERM, frozen past
+// their session's TTL (a blip a live holder's claim outlasts) or past
 // their lease; hosts killed or rebooted after a clean agent stop;
 // workloads in a crash loop or frozen; partitions, a leader kill), with at
 // most two faults at once, for NEMESIS_DURATION (default 3m); then it
