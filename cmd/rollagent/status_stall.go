@@ -102,7 +102,8 @@ var downTexts = map[coordinator.DownReason]string{
 	coordinator.DownHost:         "host down: serfHealth critical on its Consul node",
 	coordinator.DownAgentStopped: "agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it",
 	coordinator.DownAgent:        "its agent does not answer",
-	coordinator.DownWorkload:     "workload down: its workload check is critical",
+	coordinator.DownWorkload: "workload down: its workload check is not passing (with --health-addr=off its agent " +
+		"passes that check, so a stopped agent shows as this too)",
 }
 
 func downText(why coordinator.DownReason) string {
@@ -117,7 +118,8 @@ var wayOutTexts = map[coordinator.DownReason]string{
 		"and `rollagent node rm %[1]s %[2]s --force`",
 	coordinator.DownAgentStopped: "start its agent, or `rollagent node rm %[1]s %[2]s` if the node left the group",
 	coordinator.DownAgent:        "restart its agent, or `rollagent node rm %[1]s %[2]s --force` if the node left the group",
-	coordinator.DownWorkload:     "its agent replaces it under its own slot while the gate is open; if the agent is gone, `rollagent node rm %[1]s %[2]s --force`",
+	coordinator.DownWorkload: "its agent replaces it under its own slot while the gate is open; if the agent is stopped, " +
+		"start it, or `rollagent node rm %[1]s %[2]s --force` if the node left the group",
 }
 
 func wayOut(why coordinator.DownReason, group, node string) string {
