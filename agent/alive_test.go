@@ -129,6 +129,73 @@ func TestIdleSessionIsTriedAgain(t *testing.T) {
 	})
 }
 
+// loseSessionAnswers passes each session create on to Consul, which makes
+// the session, then answers the agent with a 500 while on: a try whose
+// answer ran out (a Consul agent busy with a fleet's start-up carries it
+// through after the client gave up).
+type loseSessionAnswers struct {
+	next http.RoundTripper
+	on   atomic.Bool
+	lost atomic.Int64
+}
+
+func (r *loseSessionAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err == nil && r.on.Load() && strings.HasPrefix(req.URL.Path, "/v1/session/create") {
+		resp.Body.Close()
+		r.lost.Add(1)
+		return consulReply(req, http.StatusInternalServerError, "rpc error making call: timeout"), nil
+	}
+	return resp, err
+}
+
+// A session try whose answer was lost (Consul made the session, the client
+// gave up) would leave a session on the alive check for as long as the
+// process answers, one per idle retry: the next try drops the check it was
+// bound to, and Consul the session with it.
+func TestIdleSessionTriesLeaveNoSessions(t *testing.T) {
+	lose := &loseSessionAnswers{next: cleanhttp.DefaultPooledTransport()}
+	lose.on.Store(true)
+	g := groupkit.NewVia(t, "idleleak", &testkit.Counter{Next: lose})
+	srv, st, group := g.Srv, g.Store, g.Name
+	rt := &switchHealth{}
+	rt.set(true, "serving")
+	mux := http.NewServeMux()
+	mux.Handle("/health", agent.HealthHandler(rt))
+	mux.Handle("/alive", agent.AliveHandler())
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	rt.sha = commitRecording(t, st, group, "v1", "")
+	p := startAgentWith(t, agent.Config{Group: group, Node: "n1", Store: st, Runtime: rt, Resync: time.Hour,
+		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
+	defer p.stop(t)
+	sessionsOf := func() []string {
+		ss, _, err := srv.Client().Session().List(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range ss {
+			if s.Name == coordinator.ServiceID(group, "n1") {
+				ids = append(ids, s.ID)
+			}
+		}
+		return ids
+	}
+	testkit.Eventually(t, 30*time.Second, "n1 converged, an answer lost", func() bool {
+		n := nodeState(t, st, group, "n1")
+		return n != nil && n.State == coordinator.StateConverged && lose.lost.Load() > 0
+	})
+	testkit.Eventually(t, 10*time.Second, "the lost answer's session in Consul", func() bool { return len(sessionsOf()) == 1 })
+	leaked := sessionsOf()[0]
+	lose.on.Store(false)
+	// The agent tries again within its backoff (5-10 s after one failure).
+	testkit.Eventually(t, 40*time.Second, "n1's own session made, and it alone", func() bool {
+		ss := sessionsOf()
+		return len(ss) == 1 && ss[0] != leaked
+	})
+}
+
 // flakyAlive answers for the agent like AliveHandler, but fails the first
 // probe after each of the agent's service registrations, never two in a
 // row: less than the alive check's FailuresBeforeCritical, so a session on

@@ -214,11 +214,16 @@ func (s *catalog) service(n coordinator.NodeState, health string) *api.AgentServ
 
 // forget makes the next registration go ahead even if it says the same as
 // the last one, and register the alive check again: it may be gone with a
-// Consul agent that lost its state.
+// Consul agent that lost its state. The check comes back under a new ID,
+// which drops the old one, and with it any session a failed try left on
+// it: a try whose answer ran out may have been carried through by Consul,
+// and that session, never used, would last as long as this process.
+// Called only when the agent has no session of its own.
 func (s *catalog) forget() {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	s.registered, s.aliveOn = "", false
+	s.aliveID = lockstep.NewCheckID(s.serviceID() + ":alive")
 }
 
 // deregister removes the service when the agent stops, then its alive

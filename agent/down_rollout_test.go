@@ -192,8 +192,8 @@ func removedLeavesTheCount(t *testing.T, overHTTP bool) {
 	// How Down counts the dead agent's node, and what status says of it
 	// and of the way out. An idle agent in TTL mode holds no session, so
 	// what it leaves is its workload's TTL check, which expires.
-	why, said := coordinator.DownWorkload, "workload down: its workload check is not passing (with --health-addr=off its agent "+
-		"passes that check, so a stopped agent shows as this too)"
+	why, said := coordinator.DownWorkload, "workload down: its workload check is not passing (where its agent passes that check itself, "+
+		"as with --health-addr=off, a stopped agent shows as this too)"
 	wayOut := "its agent replaces it under its own slot while the gate is open; if the agent is stopped, " +
 		"start it, or `rollagent node rm %s n3 --force` if the node left the group"
 	if overHTTP {

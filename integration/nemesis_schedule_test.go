@@ -158,8 +158,9 @@ func (p *planner) draw(at, d time.Duration) {
 	case opPauseAgent:
 		p.fault(at, d, kind, agentLease+p.between(5, 20))
 	case opBlipAgent:
-		// The session (3 s TTL) ends; the claim, alive, must not.
-		p.fault(at, d, kind, p.between(4, 10))
+		// The session ends 3-4 s in (the alive check: three failed runs
+		// a second apart); the claim, alive, must not.
+		p.fault(at, d, kind, p.between(6, 12))
 	case opKillNode, opReboot:
 		// Up to 55s: some outages outlast the lease of a holder that
 		// dies with its node, and every retry budget.

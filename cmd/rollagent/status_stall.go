@@ -102,8 +102,8 @@ var downTexts = map[coordinator.DownReason]string{
 	coordinator.DownHost:         "host down: serfHealth critical on its Consul node",
 	coordinator.DownAgentStopped: "agent stopped: nothing vouches for its workload until its agent is back, or `rollagent node rm` removes it",
 	coordinator.DownAgent:        "its agent does not answer",
-	coordinator.DownWorkload: "workload down: its workload check is not passing (with --health-addr=off its agent " +
-		"passes that check, so a stopped agent shows as this too)",
+	coordinator.DownWorkload: "workload down: its workload check is not passing (where its agent passes that check itself, " +
+		"as with --health-addr=off, a stopped agent shows as this too)",
 }
 
 func downText(why coordinator.DownReason) string {

@@ -272,13 +272,13 @@ func (f *benchFleet) sessionsReady(limit time.Duration) {
 		if err != nil {
 			return false
 		}
-		got := 0
+		got := map[string]bool{} // by name: a node has one, or one and a stray
 		for _, s := range ss {
 			if strings.HasPrefix(s.Name, prefix) {
-				got++
+				got[s.Name] = true
 			}
 		}
-		return got == f.fc.n
+		return len(got) == f.fc.n
 	})
 }
 
