@@ -28,6 +28,14 @@ func startAliveAgent(t *testing.T, name string, alive http.Handler) (*groupkit.G
 // startAliveAgentOn is startAliveAgent in g.
 func startAliveAgentOn(t *testing.T, g *groupkit.Group, alive http.Handler) *inProcAgent {
 	t.Helper()
+	return aliveAgentOn(t, g, alive, false)
+}
+
+// aliveAgentOn is startAliveAgentOn, with n1 running the first release
+// already if running: as every node of a fleet whose agents start
+// together, it converges with no turn, so with no session either.
+func aliveAgentOn(t *testing.T, g *groupkit.Group, alive http.Handler, running bool) *inProcAgent {
+	t.Helper()
 	rt := &switchHealth{}
 	rt.set(true, "serving")
 	mux := http.NewServeMux()
@@ -35,7 +43,9 @@ func startAliveAgentOn(t *testing.T, g *groupkit.Group, alive http.Handler) *inP
 	mux.Handle("/alive", alive)
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	commitRecording(t, g.Store, g.Name, "v1", "")
+	if sha := commitRecording(t, g.Store, g.Name, "v1", ""); running {
+		rt.sha = sha
+	}
 	return startAgentWith(t, agent.Config{Group: g.Name, Node: "n1", Store: g.Store, Runtime: rt, Resync: time.Hour,
 		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
 }

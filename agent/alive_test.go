@@ -105,18 +105,7 @@ func TestIdleSessionIsTriedAgain(t *testing.T) {
 	refuse.on.Store(true)
 	g := groupkit.NewVia(t, "idleretry", &testkit.Counter{Next: refuse})
 	srv, st, group := g.Srv, g.Store, g.Name
-	rt := &switchHealth{}
-	rt.set(true, "serving")
-	mux := http.NewServeMux()
-	mux.Handle("/health", agent.HealthHandler(rt))
-	mux.Handle("/alive", agent.AliveHandler())
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
-	// n1 runs the release already, as every node of a fleet whose agents
-	// start together: it converges with no turn, so no session either.
-	rt.sha = commitRecording(t, st, group, "v1", "")
-	p := startAgentWith(t, agent.Config{Group: group, Node: "n1", Store: st, Runtime: rt, Resync: time.Hour,
-		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
+	p := aliveAgentOn(t, g, agent.AliveHandler(), true)
 	defer p.stop(t)
 	testkit.Eventually(t, 30*time.Second, "n1 converged, its session refused", func() bool {
 		n := nodeState(t, st, group, "n1")
@@ -158,16 +147,7 @@ func TestIdleSessionTriesLeaveNoSessions(t *testing.T) {
 	lose.on.Store(true)
 	g := groupkit.NewVia(t, "idleleak", &testkit.Counter{Next: lose})
 	srv, st, group := g.Srv, g.Store, g.Name
-	rt := &switchHealth{}
-	rt.set(true, "serving")
-	mux := http.NewServeMux()
-	mux.Handle("/health", agent.HealthHandler(rt))
-	mux.Handle("/alive", agent.AliveHandler())
-	hs := httptest.NewServer(mux)
-	defer hs.Close()
-	rt.sha = commitRecording(t, st, group, "v1", "")
-	p := startAgentWith(t, agent.Config{Group: group, Node: "n1", Store: st, Runtime: rt, Resync: time.Hour,
-		HealthURL: hs.URL + "/health", AliveURL: hs.URL + "/alive"})
+	p := aliveAgentOn(t, g, agent.AliveHandler(), true)
 	defer p.stop(t)
 	sessionsOf := func() []string {
 		ss, _, err := srv.Client().Session().List(nil)

@@ -226,14 +226,9 @@ func removedLeavesTheCount(t *testing.T, overHTTP bool) {
 		return false
 	})
 	kill()
-	var down map[string]coordinator.DownReason
-	if !testkit.Poll(time.Minute, func() bool {
-		var err error
-		down, err = st.Down(t.Context(), group)
-		return err == nil && len(down) == 1 && down["n3"] == why
-	}) {
-		t.Fatalf("Down = %v a minute after n3's agent was killed; want n3 down: %s", down, why)
-	}
+	awaitDownAfterKill(t, st, group, fmt.Sprintf("n3 down: %s", why), func(down map[string]coordinator.DownReason) bool {
+		return len(down) == 1 && down["n3"] == why
+	})
 	inst, _, err := c.Catalog().Service(coordinator.ServiceName(group), "", nil)
 	if err != nil || !slices.ContainsFunc(inst, func(s *api.CatalogService) bool { return s.ServiceID == coordinator.ServiceID(group, "n3") }) {
 		ids := []string{}
@@ -424,15 +419,10 @@ func TestANodeKilledInLineLeavesTheCountOnceRemoved(t *testing.T) {
 		return false
 	})
 	kill()
-	var down map[string]coordinator.DownReason
-	if !testkit.Poll(time.Minute, func() bool {
-		var err error
-		down, err = st.Down(t.Context(), group)
+	awaitDownAfterKill(t, st, group, "n3 down, its agent not answering, and out of line", func(down map[string]coordinator.DownReason) bool {
 		inLine, _ := slotOf(t, st, group)
-		return err == nil && down["n3"] == coordinator.DownAgent && !slices.Contains(inLine, "n3")
-	}) {
-		t.Fatalf("Down = %v a minute after n3's agent was killed; want n3 down, its agent not answering, and out of line", down)
-	}
+		return down["n3"] == coordinator.DownAgent && !slices.Contains(inLine, "n3")
+	})
 	close(hold)
 	waitNode(t, st, group, first, "converged on v2", converged(v2))
 	g.Steady(10*time.Second, 500*time.Millisecond, func() error {
@@ -460,5 +450,19 @@ func TestANodeKilledInLineLeavesTheCountOnceRemoved(t *testing.T) {
 	}
 	if len(rt3.replaces()) != 0 {
 		t.Fatal("n3, killed in line, was replaced")
+	}
+}
+
+// awaitDownAfterKill waits a minute at most for Down to show what killing
+// n3's agent left, as ok judges it; want says what that is.
+func awaitDownAfterKill(t *testing.T, st *coordinator.Store, group, want string, ok func(map[string]coordinator.DownReason) bool) {
+	t.Helper()
+	var down map[string]coordinator.DownReason
+	if !testkit.Poll(time.Minute, func() bool {
+		var err error
+		down, err = st.Down(t.Context(), group)
+		return err == nil && ok(down)
+	}) {
+		t.Fatalf("Down = %v a minute after n3's agent was killed; want %s", down, want)
 	}
 }
