@@ -81,19 +81,46 @@ func TestAliveSessionOutlivesRollouts(t *testing.T) {
 	})
 }
 
-// refuseSessions answers each session create with Consul's 500 while on.
-type refuseSessions struct {
+// failSessions answers each session create with Consul's 500 while on;
+// with forward, after passing it on to Consul, which makes the session: a
+// try whose answer ran out, which a Consul agent busy with a fleet's
+// start-up carries through after the client gave up.
+type failSessions struct {
 	next    http.RoundTripper
+	forward bool
 	on      atomic.Bool
-	refused atomic.Int64
+	failed  atomic.Int64
 }
 
-func (r *refuseSessions) RoundTrip(req *http.Request) (*http.Response, error) {
-	if r.on.Load() && strings.HasPrefix(req.URL.Path, "/v1/session/create") {
-		r.refused.Add(1)
-		return consulReply(req, http.StatusInternalServerError, "rpc error making call: timeout"), nil
+func (r *failSessions) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !r.on.Load() || !strings.HasPrefix(req.URL.Path, "/v1/session/create") {
+		return r.next.RoundTrip(req)
 	}
-	return r.next.RoundTrip(req)
+	if r.forward {
+		resp, err := r.next.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		resp.Body.Close()
+	}
+	r.failed.Add(1)
+	return consulReply(req, http.StatusInternalServerError, "rpc error making call: timeout"), nil
+}
+
+// idleWithFailedSession starts n1 of a new group, running its release
+// already, so that it converges with no turn, and returns once its idle
+// session try failed as fail makes it fail (which it leaves on).
+func idleWithFailedSession(t *testing.T, name string, fail *failSessions) (*groupkit.Group, *inProcAgent) {
+	t.Helper()
+	fail.next = cleanhttp.DefaultPooledTransport()
+	fail.on.Store(true)
+	g := groupkit.NewVia(t, name, &testkit.Counter{Next: fail})
+	p := aliveAgentOn(t, g, agent.AliveHandler(), true)
+	testkit.Eventually(t, 30*time.Second, "n1 converged, its session try failed", func() bool {
+		n := nodeState(t, g.Store, g.Name, "n1")
+		return n != nil && n.State == coordinator.StateConverged && fail.failed.Load() > 0
+	})
+	return g, p
 }
 
 // An agent whose session could not be made while converged (its Consul
@@ -101,41 +128,14 @@ func (r *refuseSessions) RoundTrip(req *http.Request) (*http.Response, error) {
 // commit to prompt it, so that the session is there before the next
 // rollout and not made in its burst.
 func TestIdleSessionIsTriedAgain(t *testing.T) {
-	refuse := &refuseSessions{next: cleanhttp.DefaultPooledTransport()}
-	refuse.on.Store(true)
-	g := groupkit.NewVia(t, "idleretry", &testkit.Counter{Next: refuse})
-	srv, st, group := g.Srv, g.Store, g.Name
-	p := aliveAgentOn(t, g, agent.AliveHandler(), true)
+	refuse := &failSessions{}
+	g, p := idleWithFailedSession(t, "idleretry", refuse)
 	defer p.stop(t)
-	testkit.Eventually(t, 30*time.Second, "n1 converged, its session refused", func() bool {
-		n := nodeState(t, st, group, "n1")
-		return n != nil && n.State == coordinator.StateConverged && refuse.refused.Load() > 0
-	})
 	refuse.on.Store(false)
 	testkit.Eventually(t, 30*time.Second, "a session made with no commit", func() bool {
-		ss, _, err := srv.Client().Session().List(nil)
+		ss, _, err := g.Srv.Client().Session().List(nil)
 		return err == nil && len(ss) == 1
 	})
-}
-
-// loseSessionAnswers passes each session create on to Consul, which makes
-// the session, then answers the agent with a 500 while on: a try whose
-// answer ran out (a Consul agent busy with a fleet's start-up carries it
-// through after the client gave up).
-type loseSessionAnswers struct {
-	next http.RoundTripper
-	on   atomic.Bool
-	lost atomic.Int64
-}
-
-func (r *loseSessionAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.RoundTrip(req)
-	if err == nil && r.on.Load() && strings.HasPrefix(req.URL.Path, "/v1/session/create") {
-		resp.Body.Close()
-		r.lost.Add(1)
-		return consulReply(req, http.StatusInternalServerError, "rpc error making call: timeout"), nil
-	}
-	return resp, err
 }
 
 // A session try whose answer was lost (Consul made the session, the client
@@ -143,29 +143,22 @@ func (r *loseSessionAnswers) RoundTrip(req *http.Request) (*http.Response, error
 // process answers, one per idle retry: the next try drops the check it was
 // bound to, and Consul the session with it.
 func TestIdleSessionTriesLeaveNoSessions(t *testing.T) {
-	lose := &loseSessionAnswers{next: cleanhttp.DefaultPooledTransport()}
-	lose.on.Store(true)
-	g := groupkit.NewVia(t, "idleleak", &testkit.Counter{Next: lose})
-	srv, st, group := g.Srv, g.Store, g.Name
-	p := aliveAgentOn(t, g, agent.AliveHandler(), true)
+	lose := &failSessions{forward: true}
+	g, p := idleWithFailedSession(t, "idleleak", lose)
 	defer p.stop(t)
 	sessionsOf := func() []string {
-		ss, _, err := srv.Client().Session().List(nil)
+		ss, _, err := g.Srv.Client().Session().List(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
 		for _, s := range ss {
-			if s.Name == coordinator.ServiceID(group, "n1") {
+			if s.Name == coordinator.ServiceID(g.Name, "n1") {
 				ids = append(ids, s.ID)
 			}
 		}
 		return ids
 	}
-	testkit.Eventually(t, 30*time.Second, "n1 converged, an answer lost", func() bool {
-		n := nodeState(t, st, group, "n1")
-		return n != nil && n.State == coordinator.StateConverged && lose.lost.Load() > 0
-	})
 	testkit.Eventually(t, 10*time.Second, "the lost answer's session in Consul", func() bool { return len(sessionsOf()) == 1 })
 	leaked := sessionsOf()[0]
 	lose.on.Store(false)
