@@ -17,11 +17,21 @@ func NewCluster(t testing.TB, n int) []*Server {
 // server (limits or log level, say).
 func NewClusterHCL(t testing.TB, n int, hcl string) []*Server {
 	t.Helper()
+	return newCluster(t, n, hcl, nil)
+}
+
+// newCluster is NewClusterHCL; beforeStart, when set, sees the servers
+// with their ports chosen, before any starts: a test takes a port there.
+func newCluster(t testing.TB, n int, hcl string, beforeStart func([]*Server)) []*Server {
+	t.Helper()
 	servers := make([]*Server, n)
 	join := make([]string, n)
 	for i := range servers {
 		servers[i] = prepare(t, Options{Persistent: true, BootstrapExpect: n, HCL: hcl})
 		join[i] = servers[i].SerfAddr
+	}
+	if beforeStart != nil {
+		beforeStart(servers)
 	}
 	for i, s := range servers {
 		s.opts.Join = append(append([]string{}, join[:i]...), join[i+1:]...)
@@ -29,12 +39,8 @@ func NewClusterHCL(t testing.TB, n int, hcl string) []*Server {
 			t.Fatalf("consultest: %v", err)
 		}
 	}
-	for _, s := range servers {
-		// A server moved to new ports joins the others itself.
-		if err := waitReadyOrMove(t, s); err != nil {
-			t.Fatalf("consultest: %v", err)
-		}
-	}
+	// A server moved to new ports joins the others itself.
+	waitUp(t, servers)
 	return servers
 }
 
@@ -80,23 +86,35 @@ func NewClientsOf(t testing.TB, servers []*Server, n int, hcl string) []*Server 
 			t.Fatalf("consultest: %v", err)
 		}
 	}
-	for _, c := range clients {
-		if err := waitReadyOrMove(t, c); err != nil {
-			t.Fatalf("consultest: %v", err)
-		}
-	}
+	waitUp(t, clients)
 	return clients
 }
 
-// waitReadyOrMove waits for s, started, to be ready. Another process can
-// take one of its ports between our choosing them and consul binding them
-// (many agents starting together make outgoing connections from the same
-// range); consul then exits at once, and s is started again on new ports,
-// up to three times, as New does.
-func waitReadyOrMove(t testing.TB, s *Server) error {
+// waitUp waits for each of ss, started, to answer, then for each to be
+// ready. Another process can take one of an agent's ports between our
+// choosing them and consul binding them (many agents starting together
+// make outgoing connections from the same range); consul then exits at
+// once, and is started again on new ports, up to three times. Each must
+// answer before any is waited on for a leader: a cluster that lost a
+// server that way has no leader until that one is moved.
+func waitUp(t testing.TB, ss []*Server) {
+	t.Helper()
+	for _, s := range ss {
+		if err := answerOrMove(t, s); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+	for _, s := range ss {
+		if err := s.WaitReady(StartTimeout); err != nil {
+			t.Fatalf("consultest: %v", err)
+		}
+	}
+}
+
+func answerOrMove(t testing.TB, s *Server) error {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		err := s.WaitReady(StartTimeout)
+		err := s.waitAnswering(StartTimeout)
 		if err == nil || !errors.Is(err, errExited) || attempt == 3 {
 			return err
 		}

@@ -75,9 +75,7 @@ func New(t testing.TB, opts Options) *Server {
 	if err := s.Start(); err != nil {
 		t.Fatalf("consultest: %v", err)
 	}
-	if err := waitReadyOrMove(t, s); err != nil {
-		t.Fatalf("consultest: %v", err)
-	}
+	waitUp(t, []*Server{s})
 	return s
 }
 
@@ -265,6 +263,28 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 		}
 	}
 	return fmt.Errorf("consul at %s not ready after %s: %v", s.HTTPAddr, timeout, last)
+}
+
+// waitAnswering waits until this agent answers HTTP, leader or not: consul
+// opens its HTTP port after every other, so it has bound them all.
+func (s *Server) waitAnswering(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := s.Client()
+	var last error
+	for ctx.Err() == nil {
+		_, last = c.Status().Leader()
+		var status api.StatusError
+		if last == nil || errors.As(last, &status) {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("%w; log: %s", errExited, s.tail(20))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("consul at %s not answering after %s: %v", s.HTTPAddr, timeout, last)
 }
 
 func (s *Server) ready(ctx context.Context, c *api.Client) error {
