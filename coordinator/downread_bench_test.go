@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/rollagent/rollagent/coordinator"
+	"github.com/rollagent/rollagent/internal/benchkit"
 	"github.com/rollagent/rollagent/internal/consultest"
 	"github.com/rollagent/rollagent/internal/testkit"
 )
@@ -23,17 +24,24 @@ import (
 // ratio. The first Down (a full read, which writes downcheck) is not
 // measured: the figures are those of the grants within fullReadEvery
 // of a full read; "full" deletes downcheck before each call, for the cost
-// of the full read that one grant in every fullReadEvery makes.
+// of the full read that one grant in every fullReadEvery makes. "checks"
+// registers every other node's instance too, its workload and alive checks
+// passing, as a fleet's catalog holds them: the checks Consul's server
+// walks when asked for every state.
 func BenchmarkDownRead(b *testing.B) {
 	const nodes = 1000
 	cases := []struct {
-		down  int
-		stale bool // downcheck deleted before each call: a full read every time
-	}{{0, false}, {1, false}, {10, false}, {0, true}}
+		down   int
+		stale  bool // downcheck deleted before each call: a full read every time
+		checks bool // every node's instance registered, as in a fleet: the checks Consul walks
+	}{{0, false, false}, {1, false, false}, {10, false, false}, {0, true, false}, {0, false, true}, {10, false, true}}
 	for _, tc := range cases {
 		name := fmt.Sprintf("N=%d/down=%d", nodes, tc.down)
 		if tc.stale {
 			name += "/full"
+		}
+		if tc.checks {
+			name += "/checks"
 		}
 		down := tc.down
 		b.Run(name, func(b *testing.B) {
@@ -46,11 +54,15 @@ func BenchmarkDownRead(b *testing.B) {
 				w.WriteDownChecks(hclog.NewNullLogger())
 			}
 			putFleet(b, srv, nodes, down)
+			if tc.checks {
+				registerPassing(b, srv, down, nodes)
+			}
 			if _, err := st.Down(b.Context(), "web"); err != nil {
 				b.Fatal(err)
 			}
 			k, _ := coordinator.NewKeys(coordinator.DefaultPrefix, "web")
 			reqs, bytes := n.Total(), n.Bytes()
+			cpu0 := consulCPU(b, srv)
 			b.ResetTimer()
 			for b.Loop() {
 				if tc.stale {
@@ -67,6 +79,7 @@ func BenchmarkDownRead(b *testing.B) {
 			}
 			b.ReportMetric(float64(n.Total()-reqs)/float64(b.N), "reqs/op")
 			b.ReportMetric(float64(n.Bytes()-bytes)/float64(b.N), "bytes/op")
+			b.ReportMetric(float64((consulCPU(b, srv)-cpu0).Microseconds())/float64(b.N), "consul-cpu-us/op")
 		})
 	}
 }
@@ -113,4 +126,39 @@ func putFleet(b *testing.B, srv *consultest.Server, nodes, down int) {
 	if len(ops) > 0 {
 		flush()
 	}
+}
+
+// registerPassing registers the instances of nodes n<from>.. to n<to-1>
+// of group web, each with its workload and alive checks passing, as the
+// Consul catalog of a fleet holds them.
+func registerPassing(b *testing.B, srv *consultest.Server, from, to int) {
+	b.Helper()
+	for i := from; i < to; i++ {
+		name := fmt.Sprintf("n%04d", i)
+		err := srv.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{ID: coordinator.ServiceID("web", name),
+			Name: coordinator.ServiceName("web"), Checks: api.AgentServiceChecks{
+				{CheckID: coordinator.WorkloadCheckID("web", name), TTL: "10m", Status: api.HealthPassing},
+				{CheckID: coordinator.ServiceID("web", name) + ":alive", TTL: "10m", Status: api.HealthPassing}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The agent syncs them to the catalog, which Down reads, by itself.
+	q := &api.QueryOptions{Filter: fmt.Sprintf("ServiceName == %q", coordinator.ServiceName("web"))}
+	if !testkit.Poll(time.Minute, func() bool {
+		checks, _, err := srv.Client().Health().State(api.HealthPassing, q)
+		return err == nil && len(checks) == 2*(to-from)
+	}) {
+		b.Fatalf("the catalog does not hold the %d passing checks after a minute", 2*(to-from))
+	}
+}
+
+// consulCPU is the CPU time the Consul agent has used so far: what Down
+// costs the server, which its own time on an idle machine hides.
+func consulCPU(b *testing.B, srv *consultest.Server) time.Duration {
+	st, err := benchkit.ReadProcStat(srv.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.CPU
 }

@@ -256,8 +256,13 @@ func TestDownReadsNoRecordWhenNoneIsDown(t *testing.T) {
 	if read || len(got) != 0 {
 		t.Fatalf("read every record %v, Down = %v; want neither", read, got)
 	}
-	if n, tx := f.n.Total()-before, f.n.To("PUT", "/v1/txn")-txns; n != 4 || tx != 0 {
-		t.Fatalf("Down sent %d requests, %d of them transactions; want 4 reads and no transaction", n, tx)
+	if n, tx := f.n.Total()-before, f.n.To("PUT", "/v1/txn")-txns; n != 5 || tx != 0 {
+		t.Fatalf("Down sent %d requests, %d of them transactions; want 5 reads and no transaction", n, tx)
+	}
+	// Failing checks by their state, which Consul indexes: never every
+	// check of the datacenter, which the state "any" walks.
+	if n := f.n.To("GET", "/v1/health/state/any"); n != 0 {
+		t.Fatalf("Down read every check %d times; want the critical and warning ones only", n)
 	}
 	marks := f.n.Count(func(r testkit.Request) bool { return r.Method == "PUT" && strings.HasSuffix(r.Path, "/downcheck") })
 	if marks != 1 {
