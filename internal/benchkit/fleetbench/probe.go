@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -87,4 +88,29 @@ func profileConsul(b *testing.B, addr string) (wait func()) {
 		}
 	}()
 	return func() { <-done }
+}
+
+// profileAgents starts a CPU profile of this process, which runs every
+// agent, when FLEET_BENCH_AGENT_PROFILE names a file to write it to; the
+// func returned stops it, once the rollout is over, so the agents' start-up
+// is not in it. Not with -test.cpuprofile, which holds the one profile.
+func profileAgents(b *testing.B) (stop func()) {
+	path := os.Getenv("FLEET_BENCH_AGENT_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	out, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(out)
+	}
+	if err != nil {
+		b.Errorf("agent profile: %v", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			b.Errorf("agent profile: %v", err)
+		}
+	}
 }

@@ -118,12 +118,14 @@ func (f *benchFleet) roll(r *fleetResult) {
 	f.mu.Unlock()
 	f.traffic.record(f.start)
 	prof := profileConsul(f.b, f.profiled())
+	stopProf := profileAgents(f.b)
 	agents0, consul0 := f.fleetCPU()
 	f.commit("v2")
 	if err := f.awaitTurns(f.fc.n, fleetRolloutCap); err != nil {
 		r.note = err.Error()
 		f.b.Error(err)
 	}
+	stopProf()
 	agents1, consul1 := f.fleetCPU()
 	took := time.Since(f.start).Seconds()
 	r.busyAgents, r.busyConsul = (agents1-agents0).Seconds()/took, (consul1-consul0).Seconds()/took
