@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -60,9 +61,7 @@ func TestDownCountsAMarkWithoutItsIndexKey(t *testing.T) {
 // rather than take the record for missing: a transaction's get that the
 // token may not read is left out of the results, without an error.
 func TestDownRefusesARecordItMayNotRead(t *testing.T) {
-	const root = "0c6cd0d6-3a5e-4f4e-9a0b-3d1c3a7c9e21"
-	srv := consultest.New(t, consultest.Options{Token: root,
-		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + root + `" agent = "` + root + `" } }`})
+	srv := newACLServer(t)
 	c := srv.Client()
 	st := NewStore(c, DefaultPrefix)
 	k, _ := st.Keys("web")
@@ -81,7 +80,26 @@ func TestDownRefusesARecordItMayNotRead(t *testing.T) {
 key "` + k.Node("n1") + `" { policy = "deny" }
 service_prefix "" { policy = "read" }
 node_prefix "" { policy = "read" }`
-	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: "reader", Rules: rules}, nil)
+	got, err := NewStore(tokenClient(t, srv, rules), DefaultPrefix).Down(t.Context(), "web")
+	if !errors.Is(err, ErrACLDenied) {
+		t.Fatalf("Down with a token that may not read n1's record = %v, %v; want an error wrapping ErrACLDenied", got, err)
+	}
+}
+
+// newACLServer is a Consul -dev agent with default-deny ACLs, and its
+// management token in its Client.
+func newACLServer(t *testing.T) *consultest.Server {
+	t.Helper()
+	const root = "0c6cd0d6-3a5e-4f4e-9a0b-3d1c3a7c9e21"
+	return consultest.New(t, consultest.Options{Token: root,
+		HCL: `acl { enabled = true default_policy = "deny" tokens { initial_management = "` + root + `" agent = "` + root + `" } }`})
+}
+
+// tokenClient is a client of srv with a new token of a policy of rules.
+func tokenClient(t *testing.T, srv *consultest.Server, rules string) *api.Client {
+	t.Helper()
+	c := srv.Client()
+	p, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: fmt.Sprintf("p%d", time.Now().UnixNano()), Rules: rules}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +113,5 @@ node_prefix "" { policy = "read" }`
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := NewStore(rc, DefaultPrefix).Down(t.Context(), "web")
-	if !errors.Is(err, ErrACLDenied) {
-		t.Fatalf("Down with a token that may not read n1's record = %v, %v; want an error wrapping ErrACLDenied", got, err)
-	}
+	return rc
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -39,7 +40,11 @@ func TestDownSeesACheckThatMovesBetweenItsReads(t *testing.T) {
 			once.Do(func() { close(critAnswered) })
 			return resp, err
 		case "/v1/health/state/warning":
-			<-critAnswered
+			select {
+			case <-critAnswered:
+			case <-time.After(30 * time.Second):
+				return nil, errors.New("the critical state was never read")
+			}
 			if !moved {
 				moved = f.moveCheck(WorkloadCheckID("web", "n1"), api.HealthCritical)
 			}
@@ -71,4 +76,53 @@ func (f *downFixture) moveCheck(id, status string) bool {
 		checks, _, err := c.Health().State(status, &api.QueryOptions{Filter: "CheckID == " + `"` + id + `"`})
 		return err == nil && len(checks) == 1
 	})
+}
+
+// A failing check of a node's service that the token may not read (a
+// policy that denies the group's service) fails Down, rather than leave
+// that node out of the count: Consul filters by ACL after the filter, so
+// what it says it left out is a check Down would have counted.
+func TestDownRefusesAFailingCheckItMayNotRead(t *testing.T) {
+	srv := newACLServer(t)
+	st := NewStore(srv.Client(), DefaultPrefix)
+	if err := st.PutNode(t.Context(), "web", NodeState{Node: "n1", SHA: downSHA, State: StateConverged, Since: time.Now().UTC(), StopIndex: true}); err != nil {
+		t.Fatal(err)
+	}
+	err := srv.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{ID: ServiceID("web", "n1"), Name: ServiceName("web"),
+		Check: &api.AgentServiceCheck{CheckID: WorkloadCheckID("web", "n1"), TTL: "1m", Status: api.HealthCritical}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := st.Keys("web")
+	reads := `key_prefix "` + k.Root() + `" { policy = "read" }
+node_prefix "" { policy = "read" }
+service_prefix "" { policy = "read" }`
+	testkit.Eventually(t, 10*time.Second, "n1 down to a token that may read it", func() bool {
+		got, err := NewStore(tokenClient(t, srv, reads), DefaultPrefix).Down(t.Context(), "web")
+		return err == nil && got["n1"] == DownWorkload
+	})
+	denied := reads + "\nservice \"" + ServiceName("web") + "\" { policy = \"deny\" }"
+	got, err := NewStore(tokenClient(t, srv, denied), DefaultPrefix).Down(t.Context(), "web")
+	if !errors.Is(err, ErrACLDenied) {
+		t.Fatalf("Down with a token that may not read the group's service = %v, %v; want an error wrapping ErrACLDenied", got, err)
+	}
+}
+
+// A workload check whose status is none of Consul's three (the agent API
+// refuses such a status, a catalog write does not) is in no status's
+// index: the full read, at least every fullReadEvery, reads every status
+// and counts its node, as any status but passing is.
+func TestDownFullReadCountsACheckOfAnotherStatus(t *testing.T) {
+	f := newDownFixture(t)
+	f.put(t, "web", NodeState{Node: "n1", SHA: downSHA, ConsulNode: "ext1"}, false)
+	_, err := f.srv.Client().Catalog().Register(&api.CatalogRegistration{Node: "ext1", Address: "127.0.0.2",
+		Service: &api.AgentService{ID: ServiceID("web", "n1"), Service: ServiceName("web")},
+		Check:   &api.AgentCheck{Node: "ext1", CheckID: WorkloadCheckID("web", "n1"), ServiceID: ServiceID("web", "n1"), Status: "maintenance"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, full := f.down(t, "web")
+	if !full || got["n1"] != DownWorkload {
+		t.Fatalf("Down = %v (full read %v); want n1 %s on a full read", got, full, DownWorkload)
+	}
 }

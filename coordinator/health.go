@@ -145,7 +145,7 @@ func (s *Store) Down(ctx context.Context, group string) (map[string]DownReason, 
 		return nil, err
 	}
 	if in.full(s.clock()) {
-		err = s.readAllRecords(ctx, k, &in)
+		err = s.readAllRecords(ctx, k, group, &in)
 	} else {
 		err = s.readSomeRecords(ctx, k, group, &in)
 	}

@@ -64,15 +64,21 @@ func (s *Store) readDownInputs(ctx context.Context, group string, k Keys) (downI
 	return in, cmp.Or(cerr, gerr, ierr, merr)
 }
 
-// readAllRecords reads every record into in, and marks the full read
+// readAllRecords reads every record into in, and the failing checks again
+// in every state (checksNotPassing), and marks the full read
 // (Keys.DownCheck) for the readers after it.
-func (s *Store) readAllRecords(ctx context.Context, k Keys, in *downInputs) error {
+func (s *Store) readAllRecords(ctx context.Context, k Keys, group string, in *downInputs) error {
 	at := s.clock()
-	recs, kept, err := s.nodeRecords(ctx, k)
-	if err != nil {
+	var checks api.HealthChecks
+	var cerr, err error
+	var wg sync.WaitGroup
+	wg.Go(func() { checks, cerr = s.checksNotPassing(ctx, group) })
+	wg.Go(func() { in.recs, in.kept, err = s.nodeRecords(ctx, k) })
+	wg.Wait()
+	if err := cmp.Or(cerr, err); err != nil {
 		return err
 	}
-	in.recs, in.kept = recs, kept
+	in.checks = checks
 	s.markFullRead(ctx, k, in, at)
 	return nil
 }
@@ -185,8 +191,7 @@ func (s *Store) getKeys(ctx context.Context, keys []string) (api.KVPairs, error)
 // that went from warning to critical between them could be in neither,
 // and one read of every state is the view instead.
 func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChecks, error) {
-	filter := fmt.Sprintf(`ServiceName == %q or (ServiceName == %q and %q in ServiceTags) or CheckID == "serfHealth"`,
-		ServiceName(group), AliveServiceName, aliveGroupTag(group))
+	filter := checksFilter(group)
 	var crit, warn api.HealthChecks
 	var cAt, wAt uint64
 	var cerr, werr error
@@ -200,8 +205,23 @@ func (s *Store) failingChecks(ctx context.Context, group string) (api.HealthChec
 	if cAt == wAt {
 		return append(crit, warn...), nil
 	}
-	checks, _, err := s.checksIn(ctx, api.HealthAny, fmt.Sprintf(`(%s) and Status != "passing"`, filter))
+	return s.checksNotPassing(ctx, group)
+}
+
+// checksNotPassing are the checks failingChecks names, read in every state:
+// also one whose status is none of Consul's three, which its agent API
+// refuses but a catalog or txn write may set, and which no status's index
+// holds. A full read of the records reads them so too.
+func (s *Store) checksNotPassing(ctx context.Context, group string) (api.HealthChecks, error) {
+	checks, _, err := s.checksIn(ctx, api.HealthAny, fmt.Sprintf(`(%s) and Status != "passing"`, checksFilter(group)))
 	return checks, err
+}
+
+// checksFilter keeps the checks Down judges: of group's service, of its
+// nodes' alive instances (tagged with the group), and serfHealth.
+func checksFilter(group string) string {
+	return fmt.Sprintf(`ServiceName == %q or (ServiceName == %q and %q in ServiceTags) or CheckID == "serfHealth"`,
+		ServiceName(group), AliveServiceName, aliveGroupTag(group))
 }
 
 // checksIn are the checks in state that filter keeps, and the index of
@@ -210,6 +230,11 @@ func (s *Store) checksIn(ctx context.Context, state, filter string) (api.HealthC
 	checks, meta, err := s.c.Health().State(state, (&api.QueryOptions{Filter: filter}).WithContext(ctx))
 	if err != nil {
 		return nil, 0, consulError(s.c, err)
+	}
+	if meta.ResultsFilteredByACLs {
+		// Consul filters by ACL after the filter: what it left out is a
+		// check Down counts, on a node or service the token may not read.
+		return nil, 0, fmt.Errorf("read the failing checks: the token may not read every one of them (service:read and node:read), so Consul left some out (%w)", ErrACLDenied)
 	}
 	return checks, meta.LastIndex, nil
 }

@@ -7,6 +7,13 @@ key_prefix "rollagent/groups/web/" {
 service "rollagent-web" {
   policy = "read"
 }
+# And each agent's liveness check, on its instance of the service
+# "rollagent": status counts a node whose agent is down. Without it, status
+# says that it cannot tell which nodes are down (Consul leaves those checks
+# out, and says so).
+service "rollagent" {
+  policy = "read"
+}
 node_prefix "" {
   policy = "read"
 }
