@@ -247,35 +247,31 @@ func (s *Server) ClientVia(rt http.RoundTripper) *api.Client {
 // WaitReady waits until there is a leader and this node's serfHealth passes,
 // which is what a session bound to serfHealth needs.
 func (s *Server) WaitReady(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	c := s.Client()
-	var last error
-	for ctx.Err() == nil {
-		last = s.ready(ctx, c)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("%w; log: %s", errExited, s.tail(20))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("consul at %s not ready after %s: %v", s.HTTPAddr, timeout, last)
+	return s.await(timeout, "ready", s.ready)
 }
 
 // waitAnswering waits until this agent answers HTTP, leader or not: consul
 // opens its HTTP port after every other, so it has bound them all.
 func (s *Server) waitAnswering(timeout time.Duration) error {
+	return s.await(timeout, "answering", func(_ context.Context, c *api.Client) error {
+		_, err := c.Status().Leader()
+		var status api.StatusError
+		if errors.As(err, &status) {
+			return nil
+		}
+		return err
+	})
+}
+
+// await tries until try succeeds, the agent exits (errExited), or timeout.
+func (s *Server) await(timeout time.Duration, what string, try func(context.Context, *api.Client) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c := s.Client()
 	var last error
 	for ctx.Err() == nil {
-		_, last = c.Status().Leader()
-		var status api.StatusError
-		if last == nil || errors.As(last, &status) {
+		last = try(ctx, c)
+		if last == nil {
 			return nil
 		}
 		select {
@@ -284,7 +280,7 @@ func (s *Server) waitAnswering(timeout time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("consul at %s not answering after %s: %v", s.HTTPAddr, timeout, last)
+	return fmt.Errorf("consul at %s not %s after %s: %v", s.HTTPAddr, what, timeout, last)
 }
 
 func (s *Server) ready(ctx context.Context, c *api.Client) error {
