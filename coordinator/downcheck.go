@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +46,11 @@ type DownCheckMark struct {
 	// At is when the read began, by its reader's wall clock (UTC).
 	At time.Time `json:"at"`
 	// AllIndexed says every record it read keeps the stop index
-	// (NodeState.StopIndex), and every stop mark it read was in the index
-	// as Down read it: only then may readers skip reading them.
+	// (NodeState.StopIndex), every stop mark it read was in the index
+	// as Down read it, and no failing check it read is in a status that
+	// Consul's index of checks by status does not hold (unindexedStatus):
+	// only then may readers skip reading them, and read the failing
+	// checks by status.
 	AllIndexed bool `json:"all_indexed"`
 }
 
@@ -112,7 +116,7 @@ func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at tim
 	for _, n := range in.index {
 		indexed[n] = true
 	}
-	all := true
+	all := !unindexedStatus(in.checks)
 	for name, r := range in.recs {
 		if !r.StopIndex || (r.Stopped != nil && !indexed[name]) {
 			all = false
@@ -131,4 +135,18 @@ func (s *Store) markFullRead(ctx context.Context, k Keys, in *downInputs, at tim
 				"error", err)
 		}
 	}
+}
+
+// unindexedStatus says one of checks, all failing, is in a status other
+// than critical and warning, which Down's reads by status do not find: a
+// catalog or txn write may set any string, where the agent API refuses
+// it. Until no full read finds one, every reader reads every record, and
+// the checks in every state, at every Down.
+func unindexedStatus(checks api.HealthChecks) bool {
+	for _, c := range checks {
+		if s := strings.ToLower(c.Status); s != api.HealthCritical && s != api.HealthWarning {
+			return true
+		}
+	}
+	return false
 }
