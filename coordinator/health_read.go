@@ -185,7 +185,7 @@ func (s *Store) getKeys(ctx context.Context, keys []string) (api.KVPairs, error)
 //
 // They are read by status, critical and warning at once, as Consul indexes
 // checks by status: the server walks the checks that fail, where the state
-// "any" walks every check of the datacenter (3,000 in a group of 1,000
+// "any" walks every check of the datacenter (3,000-4,000 in a group of 1,000
 // nodes, at each grant). Two reads are one view of the checks only when
 // both answer at the same index of the checks table: otherwise a check
 // that went from warning to critical between them could be in neither,
