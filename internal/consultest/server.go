@@ -253,8 +253,8 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 // waitAnswering waits until this agent answers HTTP, leader or not: consul
 // opens its HTTP port after every other, so it has bound them all.
 func (s *Server) waitAnswering(timeout time.Duration) error {
-	return s.await(timeout, "answering", func(_ context.Context, c *api.Client) error {
-		_, err := c.Status().Leader()
+	return s.await(timeout, "answering", func(ctx context.Context, c *api.Client) error {
+		_, err := c.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
 		var status api.StatusError
 		if errors.As(err, &status) {
 			return nil
@@ -284,7 +284,7 @@ func (s *Server) await(timeout time.Duration, what string, try func(context.Cont
 }
 
 func (s *Server) ready(ctx context.Context, c *api.Client) error {
-	leader, err := c.Status().Leader()
+	leader, err := c.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return err
 	}
