@@ -127,9 +127,10 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	returned := time.Now()
 	cr := cancelRun{waiters: fc.n - fc.k, cancelCall: returned.Sub(start)}
 	steps0 := f.pace.steps.Load()
-	holders := before.holderNodes()
-	fleettest.WaitFor(b, time.Minute, "every waiter out of line", func() bool { return w.First(emptyLine(holders)) != nil })
-	empty := w.First(emptyLine(holders))
+	holders := before.holderNodes(keys.Slot())
+	out := emptyLine(keys.Slot(), holders)
+	fleettest.WaitFor(b, time.Minute, "every waiter out of line", func() bool { return w.First(out) != nil })
+	empty := w.First(out)
 	_, cr.endpoints = f.traffic.stop()
 	agents1, consul1 := f.fleetCPU()
 	raft1, err := raftIndex(c)
@@ -176,31 +177,35 @@ type slotSnap struct {
 func (s slotSnap) rel(p *api.KVPair, prefix string) string { return strings.TrimPrefix(p.Key, prefix) }
 
 // holderNodes are the nodes that hold a key under .holders/.
-func (s slotSnap) holderNodes() map[string]bool {
+func (s slotSnap) holderNodes(prefix string) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range s.pairs {
-		if node, _, ok := slotName(p.Key, "/.holders/"); ok {
+		if node, holder, ok := entryOf(prefix, p.Key); ok && holder {
 			out[node] = true
 		}
 	}
 	return out
 }
 
-// slotName is the node and session of a key filed under dir/<node>/<session>.
-func slotName(key, dir string) (node, session string, ok bool) {
-	i := strings.Index(key, dir)
-	if i < 0 {
-		return "", "", false
+// entryOf is the node a contender or holder key of the slot at prefix is
+// filed under (<dir>/<node>/<session>), and whether it is a holder key.
+// lockstep says which keys are entries: its slot keys are filed under
+// .holders/ too, and are no grant.
+func entryOf(prefix, key string) (node string, holder, ok bool) {
+	rel, found := strings.CutPrefix(key, prefix)
+	if !found || lockstep.ClassifyKey(rel) != lockstep.KeyEntry {
+		return "", false, false
 	}
-	node, session, ok = strings.Cut(key[i+len(dir):], "/")
-	return node, session, ok && session != ""
+	parts := strings.Split(rel, "/")
+	node = parts[1]
+	return node, strings.HasPrefix(key, lockstep.HolderKey(prefix, node, "")), true
 }
 
 // emptyLine says no contender key is left but the holders'.
-func emptyLine(holders map[string]bool) func(slotSnap) bool {
+func emptyLine(prefix string, holders map[string]bool) func(slotSnap) bool {
 	return func(s slotSnap) bool {
 		for _, p := range s.pairs {
-			if node, _, ok := slotName(p.Key, "/slot/c/"); ok && !holders[node] {
+			if node, holder, ok := entryOf(prefix, p.Key); ok && !holder && !holders[node] {
 				return false
 			}
 		}
@@ -232,13 +237,12 @@ func lastBefore(w *slotWatch, index uint64) slotSnap {
 }
 
 // holdersRecord is the part of lockstep's holders record (docs/kv-layout.md)
-// the check reads.
+// the check reads: the latest grant, which lockstep's view leaves out.
 type holdersRecord struct {
 	Last *struct {
 		Session string `json:"session"`
 		Joined  uint64 `json:"joined"`
 	} `json:"last"`
-	Released uint64 `json:"released"`
 }
 
 func (s slotSnap) record(prefix string) holdersRecord {
@@ -269,7 +273,7 @@ func (cr *cancelRun) check(b *testing.B, c *api.Client, keys coordinator.Keys, s
 	cr.snaps = len(all)
 	for _, s := range all {
 		for _, kv := range s.pairs {
-			if _, _, ok := slotName(kv.Key, "/.holders/"); ok {
+			if _, holder, ok := entryOf(prefix, kv.Key); ok && holder {
 				cr.maxGrant = max(cr.maxGrant, kv.CreateIndex)
 				if kv.CreateIndex > cr.cancelIndex {
 					cr.late = append(cr.late, fmt.Sprintf("%s granted at index %d, after the CANCEL at %d", s.rel(kv, prefix), kv.CreateIndex, cr.cancelIndex))
@@ -284,8 +288,10 @@ func (cr *cancelRun) check(b *testing.B, c *api.Client, keys coordinator.Keys, s
 	if rec0.Last == nil || rec1.Last == nil || *rec0.Last != *rec1.Last {
 		cr.late = append(cr.late, fmt.Sprintf("the holders record's latest grant moved after the CANCEL: %+v → %+v", rec0.Last, rec1.Last))
 	}
-	cr.released = rec1.Released - rec0.Released
-	if held := uint64(len(before.holderNodes())); cr.released != held {
+	// The slots freed are counted in the record and in each slot key:
+	// lockstep's view sums them.
+	cr.released = lockstep.ParseHolders(prefix, all[len(all)-1].pairs).Released - lockstep.ParseHolders(prefix, before.pairs).Released
+	if held := uint64(len(before.holderNodes(prefix))); cr.released != held {
 		cr.late = append(cr.late, fmt.Sprintf("%d slots released after the CANCEL, %d were held at it", cr.released, held))
 	}
 	if cr.steps != 0 {
@@ -339,7 +345,7 @@ func cancelReport(runs []cancelRun, n int, started time.Time) string {
 		"contender key (`slot/c/<node>/<session>`) is left but the holders'; the time is when that read returned. Checked from the records: " +
 		"every holder key (`slot/.holders/<node>/<session>`, created by its grant) any read saw has a CreateIndex at or below the CANCEL's " +
 		"ModifyIndex; the holders record's latest grant (`last`) is the same before the Cancel and at the end; the slots released from " +
-		"the Cancel to the end (the record's `released`) are the holders' at the Cancel, no more, so no grant came and went between two reads; " +
+		"the Cancel to the end (the `released` counts of the holders record and of each slot key, `slot/.holders/.slots/<i>`, summed as lockstep sums them) are the holders' at the Cancel, no more, so no grant came and went between two reads; " +
 		"no node record written after the CANCEL names a fenced step; and no runtime passed a fenced step after it. " +
 		"Requests (counted at each agent's client), Raft writes (the leader's last_log_index) and cores busy (agents + Consul, from /proc) " +
 		"run from the Cancel's start until the empty line was seen.\n")
