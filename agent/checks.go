@@ -91,7 +91,10 @@ func (h *workloadHealth) keepHealth(ctx context.Context) {
 }
 
 // workloadCheck is the service's check of the workload's health, starting
-// at health: Consul resets a check to the status registered with it.
+// at health. Consul 1.13 applies that status to a new check only (a first
+// registration, or a Consul agent that lost its state): an existing check
+// keeps its status and output through every registration, even one that
+// replaces the checks (agent.go, addServiceInternal, restores them).
 func (s *catalog) workloadCheck(health string) *api.AgentServiceCheck {
 	c := &api.AgentServiceCheck{CheckID: s.health.checkID(), Name: "workload health", Status: health,
 		Notes: "passing while the managed workload is healthy"}
