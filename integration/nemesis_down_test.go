@@ -97,7 +97,10 @@ func (ck *checker) onsets(nodes []string, isDown, holding map[string]bool, now t
 		o.onset = now
 		var in []string
 		for _, other := range nodes {
-			if other != nd && f.idle[other] == nil && (isDown[other] || holding[other]) {
+			// A node of N that holds a slot began its step before this
+			// outage too: in G, it stays forgiven once its own fault ends
+			// while that step still runs.
+			if other != nd && (holding[other] || (isDown[other] && f.idle[other] == nil)) {
 				f.grand[other] = true
 				in = append(in, other)
 			}
