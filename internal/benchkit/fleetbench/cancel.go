@@ -268,8 +268,8 @@ func (s slotSnap) record(prefix string) holdersRecord {
 // check proves from the records that nothing was granted after the
 // CANCEL: every holder key the watch or the read after the releases
 // saw was created at or before the CANCEL's index, and no key was there
-// that lockstep's layout does not name; the holders record's latest grant is one made before it;
-// the slots released since are the holders' at the CANCEL, no more; no
+// that lockstep's layout does not name; the holders record's latest grant
+// is one made before it; the slots released since are the holders' at the CANCEL, no more; no
 // node record written after the CANCEL names a fenced step; and no
 // runtime passed a fenced step after it.
 func (cr *cancelRun) check(b *testing.B, c *api.Client, keys coordinator.Keys, sha string, all []slotSnap, before slotSnap) {
