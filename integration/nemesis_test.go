@@ -63,8 +63,9 @@ const (
 //     first sample that saw a node of N down (their step began before
 //     the outage existed; a node of N that held one joins G, and counts
 //     there once its own fault ends while its step runs), and nodes
-//     granted a slot while the rollout was blind to that outage: before Consul showed one of the outage node's
-//     checks not passing, and within detectWindow of the outage. A reboot
+//     granted a slot while the rollout was blind to that outage: before
+//     Consul showed one of the outage node's checks not passing, and
+//     within detectWindow of the outage. A reboot
 //     opens no blind window: its agent's clean stop told the rollout
 //     first. Each is forgiven until seen up and not holding.
 //
