@@ -142,29 +142,26 @@ func runCancel(b *testing.B, srv *consultest.Server, fc fleetCase, run int, opts
 	cr.busy = ((agents1 - agents0) + (consul1 - consul0)).Seconds() / time.Since(start).Seconds()
 	cr.prevRead = lastBefore(w, empty.index).at.Sub(returned)
 	release()
-	awaitReleased(b, c, keys)
+	final := awaitReleased(b, c, keys.Slot())
 	w.Stop()
 	cr.steps = f.pace.steps.Load() - steps0
-	cr.check(b, c, keys, v2, append(w.Snaps(), finalSlot(b, c, keys.Slot())), before)
+	cr.check(b, c, keys, v2, append(w.Snaps(), final), before)
 	return cr
 }
 
-// finalSlot reads the slot's keys once more after the holders released:
-// the watch, stopped, may not have returned the last release yet.
-func finalSlot(b *testing.B, c *api.Client, prefix string) slotSnap {
-	pairs, meta, err := c.KV().List(prefix, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return slotSnap{at: time.Now(), index: meta.LastIndex, pairs: pairs}
-}
-
 // awaitReleased waits for the holders, let out of their step, to find
-// the CANCEL at their next fence and release their slots.
-func awaitReleased(b *testing.B, c *api.Client, keys coordinator.Keys) {
+// the CANCEL at their next fence and release their slots, and returns the
+// slot as the read that saw them released: the watch, stopped, may not
+// have returned the last release yet.
+func awaitReleased(b *testing.B, c *api.Client, prefix string) slotSnap {
+	var final slotSnap
 	fleettest.WaitFor(b, 2*time.Minute, "the holders to release their slots", func() bool {
-		h, err := lockstep.ReadHolders(c, keys.Slot(), nil)
-		if err != nil || len(h.Holding) > 0 {
+		pairs, meta, err := c.KV().List(prefix, nil)
+		if err != nil {
+			return false
+		}
+		h := lockstep.ParseHolders(prefix, pairs)
+		if len(h.Holding) > 0 {
 			return false
 		}
 		for _, cl := range h.Claims {
@@ -172,8 +169,10 @@ func awaitReleased(b *testing.B, c *api.Client, keys coordinator.Keys) {
 				return false
 			}
 		}
+		final = slotSnap{at: time.Now(), index: meta.LastIndex, pairs: pairs}
 		return true
 	})
+	return final
 }
 
 // slotSnap is the slot's keys as one blocking read returned them.
